@@ -1,0 +1,5 @@
+"""`python -m abifit`."""
+
+from .cli import main
+
+raise SystemExit(main())

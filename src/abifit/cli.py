@@ -1,0 +1,113 @@
+"""Command line: arguments, streams and exit codes.
+
+Data goes to stdout, progress and errors to stderr. Exit codes: 0 fits (or everything was read),
+1 problems found, 2 usage or analysis error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import TextIO
+
+from . import __version__
+from .environment import InterpreterFacts, default_interpreter, query_interpreter
+from .errors import AbifitError
+from .inspection import SymbolFilter, SymbolSelection, inspect
+from .report import dumps, inspect_json, inspect_text
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_ERROR = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors as one `error:` line and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_ERROR, f"error: {message}\nhint: run `{self.prog} --help`\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="abifit", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--version", action="version", version=f"abifit {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = sub.add_parser(
+        "inspect",
+        help="what ELF objects need and provide",
+        description="Show what each ELF object of a file, directory, wheel or installed "
+        "distribution needs and provides, as the dynamic loader sees it.",
+    )
+    p.add_argument("targets", nargs="+", metavar="TARGET",
+                   help="a .so or executable, a directory, a .whl file, or an installed "
+                   "distribution name")
+    p.add_argument("--python", metavar="PATH",
+                   help="interpreter whose environment holds the distributions "
+                   "(default: $VIRTUAL_ENV, $CONDA_PREFIX, python3 on PATH)")
+    p.add_argument("--symbols", choices=[s.value for s in SymbolSelection if s.value != "none"],
+                   help="list dynamic symbols, with demangled names")
+    p.add_argument("--match", metavar="GLOB",
+                   help="only symbols whose mangled or demangled name matches (implies "
+                   "--symbols all)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    return parser
+
+
+def _progress(stream: TextIO) -> Callable[[str], None]:
+    if not stream.isatty():
+        return lambda _message: None
+
+    def show(message: str) -> None:
+        stream.write(f"\r\x1b[K{message[:150]}")
+        stream.flush()
+
+    return show
+
+
+def _clear_progress(stream: TextIO) -> None:
+    if stream.isatty():
+        stream.write("\r\x1b[K")
+        stream.flush()
+
+
+def _facts(python: str | None) -> Callable[[], InterpreterFacts]:
+    @functools.cache
+    def facts() -> InterpreterFacts:
+        return query_interpreter(python or default_interpreter(os.environ))
+
+    return facts
+
+
+def _run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    selection = SymbolSelection(args.symbols or ("all" if args.match else "none"))
+    flt = SymbolFilter(selection, args.match)
+    try:
+        report = inspect(args.targets, flt, _facts(args.python), _progress(err))
+    finally:
+        _clear_progress(err)
+    out.write(dumps(inspect_json(report)) + "\n" if args.json else inspect_text(report))
+    for obj in report.objects:
+        if obj.error is not None:
+            err.write(f"error: {obj.error}\n")
+    return EXIT_ERROR if report.failed else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    try:
+        return _run_inspect(args, out, err)
+    except AbifitError as e:
+        err.write(f"error: {e}\n")
+        return EXIT_ERROR
+    except BrokenPipeError:
+        # the reader went away (`abifit ... | head`): not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except KeyboardInterrupt:
+        err.write("interrupted\n")
+        return 130

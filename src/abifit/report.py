@@ -1,0 +1,124 @@
+"""Reports rendered for people (text) and for machines (one versioned JSON document).
+
+Both renderings are made from the same report object, so they can never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from dataclasses import asdict
+
+from .inspection import InspectReport, ObjectReport, SymbolRow
+
+SCHEMA_VERSION = 1
+
+JsonObject = dict[str, object]
+
+
+def _object_json(obj: ObjectReport) -> JsonObject:
+    doc: JsonObject = {
+        "path": obj.path,
+        "member": obj.member,
+        "error": obj.error,
+    }
+    if obj.error is None:
+        doc.update(
+            elf_class=obj.elf_class,
+            byte_order=obj.byte_order,
+            machine=obj.machine,
+            file_type=obj.file_type,
+            interpreter=obj.interpreter,
+            soname=obj.soname,
+            needed=list(obj.needed),
+            rpath=list(obj.rpath),
+            runpath=list(obj.runpath),
+            flags=obj.flags,
+            flags_1=obj.flags_1,
+            symbol_counts={"defined": obj.defined, "undefined": obj.undefined, "weak": obj.weak},
+            required_versions=[asdict(r) for r in obj.required_versions],
+            defined_versions=list(obj.defined_versions),
+        )
+        if obj.symbols is not None:
+            doc["symbols"] = [_symbol_json(s) for s in obj.symbols]
+    return doc
+
+
+def _symbol_json(row: SymbolRow) -> JsonObject:
+    doc = asdict(row)
+    del doc["display_name"]
+    return doc
+
+
+def inspect_json(report: InspectReport) -> JsonObject:
+    """The `--json` document of `abifit inspect`."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "command": "inspect",
+        "targets": list(report.targets),
+        "symbols": report.symbols.value,
+        "match": report.match,
+        "objects": [_object_json(o) for o in report.objects],
+        "summary": {"objects": len(report.objects), "errors": report.failed},
+    }
+
+
+def dumps(doc: JsonObject) -> str:
+    return json.dumps(doc, indent=2)
+
+
+def _field(label: str, values: list[str] | tuple[str, ...], width: int = 100) -> list[str]:
+    text = " ".join(values) if values else "-"
+    indent = " " * 13
+    wrapped = textwrap.wrap(text, width, initial_indent=f"  {label:<10} ",
+                            subsequent_indent=indent, break_on_hyphens=False,
+                            break_long_words=False)
+    return wrapped or [f"  {label:<10} -"]
+
+
+def _object_text(obj: ObjectReport) -> list[str]:
+    if obj.error is not None:
+        return [obj.location, f"  error: {obj.error}"]
+    lines = [
+        obj.location,
+        f"  {obj.elf_class} {obj.byte_order}-endian {obj.machine} {obj.file_type}",
+    ]
+    if obj.interpreter:
+        lines += _field("interp", [obj.interpreter])
+    lines += _field("soname", [obj.soname] if obj.soname else [])
+    lines += _field("needed", list(obj.needed))
+    if obj.rpath:
+        lines += _field("rpath", list(obj.rpath))
+    if obj.runpath:
+        lines += _field("runpath", list(obj.runpath))
+    lines.append(
+        f"  {'symbols':<10} {obj.defined} defined, {obj.undefined} undefined, {obj.weak} weak"
+    )
+    for req in obj.required_versions:
+        versions = [v + (" (weak)" if v in req.weak else "") for v in req.versions]
+        lines += _field("requires", [f"{req.library}:", *versions])
+    if obj.defined_versions:
+        lines += _field("defines", list(obj.defined_versions))
+    if obj.symbols is not None:
+        lines.append(f"  {len(obj.symbols)} symbols shown")
+        lines += [_symbol_text(s) for s in obj.symbols]
+    return lines
+
+
+def _symbol_text(row: SymbolRow) -> str:
+    kind = "D" if row.defined else "U"
+    line = f"    {kind} {row.binding:<10} {row.type:<9} {row.display_name}"
+    if row.demangled:
+        line += f"\n        {row.demangled}"
+    return line
+
+
+def inspect_text(report: InspectReport) -> str:
+    """The text rendering of `abifit inspect`."""
+    blocks = ["\n".join(_object_text(o)) for o in report.objects]
+    if not report.objects:
+        blocks.append("no ELF objects found")
+    summary = f"{len(report.objects)} ELF object(s)"
+    if report.failed:
+        summary += f", {report.failed} could not be read"
+    return "\n\n".join([*blocks, summary]) + "\n"
