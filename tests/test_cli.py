@@ -87,7 +87,7 @@ def test_inspect_shared_library_text() -> None:
     assert "soname     libstdc++.so.6" in done.stdout
     assert "libc.so.6" in done.stdout
     assert "GLIBCXX_3.4" in done.stdout
-    assert done.stdout.rstrip().endswith("1 ELF object(s)")
+    assert done.stdout.rstrip().endswith("1 object(s)")
 
 
 def test_inspect_json_matches_schema_and_readelf() -> None:

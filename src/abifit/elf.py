@@ -19,9 +19,10 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Literal
 
 from .errors import ElfError, FormatError
 from .sources import ByteSource
@@ -123,8 +124,12 @@ SHN_ABS = 0xFFF1
 SHN_XINDEX = 0xFFFF
 PN_XNUM = 0xFFFF
 
-# A version chain longer than this is corrupt (glibc's largest has a few dozen entries).
-_MAX_VERSION_ENTRIES = 1 << 16
+# Version indexes have 15 bits, so no object can use more version entries than this.
+_MAX_VERSION_ENTRIES = 1 << 15
+# Names of the dynamic symbols may add up to this much more than their string table.
+_MAX_NAME_BYTES = 64 << 20
+# No library name, search path or version name is longer than this.
+_MAX_NAME = 1 << 16
 
 
 def enum_or_int(kind: type[IntEnum], value: int) -> IntEnum | int:
@@ -313,7 +318,20 @@ class SymbolTable:
         """(version name, library it is required from, hidden) of entry i."""
         if self.versym is None:
             return None, None, False
-        raw = self.versym[i]
+        return self._version_of_raw(self.versym[i])
+
+    def versions(self) -> list[str | None]:
+        """The version name of every entry (None where unversioned), in bulk."""
+        if self.versym is None:
+            return [None] * len(self.names)
+        lookup = {raw: self._version_of_raw(raw)[0] for raw in set(self.versym)}
+        return list(map(lookup.__getitem__, self.versym))
+
+    def bindings(self) -> bytes:
+        """The binding (STB_* value) of every entry, in bulk."""
+        return self.info.translate(_BINDING_TABLE)
+
+    def _version_of_raw(self, raw: int) -> tuple[str | None, str | None, bool]:
         index = raw & VERSYM_INDEX
         if index in (VER_NDX_LOCAL, VER_NDX_GLOBAL):
             return None, None, False
@@ -329,6 +347,7 @@ class SymbolTable:
         return len(self.names) - undefined, undefined, weak
 
 
+_BINDING_TABLE = bytes(b >> 4 for b in range(256))
 _WEAK_TABLE = bytes(1 if (b >> 4) == Binding.WEAK else 0 for b in range(256))
 
 
@@ -503,40 +522,80 @@ def _parse_dynamic_entries(r: _Reader, seg: Segment, lay: _Layout) -> list[tuple
 
 
 class _Strings:
-    """The dynamic string table; names are cut out on demand, unterminated ones are an error."""
+    """The dynamic string table; unterminated names and offsets outside it are errors.
+
+    An ASCII table (every real one seen) is decoded once, so byte offsets are text offsets and a
+    name is one `find` and one slice; any other table is decoded name by name (UTF-8, with
+    undecodable bytes kept as surrogates).
+    """
 
     def __init__(self, r: _Reader, data: bytes, offset: int) -> None:
         self._r = r
-        self._data = data
         self._offset = offset
+        self._size = len(data)
+        self._last_nul = data.rfind(b"\0")
+        self._text: str | None = None
+        self._data = b""
+        try:
+            self._text = data.decode("ascii")
+        except UnicodeDecodeError:
+            self._data = data
 
-    def get(self, index: int, what: str) -> str:
-        data = self._data
-        if index >= len(data):
+    def _check(self, index: int, what: str) -> None:
+        if index >= self._size:
             raise self._r.fail(
-                f"{what}: name offset {index} is outside the string table ({len(data)} bytes)",
+                f"{what}: name offset {index} is outside the string table ({self._size} bytes)",
                 self._offset,
             )
-        end = data.find(b"\0", index)
-        if end < 0:
+        if index > self._last_nul:
             raise self._r.fail(
                 f"{what}: string table without terminator (name at {index} runs past its "
-                f"{len(data)} bytes)",
+                f"{self._size} bytes)",
                 self._offset + index,
             )
-        return data[index:end].decode("utf-8", "surrogateescape")
+
+    def get(self, index: int, what: str) -> str:
+        """One name that is not a symbol's (a library, a path, a version): at most 64 KiB."""
+        self._check(index, what)
+        (end,) = self._ends((index,))
+        if end - index > _MAX_NAME:
+            raise self._r.fail(f"{what}: name at {index} is {end - index} bytes long",
+                               self._offset + index)
+        return self._cut(index, end)
+
+    def _cut(self, start: int, end: int) -> str:
+        if self._text is not None:
+            return self._text[start:end]
+        return self._data[start:end].decode("utf-8", "surrogateescape")
+
+    def _ends(self, indexes: Iterable[int]) -> list[int]:
+        """Where each name ends (its terminator); ValueError if one has none."""
+        if self._text is not None:
+            index = self._text.index
+            return [index("\0", i) for i in indexes]
+        find = self._data.index
+        return [find(b"\0", i) for i in indexes]
 
     def many(self, indexes: array[int], what: str) -> tuple[str, ...]:
-        data = self._data
-        size = len(data)
-        find = data.find
-        names = []
-        for index in indexes:
-            end = find(b"\0", index) if index < size else -1
-            if end < 0:
-                self.get(index, what)  # raises with the precise problem
-            names.append(data[index:end].decode("utf-8", "surrogateescape"))
-        return tuple(names)
+        """Every symbol name, made in bulk."""
+        text = self._text
+        try:
+            ends = self._ends(indexes)
+        except ValueError:  # an offset past the table or past its last terminator
+            self._check(max(indexes), what)
+            raise  # not reached: _check raised ElfError
+        # Names may overlap (a shared suffix); a table whose names add up to far more than its own
+        # size is made to exhaust memory, not by a linker.
+        total = sum(ends) - sum(indexes)
+        if total > max(4 * self._size, _MAX_NAME_BYTES):
+            raise self._r.fail(
+                f"{what}s: {len(indexes)} names add up to {total} bytes from a string table of "
+                f"{self._size} bytes",
+                self._offset,
+            )
+        if text is None:
+            return tuple(map(self._cut, indexes, ends))
+        return tuple([text[i:e] for i, e in zip(indexes, ends, strict=True)])
 
 
 def _symbol_count_hash(amap: _AddressMap, vaddr: int, lay: _Layout) -> int:
@@ -577,22 +636,25 @@ def _symbol_count_gnu_hash(r: _Reader, amap: _AddressMap, vaddr: int, lay: _Layo
 _NATIVE = "<" if sys.byteorder == "little" else ">"
 
 
-def _column(data: bytes, code: str, native: bool, start: int, step: int) -> array[int]:
+def _column(
+    data: bytes, code: Literal["H", "I", "Q"], native: bool, start: int, step: int
+) -> array[int]:
     """Every `step`-th item of type `code` from item `start` on, in native byte order."""
-    whole = array(code, data)
+    column = array(code, memoryview(data).cast(code)[start::step].tobytes())
     if not native:
-        whole.byteswap()
-    return whole[start::step]
+        column.byteswap()
+    return column
 
 
 def _parse_symbols(
     r: _Reader, amap: _AddressMap, lay: _Layout, elf_class: ElfClass, symtab: int, count: int,
     strings: _Strings,
 ) -> tuple[bytes, bytes, array[int], array[int], array[int], tuple[str, ...]]:
-    size = count * lay.sym_size
-    raw = amap.read(symtab, size, f"dynamic symbol table ({count} symbols)")
-    native = lay.prefix == _NATIVE
     entry = lay.sym_size
+    # the null symbol at index 0 is not read
+    table_offset = amap.offset(symtab, "dynamic symbol table") + entry
+    raw = r.read(table_offset, (count - 1) * entry, f"dynamic symbol table ({count} symbols)")
+    native = lay.prefix == _NATIVE
     if elf_class is ElfClass.ELF64:
         names = _column(raw, "I", native, 0, 6)
         info, other = raw[4::entry], raw[5::entry]
@@ -605,9 +667,25 @@ def _parse_symbols(
         sizes = _column(raw, "I", native, 2, 4)
         info, other = raw[12::entry], raw[13::entry]
         shndx = _column(raw, "H", native, 7, 8)
-    # drop the null symbol at index 0
-    return (info[1:], other[1:], shndx[1:], values[1:], sizes[1:],
-            strings.many(names[1:], "dynamic symbol"))
+    del raw  # the columns are copies; free the table before the names are made
+    return info, other, shndx, values, sizes, strings.many(names, "dynamic symbol")
+
+
+class _Budget:
+    """Counts entries of a chain; a chain with more than any object can use is corrupt.
+
+    Chains may overlap or loop, so neither the file size nor the counts in the entries bound them.
+    """
+
+    def __init__(self, r: _Reader, what: str) -> None:
+        self._r = r
+        self._what = what
+        self._left = _MAX_VERSION_ENTRIES
+
+    def take(self, offset: int) -> None:
+        self._left -= 1
+        if self._left < 0:
+            raise self._r.fail(f"more than {_MAX_VERSION_ENTRIES} {self._what}", offset)
 
 
 def _parse_verneed(
@@ -616,12 +694,14 @@ def _parse_verneed(
     p = lay.prefix
     offset = amap.offset(vaddr, "DT_VERNEED")
     needs = []
-    limit = num if num is not None else _MAX_VERSION_ENTRIES
-    for _ in range(min(limit, _MAX_VERSION_ENTRIES)):
+    budget = _Budget(r, "version requirement entries")
+    for _ in range(num if num is not None else _MAX_VERSION_ENTRIES):
+        budget.take(offset)
         _ver, cnt, file_idx, aux, nxt = struct.unpack(p + "HHIII", r.read(offset, 16, "verneed"))
         versions = []
         aux_at = offset + aux
         for _ in range(cnt):
+            budget.take(aux_at)
             vhash, vflags, other, name_idx, vnext = struct.unpack(
                 p + "IHHII", r.read(aux_at, 16, "vernaux")
             )
@@ -644,14 +724,16 @@ def _parse_verdef(
     p = lay.prefix
     offset = amap.offset(vaddr, "DT_VERDEF")
     defs = []
-    limit = num if num is not None else _MAX_VERSION_ENTRIES
-    for _ in range(min(limit, _MAX_VERSION_ENTRIES)):
+    budget = _Budget(r, "version definition entries")
+    for _ in range(num if num is not None else _MAX_VERSION_ENTRIES):
+        budget.take(offset)
         _ver, flags, ndx, cnt, _hash, aux, nxt = struct.unpack(
             p + "HHHHIII", r.read(offset, 20, "verdef")
         )
         names = []
         aux_at = offset + aux
         for _ in range(cnt):
+            budget.take(aux_at)
             name_idx, anext = struct.unpack(p + "II", r.read(aux_at, 8, "verdaux"))
             names.append(strings.get(name_idx, "version definition"))
             if anext == 0:
@@ -806,7 +888,8 @@ def _symbol_table(
     )
     versym = None
     if DT_VERSYM in first:
-        raw = amap.read(first[DT_VERSYM], count * 2, f"symbol version table ({count} entries)")
-        versym = _column(raw, "H", lay.prefix == _NATIVE, 1, 1)
+        at = amap.offset(first[DT_VERSYM], "DT_VERSYM") + 2  # entry 0 belongs to the null symbol
+        raw = r.read(at, (count - 1) * 2, f"symbol version table ({count} entries)")
+        versym = _column(raw, "H", lay.prefix == _NATIVE, 0, 1)
     return SymbolTable(names, info, other, shndx, values, sizes, versym,
                        _version_names(needs, defs))

@@ -9,7 +9,7 @@ import json
 import textwrap
 from dataclasses import asdict
 
-from .inspection import InspectReport, ObjectReport, SymbolRow
+from .inspection import InspectReport, ObjectReport, SymbolRow, SymbolSelection
 
 SCHEMA_VERSION = 1
 
@@ -76,12 +76,22 @@ def _field(label: str, values: list[str] | tuple[str, ...], width: int = 100) ->
     return wrapped or [f"  {label:<10} -"]
 
 
+_FILE_TYPES = {"DYN": "shared object", "EXEC": "executable", "REL": "relocatable object",
+               "CORE": "core file"}
+
+
+def _kind(obj: ObjectReport) -> str:
+    if obj.file_type == "DYN" and obj.interpreter:
+        return "position-independent executable"
+    return _FILE_TYPES.get(obj.file_type or "", "file")
+
+
 def _object_text(obj: ObjectReport) -> list[str]:
     if obj.error is not None:
         return [obj.location, f"  error: {obj.error}"]
     lines = [
         obj.location,
-        f"  {obj.elf_class} {obj.byte_order}-endian {obj.machine} {obj.file_type}",
+        f"  {obj.elf_class} {obj.byte_order}-endian {obj.machine} {_kind(obj)} ({obj.file_type})",
     ]
     if obj.interpreter:
         lines += _field("interp", [obj.interpreter])
@@ -99,10 +109,15 @@ def _object_text(obj: ObjectReport) -> list[str]:
         lines += _field("requires", [f"{req.library}:", *versions])
     if obj.defined_versions:
         lines += _field("defines", list(obj.defined_versions))
-    if obj.symbols is not None:
-        lines.append(f"  {len(obj.symbols)} symbols shown")
-        lines += [_symbol_text(s) for s in obj.symbols]
     return lines
+
+
+def _symbols_text(obj: ObjectReport) -> list[str]:
+    """An object's listed symbols, for a report that lists symbols instead of summaries."""
+    if obj.error is not None:
+        return [obj.location, f"  error: {obj.error}"]
+    symbols = obj.symbols or ()
+    return [f"{obj.location}  ({len(symbols)} symbols)", *(_symbol_text(s) for s in symbols)]
 
 
 def _symbol_text(row: SymbolRow) -> str:
@@ -115,10 +130,16 @@ def _symbol_text(row: SymbolRow) -> str:
 
 def inspect_text(report: InspectReport) -> str:
     """The text rendering of `abifit inspect`."""
-    blocks = ["\n".join(_object_text(o)) for o in report.objects]
+    if report.symbols is SymbolSelection.NONE:
+        blocks = ["\n".join(_object_text(o)) for o in report.objects]
+    else:  # objects without a listed symbol are left out of the text
+        blocks = ["\n".join(_symbols_text(o)) for o in report.objects if o.symbols or o.error]
     if not report.objects:
         blocks.append("no ELF objects found")
-    summary = f"{len(report.objects)} ELF object(s)"
+    summary = f"{len(report.objects)} object(s)"
+    if report.symbols is not SymbolSelection.NONE:
+        listed = sum(len(o.symbols or ()) for o in report.objects)
+        summary += f", {listed} symbol(s) listed"
     if report.failed:
         summary += f", {report.failed} could not be read"
     return "\n\n".join([*blocks, summary]) + "\n"

@@ -39,34 +39,11 @@ def check_range(source: ByteSource, offset: int, length: int) -> None:
         )
 
 
-class BytesSource:
-    """Bytes already in memory."""
+class _Described:
+    """The `name` and `size` every source has."""
 
-    def __init__(self, data: bytes, name: str = "<bytes>") -> None:
-        self._data = data
-        self._name = name
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def size(self) -> int:
-        return len(self._data)
-
-    def read_at(self, offset: int, length: int) -> bytes:
-        check_range(self, offset, length)
-        return self._data[offset : offset + length]
-
-
-class FileSource:
-    """A local file, memory-mapped; use as a context manager or call close()."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._name = os.fspath(path)
-        with open(path, "rb") as f:
-            self._size = os.fstat(f.fileno()).st_size
-            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if self._size else None
+    _name: str
+    _size: int
 
     @property
     def name(self) -> str:
@@ -75,6 +52,29 @@ class FileSource:
     @property
     def size(self) -> int:
         return self._size
+
+
+class BytesSource(_Described):
+    """Bytes already in memory."""
+
+    def __init__(self, data: bytes, name: str = "<bytes>") -> None:
+        self._data = data
+        self._name = name
+        self._size = len(data)
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        check_range(self, offset, length)
+        return self._data[offset : offset + length]
+
+
+class FileSource(_Described):
+    """A local file, memory-mapped; use as a context manager or call close()."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._name = os.fspath(path)
+        with open(path, "rb") as f:
+            self._size = os.fstat(f.fileno()).st_size
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if self._size else None
 
     def read_at(self, offset: int, length: int) -> bytes:
         check_range(self, offset, length)
@@ -99,7 +99,7 @@ class FileSource:
         self.close()
 
 
-class SliceSource:
+class SliceSource(_Described):
     """A contiguous range of another source, such as a STORED zip member."""
 
     def __init__(self, base: ByteSource, start: int, size: int, name: str) -> None:
@@ -108,14 +108,6 @@ class SliceSource:
         self._start = start
         self._size = size
         self._name = name
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def size(self) -> int:
-        return self._size
 
     def read_at(self, offset: int, length: int) -> bytes:
         check_range(self, offset, length)
@@ -132,7 +124,7 @@ class _Checkpoint:
     state: zlib._Decompress
 
 
-class InflateSource:
+class InflateSource(_Described):
     """The decompressed bytes of a raw DEFLATE stream, readable at any offset.
 
     Output is produced forward in chunks; every `checkpoint_every` bytes a copy of the inflater
@@ -156,14 +148,6 @@ class InflateSource:
         self._every = checkpoint_every
         self._checkpoints = [_Checkpoint(0, 0, b"", zlib.decompressobj(-zlib.MAX_WBITS))]
         self._resume(self._checkpoints[0])
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def size(self) -> int:
-        return self._size
 
     def _resume(self, checkpoint: _Checkpoint) -> None:
         self._inflater = checkpoint.state.copy()
