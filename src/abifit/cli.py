@@ -11,6 +11,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TextIO
 
 from . import __version__
@@ -53,6 +54,24 @@ def _parser() -> argparse.ArgumentParser:
                    help="only symbols whose mangled or demangled name matches (implies "
                    "--symbols all)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    d = sub.add_parser(
+        "doctor",
+        help="will every native module of an environment load?",
+        description="Predict, without importing anything, whether every native module of a "
+        "Python environment loads, and explain each failure.",
+    )
+    d.add_argument("packages", nargs="*", metavar="PACKAGE",
+                   help="only the modules of these distributions or import packages")
+    d.add_argument("--python", metavar="PATH",
+                   help="interpreter of the environment (default: $VIRTUAL_ENV, $CONDA_PREFIX, "
+                   "python3 on PATH)")
+    d.add_argument("--verify", action="store_true",
+                   help="also load each module in a fresh process of that interpreter and "
+                   "compare with the prediction")
+    d.add_argument("--no-cache", action="store_true", help="do not read or write the ELF cache")
+    d.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: "
+                   "$ABIFIT_CACHE_DIR, else the user cache directory)")
+    d.add_argument("--json", action="store_true", help="print one JSON document")
     return parser
 
 
@@ -95,10 +114,29 @@ def _run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_ERROR if report.failed else EXIT_OK
 
 
+def _run_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .doctor import doctor
+    from .localfs import default_cache_dir
+    from .report import doctor_json, doctor_text
+
+    cache = None if args.no_cache else Path(args.cache_dir) if args.cache_dir else \
+        default_cache_dir(dict(os.environ))
+    try:
+        report = doctor(args.python or default_interpreter(os.environ), args.packages,
+                        verify=args.verify, cache_dir=cache, environ=dict(os.environ),
+                        progress=_progress(err))
+    finally:
+        _clear_progress(err)
+    out.write(dumps(doctor_json(report)) + "\n" if args.json else doctor_text(report))
+    return EXIT_PROBLEMS if report.problems else EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     out, err = sys.stdout, sys.stderr
     try:
+        if args.command == "doctor":
+            return _run_doctor(args, out, err)
         return _run_inspect(args, out, err)
     except AbifitError as e:
         err.write(f"error: {e}\n")

@@ -98,10 +98,18 @@ DT_NEEDED = 1
 DT_HASH = 4
 DT_STRTAB = 5
 DT_SYMTAB = 6
+DT_RELA = 7
+DT_RELASZ = 8
 DT_STRSZ = 10
 DT_SYMENT = 11
 DT_SONAME = 14
 DT_RPATH = 15
+DT_SYMBOLIC = 16
+DT_REL = 17
+DT_RELSZ = 18
+DT_PLTREL = 20
+DT_JMPREL = 23
+DT_PLTRELSZ = 2
 DT_RUNPATH = 29
 DT_FLAGS = 30
 DT_GNU_HASH = 0x6FFFFEF5
@@ -381,6 +389,7 @@ class ElfImage:
     version_defs: tuple[VersionDef, ...]
     sections: tuple[Section, ...]
     section_problem: str | None
+    relocated_symbols: tuple[int, ...] | None = None
 
     @property
     def machine_name(self) -> str:
@@ -807,8 +816,9 @@ def parse_elf(source: ByteSource) -> ElfImage:
     dyn_seg = next((s for s in segments if s.type == PT_DYNAMIC), None)
     dynamic: DynamicInfo | None = None
     symbols, needs, defs = _EMPTY_TABLE, list[VersionNeed](), list[VersionDef]()
+    relocated: tuple[int, ...] | None = None
     if dyn_seg is not None:
-        dynamic, symbols, needs, defs = _parse_dynamic(r, amap, lay, h, dyn_seg)
+        dynamic, symbols, needs, defs, relocated = _parse_dynamic(r, amap, lay, h, dyn_seg)
     return ElfImage(
         name=source.name,
         elf_class=h.elf_class,
@@ -824,12 +834,13 @@ def parse_elf(source: ByteSource) -> ElfImage:
         version_defs=tuple(defs),
         sections=sections,
         section_problem=section_problem,
+        relocated_symbols=relocated,
     )
 
 
 def _parse_dynamic(
     r: _Reader, amap: _AddressMap, lay: _Layout, h: _Header, seg: Segment
-) -> tuple[DynamicInfo, SymbolTable, list[VersionNeed], list[VersionDef]]:
+) -> tuple[DynamicInfo, SymbolTable, list[VersionNeed], list[VersionDef], tuple[int, ...] | None]:
     entries = _parse_dynamic_entries(r, seg, lay)
     first: dict[int, int] = {}
     for tag, value in entries:
@@ -863,7 +874,50 @@ def _parse_dynamic(
     table = _EMPTY_TABLE
     if DT_SYMTAB in first:
         table = _symbol_table(r, amap, lay, h, first, strings, needs, defs)
-    return info, table, needs, defs
+    try:
+        relocated: tuple[int, ...] | None = _relocated_symbols(r, amap, lay, first, len(table))
+    except ElfError:
+        relocated = None  # the order of references is a refinement, not part of the view
+    return info, table, needs, defs, relocated
+
+
+def _relocation_ranges(first: dict[int, int]) -> list[tuple[int, int, bool]]:
+    """(address, size, is_rela) of the relocation tables, in the order ld.so processes them."""
+    ranges = []
+    if DT_RELA in first:
+        ranges.append((first[DT_RELA], first.get(DT_RELASZ, 0), True))
+    if DT_REL in first:
+        ranges.append((first[DT_REL], first.get(DT_RELSZ, 0), False))
+    if DT_JMPREL in first:
+        ranges.append((first[DT_JMPREL], first.get(DT_PLTRELSZ, 0),
+                       first.get(DT_PLTREL, DT_RELA) == DT_RELA))
+    return ranges
+
+
+def _relocated_symbols(
+    r: _Reader, amap: _AddressMap, lay: _Layout, first: dict[int, int], count: int
+) -> tuple[int, ...]:
+    """Symbol-table entries that dynamic relocations refer to, in the order ld.so binds them.
+
+    ld.so processes DT_RELA/DT_REL, then DT_JMPREL (all at load time under RTLD_NOW); the first
+    reference that cannot be bound is the error it reports. Entries are SymbolTable indexes.
+    """
+    native = lay.prefix == _NATIVE
+    order: dict[int, None] = {}
+    for vaddr, size, rela in _relocation_ranges(first):
+        if size == 0:
+            continue
+        raw = amap.read(vaddr, size, "relocation table")
+        if lay.word == 8:
+            words = (6 if rela else 4)
+            column = _column(raw[: len(raw) // (words * 4) * words * 4], "I", native,
+                             3 if lay.prefix == "<" else 2, words)
+            order.update(dict.fromkeys(column))
+        else:
+            words = 3 if rela else 2
+            info = _column(raw[: len(raw) // (words * 4) * words * 4], "I", native, 1, words)
+            order.update(dict.fromkeys(i >> 8 for i in info))
+    return tuple(i - 1 for i in order if 0 < i <= count)
 
 
 def _symbol_table(

@@ -21,9 +21,24 @@ from packaging.utils import canonicalize_name
 from .errors import EnvironmentQueryError, UsageError
 
 _FACTS_SCRIPT = """\
-import json, sys, sysconfig
+import importlib.machinery, json, os, platform, sys, sysconfig
 paths = sysconfig.get_paths()
+impl = sys.implementation
 print(json.dumps({
+    "extension_suffixes": importlib.machinery.EXTENSION_SUFFIXES,
+    "markers": {
+        "implementation_name": impl.name,
+        "implementation_version": "%d.%d.%d" % impl.version[:3],
+        "os_name": os.name,
+        "platform_machine": platform.machine(),
+        "platform_release": platform.release(),
+        "platform_system": platform.system(),
+        "platform_version": platform.version(),
+        "python_full_version": platform.python_version(),
+        "platform_python_implementation": platform.python_implementation(),
+        "python_version": "%d.%d" % sys.version_info[:2],
+        "sys_platform": sys.platform,
+    },
     "executable": sys.executable,
     "version": "%d.%d.%d" % sys.version_info[:3],
     "implementation": sys.implementation.name,
@@ -51,6 +66,8 @@ class InterpreterFacts:
     site_packages: tuple[str, ...]
     dlopen_flags: int
     ext_suffix: str
+    extension_suffixes: tuple[str, ...] = ()
+    markers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +77,12 @@ class Distribution:
     name: str
     version: str
     metadata_dir: Path
-    files: tuple[Path, ...]
+    files: tuple[str, ...]
+    requires: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return canonicalize_name(self.name)
 
 
 def default_interpreter(env: Mapping[str, str]) -> str:
@@ -103,24 +125,34 @@ def query_interpreter(python: str, timeout: float = 60.0) -> InterpreterFacts:
             site_packages=tuple(dict.fromkeys((raw["purelib"], raw["platlib"]))),
             dlopen_flags=int(raw["dlopen_flags"]),
             ext_suffix=raw["ext_suffix"] or "",
+            extension_suffixes=tuple(raw["extension_suffixes"]),
+            markers=tuple(sorted(raw["markers"].items())),
         )
     except (ValueError, KeyError, TypeError) as e:
         raise EnvironmentQueryError(f"unexpected answer from {python!r}: {e}") from e
 
 
-def _metadata_name(metadata_dir: Path) -> tuple[str, str] | None:
-    """(name, version) from a dist-info's METADATA (or an egg-info's PKG-INFO)."""
+@dataclass(frozen=True, slots=True)
+class _Metadata:
+    name: str
+    version: str
+    requires: tuple[str, ...]
+
+
+def _read_metadata(metadata_dir: Path) -> _Metadata | None:
+    """Name, version and Requires-Dist from a dist-info's METADATA (or an egg-info's PKG-INFO)."""
     for fname in ("METADATA", "PKG-INFO"):
         try:
             text = (metadata_dir / fname).read_text("utf-8", "replace")
         except OSError:
             continue
         head = text.split("\n\n", 1)[0]
-        fields = dict(
-            line.split(":", 1) for line in head.splitlines() if ":" in line and line[0] != " "
-        )
+        pairs = [line.split(":", 1) for line in head.splitlines()
+                 if ":" in line and line[:1] not in (" ", "\t")]
+        fields = {k.strip(): v.strip() for k, v in pairs}
         if "Name" in fields:
-            return fields["Name"].strip(), fields.get("Version", "").strip()
+            requires = tuple(v.strip() for k, v in pairs if k.strip() == "Requires-Dist")
+            return _Metadata(fields["Name"], fields.get("Version", ""), requires)
     return None
 
 
@@ -135,7 +167,7 @@ def _metadata_dirs(sys_path: tuple[str, ...]) -> list[Path]:
     return dirs
 
 
-def _record_files(metadata_dir: Path) -> tuple[Path, ...]:
+def _record_files(metadata_dir: Path) -> tuple[str, ...]:
     record = metadata_dir / "RECORD"
     if record.is_file():
         with open(record, newline="", encoding="utf-8", errors="replace") as f:
@@ -147,16 +179,35 @@ def _record_files(metadata_dir: Path) -> tuple[Path, ...]:
             raise UsageError(f"{metadata_dir}: no RECORD, so its files cannot be listed")
         rows = listed.read_text("utf-8", "replace").splitlines()
         base = metadata_dir
-    return tuple(Path(os.path.normpath(base / r)) for r in rows if r.strip())
+    prefix = str(base)
+    return tuple(os.path.normpath(os.path.join(prefix, r)) for r in rows if r.strip())
 
 
 def find_distribution(name: str, facts: InterpreterFacts) -> Distribution:
     """The installed distribution called `name` (any spelling), first on the interpreter's path."""
     wanted = canonicalize_name(name)
     for metadata_dir in _metadata_dirs(facts.sys_path):
-        found = _metadata_name(metadata_dir)
-        if found is not None and canonicalize_name(found[0]) == wanted:
-            return Distribution(found[0], found[1], metadata_dir, _record_files(metadata_dir))
+        found = _read_metadata(metadata_dir)
+        if found is not None and canonicalize_name(found.name) == wanted:
+            return Distribution(found.name, found.version, metadata_dir,
+                                _record_files(metadata_dir), found.requires)
     raise UsageError(
         f"{name!r} is neither a file nor a distribution installed for {facts.executable}"
     )
+
+
+def list_distributions(facts: InterpreterFacts) -> list[Distribution]:
+    """Every distribution the interpreter can import, first on its path wins; unlistable ones
+    (no RECORD) are skipped."""
+    found: dict[str, Distribution] = {}
+    for metadata_dir in _metadata_dirs(facts.sys_path):
+        meta = _read_metadata(metadata_dir)
+        if meta is None or canonicalize_name(meta.name) in found:
+            continue
+        try:
+            files = _record_files(metadata_dir)
+        except UsageError:
+            continue
+        dist = Distribution(meta.name, meta.version, metadata_dir, files, meta.requires)
+        found[dist.key] = dist
+    return list(found.values())

@@ -267,7 +267,7 @@ def inspect_target(
             "(give a wheel file or an installed distribution name)"
         )
     dist = find_distribution(target, facts())
-    files = [f for f in dist.files if might_be_elf(f.name)]
+    files = [Path(f) for f in dist.files if might_be_elf(os.path.basename(f))]
     return list(_inspect_files(files, flt, progress))
 
 

@@ -9,6 +9,8 @@ import json
 import textwrap
 from dataclasses import asdict
 
+from .diagnose import Finding
+from .doctor import DoctorReport
 from .inspection import InspectReport, ObjectReport, SymbolRow, SymbolSelection
 
 SCHEMA_VERSION = 1
@@ -143,3 +145,68 @@ def inspect_text(report: InspectReport) -> str:
     if report.failed:
         summary += f", {report.failed} could not be read"
     return "\n\n".join([*blocks, summary]) + "\n"
+
+
+def doctor_json(report: DoctorReport) -> JsonObject:
+    """The `--json` document of `abifit doctor`."""
+    verification = None
+    if report.verification is not None:
+        verification = [asdict(v) for v in report.verification]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "command": "doctor",
+        "verdict": "problems" if report.problems else "ok",
+        "python": {"executable": report.python, "version": report.python_version},
+        "modules": [{**asdict(m), "prerequisites": list(m.prerequisites)}
+                    for m in report.modules],
+        "findings": [_finding_json(f) for f in report.findings],
+        "verification": verification,
+        "summary": {
+            "modules": len(report.modules),
+            "loading": len(report.modules) - report.failing,
+            "failing": report.failing,
+            "libraries": report.libraries,
+            "findings": len(report.findings),
+        },
+    }
+
+
+def _finding_json(finding: Finding) -> JsonObject:
+    doc = asdict(finding)
+    for key in ("trace", "candidates", "nearest"):
+        doc[key] = list(doc[key])
+    return doc
+
+
+def _finding_text(finding: Finding) -> list[str]:
+    where = finding.module or finding.object
+    lines = [f"{finding.kind}: {where}", f"  {finding.message}"]
+    lines += [f"  {line}" for line in finding.explanation.splitlines()]
+    if finding.trace:
+        lines.append("  paths considered, in order:")
+        lines += [f"    {t}" for t in finding.trace]
+    if finding.hint:
+        lines.append(f"  hint: {finding.hint}")
+    return lines
+
+
+def doctor_text(report: DoctorReport) -> str:
+    """The text rendering of `abifit doctor`: problems first, then one summary line."""
+    blocks = ["\n".join(_finding_text(f)) for f in report.findings]
+    if report.verification is not None:
+        agree = sum(1 for v in report.verification if v.agrees)
+        lines = [f"verified by real loading: {agree} of {len(report.verification)} predictions "
+                 "agree"]
+        for v in report.verification:
+            if not v.agrees:
+                lines.append(f"  {v.module}: predicted "
+                             f"{'load' if v.predicted_loads else v.predicted_error}, real "
+                             f"{'load' if v.actual_loads else v.actual_error or v.note}")
+        blocks.append("\n".join(lines))
+    failing = report.failing
+    blocks.append(
+        f"{report.python} ({report.python_version}): {len(report.modules)} native modules "
+        f"checked, {len(report.modules) - failing} load, {failing} fail"
+        + (f"; {len(report.findings)} problem(s)" if report.findings else "")
+    )
+    return "\n\n".join(blocks) + "\n"

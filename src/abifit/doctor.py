@@ -1,0 +1,445 @@
+"""`abifit doctor`: will every native module of a Python environment load, and if not, why.
+
+For each extension module, the simulated process first imports what the module's package needs:
+the distributions it requires (Requires-Dist, recursively) and those that own a library it needs
+by soname (an extension built for torch needs `libc10.so` and declares nothing). Importing a
+distribution means applying its known process-level rules (torch loads
+`libtorch_global_deps.so` with RTLD_GLOBAL, after preloading the nvidia-* libraries) and loading
+its extension modules. Then the module itself is loaded with RTLD_NOW | RTLD_LOCAL, as CPython
+does, and every problem becomes a finding with its explanation.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+
+from packaging.markers import Marker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from .diagnose import Context, Finding, diagnose
+from .elf import ElfImage, is_elf
+from .environment import Distribution, InterpreterFacts, list_distributions, query_interpreter
+from .errors import FormatError, UsageError
+from .ldconfig import HostFacts, cache_id_for, probe_host
+from .loader import LoadResult, ObjectSource, Process, SearchConfig
+from .localfs import ElfCache, LocalObjects
+from .locate import Locator, library_dirs
+from .verify import real_load
+from .wheel import might_be_elf
+
+Progress = Callable[[str], None]
+
+# Undefined symbols explained with a search for their nearest definitions, per module.
+DEEP_DIAGNOSES = 10
+
+
+@dataclass(frozen=True, slots=True)
+class NativeFile:
+    """An ELF file of a distribution; `module` is set for an importable extension module."""
+
+    path: str
+    distribution: str
+    module: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ImportRule:
+    """What importing a distribution does to the process beyond loading its modules."""
+
+    preload: tuple[str, ...]
+    global_: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleStatus:
+    """The prediction for one extension module."""
+
+    module: str
+    path: str
+    distribution: str
+    loads: bool
+    error: str | None
+    prerequisites: tuple[str, ...]
+    problems: int
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    """A prediction against what the real loader did."""
+
+    module: str
+    predicted_loads: bool
+    predicted_error: str | None
+    actual_loads: bool | None
+    actual_error: str | None
+    agrees: bool
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorReport:
+    """Everything `abifit doctor` found."""
+
+    python: str
+    python_version: str
+    modules: tuple[ModuleStatus, ...]
+    findings: tuple[Finding, ...]
+    verification: tuple[Verification, ...] | None
+    libraries: int
+
+    @property
+    def failing(self) -> int:
+        return sum(1 for m in self.modules if not m.loads)
+
+    @property
+    def problems(self) -> bool:
+        return bool(self.findings)
+
+
+def load_import_rules() -> dict[str, ImportRule]:
+    raw = json.loads(files("abifit").joinpath("data/import_rules.json").read_text("utf-8"))
+    return {
+        canonicalize_name(name): ImportRule(tuple(rule.get("preload", ())),
+                                            tuple(rule.get("global", ())))
+        for name, rule in raw["distributions"].items()
+    }
+
+
+def load_soname_packages() -> dict[str, str | None]:
+    raw = json.loads(files("abifit").joinpath("data/soname_packages.json").read_text("utf-8"))
+    table: dict[str, str | None] = raw["sonames"]
+    return table
+
+
+def module_name(path: str, roots: Iterable[str], suffixes: Iterable[str]) -> str | None:
+    """The dotted name under which an extension module at `path` is imported, if any."""
+    base = os.path.basename(path)
+    suffix = next((s for s in sorted(suffixes, key=len, reverse=True) if base.endswith(s)), None)
+    if suffix is None:
+        return None
+    for root in sorted(roots, key=len, reverse=True):
+        prefix = root.rstrip("/") + "/"
+        if path.startswith(prefix):
+            rel = path[len(prefix):-len(suffix)]
+            parts = rel.split("/")
+            if all(part.isidentifier() for part in parts):
+                return ".".join(parts)
+    return None
+
+
+def _is_elf_file(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return is_elf(f.read(4))
+    except OSError:
+        return False
+
+
+def scan_native_files(
+    facts: InterpreterFacts, dists: list[Distribution]
+) -> list[NativeFile]:
+    """Every ELF file the distributions' RECORDs list, with extension modules named."""
+    roots = [p for p in facts.sys_path if os.path.isdir(p)]
+    found = []
+    for dist in dists:
+        for path in dist.files:
+            if (might_be_elf(os.path.basename(path)) and not os.path.islink(path)
+                    and _is_elf_file(path)):
+                found.append(NativeFile(path, dist.key,
+                                        module_name(path, roots, facts.extension_suffixes)))
+    return found
+
+
+def _requirements(dist: Distribution, markers: dict[str, str]) -> list[str]:
+    names: list[str] = []
+    for text in dist.requires:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if req.marker is not None and not _marker_holds(req.marker, markers):
+            continue
+        names.append(canonicalize_name(req.name))
+    return names
+
+
+def _marker_holds(marker: Marker, markers: dict[str, str]) -> bool:
+    try:
+        return marker.evaluate({**markers, "extra": ""})
+    except (UndefinedComparison, UndefinedEnvironmentName):
+        return False
+
+
+class Environment:
+    """A scanned environment: distributions, their native files, and who needs whom."""
+
+    def __init__(self, facts: InterpreterFacts, dists: list[Distribution],
+                 natives: list[NativeFile]) -> None:
+        self.facts = facts
+        self.dists = {d.key: d for d in dists}
+        self.natives = natives
+        self.owner_of = {n.path: n.distribution for n in natives}
+        self._markers = dict(facts.markers)
+        self._by_name: dict[str, list[NativeFile]] = {}
+        for n in natives:
+            self._by_name.setdefault(os.path.basename(n.path), []).append(n)
+
+    def owner(self, path: str) -> str | None:
+        key = self.owner_of.get(path)
+        if key is None:
+            return None
+        dist = self.dists[key]
+        return f"{dist.name} {dist.version}"
+
+    def required(self, key: str) -> list[str]:
+        dist = self.dists.get(key)
+        if dist is None:
+            return []
+        return [r for r in _requirements(dist, self._markers) if r in self.dists]
+
+    def providers(self, soname: str, image: Callable[[str], ElfImage | None]) -> set[str]:
+        """Distributions holding a file named `soname` (or whose DT_SONAME is `soname`)."""
+        return {n.distribution for n in self._by_name.get(soname, ())}
+
+    def _needed_closure(self, native: NativeFile,
+                        image: Callable[[str], ElfImage | None]) -> list[str]:
+        """Sonames `native` needs, directly or through libraries of its own distribution."""
+        needed: list[str] = []
+        queue = [native.path]
+        seen = {native.path}
+        while queue:
+            img = image(queue.pop())
+            for name in img.needed if img else ():
+                if name in needed:
+                    continue
+                needed.append(name)
+                for own in self._by_name.get(name, ()):
+                    if own.distribution == native.distribution and own.path not in seen:
+                        seen.add(own.path)
+                        queue.append(own.path)
+        return needed
+
+    def prerequisites(self, native: NativeFile,
+                      image: Callable[[str], ElfImage | None]) -> tuple[str, ...]:
+        """Distributions imported before `native`, requirements first."""
+        direct: list[str] = list(self.required(native.distribution))
+        for name in self._needed_closure(native, image):
+            direct.extend(sorted(self.providers(name, image) - {native.distribution}))
+        order: list[str] = []
+        seen: set[str] = {native.distribution}
+
+        def visit(key: str) -> None:
+            if key in seen:
+                return
+            seen.add(key)
+            for dep in self.required(key):
+                visit(dep)
+            order.append(key)
+
+        for key in direct:
+            visit(key)
+        return tuple(k for k in order if any(n.distribution == k for n in self.natives))
+
+
+class Simulator:
+    """Runs the loader simulation for modules, reusing processes that imported the same things."""
+
+    def __init__(self, env: Environment, source: ObjectSource, config: SearchConfig,
+                 rules: dict[str, ImportRule]) -> None:
+        self.env = env
+        self.source = source
+        self.config = config
+        self.rules = rules
+        self._bases: dict[tuple[str, ...], Process] = {}
+
+    def image(self, path: str) -> ElfImage | None:
+        try:
+            return self.source.image(path)
+        except (OSError, FormatError):
+            return None
+
+    def base(self, prerequisites: tuple[str, ...]) -> Process:
+        known = self._bases.get(prerequisites)
+        if known is not None:
+            return known
+        if prerequisites:
+            process = self.base(prerequisites[:-1]).copy()
+            self._import(process, prerequisites[-1])
+        else:
+            process = Process(self.source, self.config, self.env.facts.executable)
+        self._bases[prerequisites] = process
+        return process
+
+    def _import(self, process: Process, key: str) -> None:
+        rule = self.rules.get(key)
+        dist = self.env.dists[key]
+        site = dist.metadata_dir.parent
+        if rule is not None:
+            for pattern in rule.preload:
+                for path in sorted(str(p) for p in site.glob(pattern)):
+                    process.dlopen(path)
+            for rel in rule.global_:
+                process.dlopen(str(site / rel), global_=True)
+        for n in self.env.natives:
+            if n.distribution == key and n.module is not None:
+                process.dlopen(n.path)
+
+    def check(self, native: NativeFile) -> tuple[LoadResult, tuple[str, ...]]:
+        prerequisites = self.env.prerequisites(native, self.image)
+        process = self.base(prerequisites).copy()
+        return process.dlopen(native.path), prerequisites
+
+
+def _exports(sim: Simulator) -> Callable[[str], Collection[str]]:
+    memo: dict[str, Collection[str]] = {}
+
+    def exports(path: str) -> Collection[str]:
+        if path not in memo:
+            img = sim.image(path)
+            memo[path] = frozenset(_defined_names(img)) if img else frozenset()
+        return memo[path]
+
+    return exports
+
+
+def _defined_names(image: ElfImage) -> Iterable[str]:
+    table = image.symbols
+    return (name for i, name in enumerate(table.names) if table.is_defined(i))
+
+
+def context(sim: Simulator, locate: Callable[[str], tuple[str, ...]],
+            packages: dict[str, str | None]) -> Context:
+    def versions(path: str) -> tuple[str, ...]:
+        img = sim.image(path)
+        return tuple(d.name for d in img.version_defs) if img else ()
+
+    return Context(owner=sim.env.owner, exports=_exports(sim), versions_defined=versions,
+                   locate=locate, pip_package=packages.get)
+
+
+def selected(natives: list[NativeFile], packages: list[str],
+             env: Environment) -> list[NativeFile]:
+    """The extension modules to check: all, or those of the named distributions/packages."""
+    modules = [n for n in natives if n.module is not None]
+    if not packages:
+        return modules
+    keys = {canonicalize_name(p) for p in packages}
+    return [n for n in modules
+            if n.distribution in keys
+            or any(fnmatch.fnmatchcase(n.module or "", f"{p}*") for p in packages)]
+
+
+def run_doctor(
+    env: Environment, sim: Simulator, targets: list[NativeFile], ctx: Context,
+    progress: Progress,
+) -> tuple[list[ModuleStatus], list[Finding]]:
+    """Simulate every target module; findings for every problem, the first ones explained deeply."""
+    statuses: list[ModuleStatus] = []
+    findings: list[Finding] = []
+    for n, native in enumerate(targets, 1):
+        progress(f"module {n}/{len(targets)} {native.module}")
+        result, prerequisites = sim.check(native)
+        statuses.append(ModuleStatus(native.module or native.path, native.path,
+                                     native.distribution, result.loads, result.error,
+                                     prerequisites, len(result.problems)))
+        for i, problem in enumerate(result.problems):
+            findings.append(diagnose(problem, native.module, ctx, deep=i < DEEP_DIAGNOSES))
+    return statuses, findings
+
+
+def _import_names(dist: Distribution) -> list[str]:
+    """Top-level import names of a distribution (top_level.txt, else its RECORD)."""
+    top = dist.metadata_dir / "top_level.txt"
+    if top.is_file():
+        names = [n.strip() for n in top.read_text("utf-8", "replace").splitlines() if n.strip()]
+        return [n for n in names if n.isidentifier()]
+    site = str(dist.metadata_dir.parent) + "/"
+    names = []
+    for f in dist.files:
+        parts = f[len(site):].split("/") if f.startswith(site) else []
+        if len(parts) == 2 and parts[1] == "__init__.py" and parts[0].isidentifier():
+            names.append(parts[0])
+    return sorted(set(names))
+
+
+def search_config(host: HostFacts) -> SearchConfig:
+    """The loader's search configuration from the probed host facts."""
+    return SearchConfig(
+        ld_library_path=host.ld_library_path,
+        ld_preload=(*host.ld_so_preload, *host.ld_preload),
+        system_dirs=host.defaults.system_dirs,
+        lib=host.defaults.lib,
+        platform=host.defaults.platform,
+        cache=host.cache,
+        cache_id=cache_id_for,
+    )
+
+
+def _verify(env: Environment, statuses: list[ModuleStatus],
+            progress: Progress) -> list[Verification]:
+    out = []
+    for n, status in enumerate(statuses, 1):
+        progress(f"verify {n}/{len(statuses)} {status.module}")
+        imports = [name for key in status.prerequisites for name in _import_names(env.dists[key])]
+        real = real_load(env.facts.executable, status.module, status.path, imports)
+        if real.loads is None:
+            out.append(Verification(status.module, status.loads, status.error, None, None, False,
+                                    real.note))
+            continue
+        agrees = real.loads == status.loads and (real.loads or real.load_error == status.error)
+        note = "" if agrees else "abifit's model of the loader disagrees with the real loader"
+        if real.import_error and real.loads:
+            note = (note + "; " if note else "") + f"import: {real.import_error}"
+        out.append(Verification(status.module, status.loads, status.error, real.loads,
+                                real.load_error, agrees, note))
+    return out
+
+
+def _disagreement(v: Verification, path: str) -> Finding:
+    predicted = "loads" if v.predicted_loads else f"fails: {v.predicted_error}"
+    actual = ("could not be run: " + v.note if v.actual_loads is None
+              else "loads" if v.actual_loads else f"fails: {v.actual_error}")
+    return Finding(
+        kind="model-disagreement", object=path, module=v.module,
+        message=f"predicted: {predicted}; real loader: {actual}",
+        explanation="abifit predicted one outcome and the real loader, in a fresh process of the "
+        "target interpreter, gave another: abifit's model of this case is wrong.",
+        hint="please report this with `abifit doctor --json --verify` output",
+    )
+
+
+def doctor(
+    python: str, packages: list[str], *, verify: bool, cache_dir: Path | None,
+    environ: Mapping[str, str], progress: Progress,
+) -> DoctorReport:
+    """Scan the environment of `python`, simulate every selected module, explain the problems."""
+    facts = query_interpreter(python)
+    progress("reading distributions")
+    dists = list_distributions(facts)
+    natives = scan_native_files(facts, dists)
+    env = Environment(facts, dists, natives)
+    targets = selected(natives, packages, env)
+    if packages and not targets:
+        raise UsageError(f"no native modules found for {', '.join(packages)} in the environment "
+                         f"of {facts.executable}")
+    host = probe_host(environ)
+    source = LocalObjects(ElfCache(cache_dir) if cache_dir else None)
+    sim = Simulator(env, source, search_config(host), load_import_rules())
+    locator = Locator(library_dirs(facts.sys_path, environ))
+    ctx = context(sim, locator, load_soname_packages())
+    statuses, findings = run_doctor(env, sim, targets, ctx, progress)
+    verification = None
+    if verify:
+        verification = tuple(_verify(env, statuses, progress))
+        by_module = {s.module: s.path for s in statuses}
+        findings += [_disagreement(v, by_module[v.module]) for v in verification if not v.agrees]
+    libraries = sum(1 for n in natives if n.module is None)
+    return DoctorReport(facts.executable, facts.version, tuple(statuses), tuple(findings),
+                        verification, libraries)
