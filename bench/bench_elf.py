@@ -44,18 +44,26 @@ import cProfile
 import io
 import json
 import os
-import platform
 import pstats
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import elftools
+from _common import (
+    REPO,
+    Log,
+    Runs,
+    Target,
+    abifit_env,
+    base_machine_info,
+    byte_compile_abifit,
+    ratio,
+    timed,
+)
 from _elf_read_all import Triple, read_file
 from elftools.elf.dynamic import DynamicSegment
 from elftools.elf.elffile import ELFFile
@@ -65,14 +73,12 @@ from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection, GNUVer
 from abifit.elf import ElfImage, parse_elf
 from abifit.sources import FileSource
 
-REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "bench"
 SCHEMA_VERSION = 1
 LARGEST = "libtorch_cpu.so"
 VERSYM_INDEX = 0x7FFF
 VER_FLG_BASE = 0x1
 IMPORT_ABIFIT = "import abifit.elf, abifit.sources"
-T = TypeVar("T")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,26 +139,6 @@ def warm_page_cache(files: Sequence[Path]) -> None:
 # Timing helpers
 
 
-@dataclass(frozen=True, slots=True)
-class Runs:
-    """Seconds of repeated runs of one measurement."""
-
-    seconds: tuple[float, ...]
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.seconds)
-
-    def to_json(self) -> dict[str, object]:
-        return {"median_s": round(self.median, 4), "runs_s": [round(s, 4) for s in self.seconds]}
-
-
-def timed(action: Callable[[], T]) -> tuple[float, T]:
-    start = time.perf_counter()
-    result = action()
-    return time.perf_counter() - start, result
-
-
 def run_process(command: Sequence[str], env: dict[str, str] | None = None) -> bytes:
     """Run a command with stdout on a pipe that is read to the end; return stdout."""
     done = subprocess.run(command, capture_output=True, env=env, check=False)
@@ -162,29 +148,8 @@ def run_process(command: Sequence[str], env: dict[str, str] | None = None) -> by
     return done.stdout
 
 
-def ratio(baseline: float, ours: float) -> float:
-    return round(baseline / ours, 2) if ours > 0 else float("inf")
-
-
 # ---------------------------------------------------------------------------------------------
 # 1. Whole process: abifit against nm -D
-
-
-def byte_compile_abifit() -> None:
-    """Write abifit's .pyc files, as `pip install` does, so a process start does not compile.
-
-    Without this, an editable checkout on a machine with PYTHONDONTWRITEBYTECODE=1 (this one)
-    recompiles every module at each start: ~40 ms that no installed abifit pays.
-    """
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "src" / "abifit")],
-                   check=True)
-
-
-def abifit_env() -> dict[str, str]:
-    """The environment of abifit worker processes: this working tree's src first."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), env.get("PYTHONPATH")]))
-    return env
 
 
 @dataclass(frozen=True, slots=True)
@@ -475,27 +440,6 @@ def measure_memory(path: Path, repeat: int) -> Memory:
 # Report
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
-    name: str
-    measured: float
-    target: float
-    at_least: bool  # measured >= target, else measured <= target
-
-    @property
-    def met(self) -> bool:
-        return self.measured >= self.target if self.at_least else self.measured <= self.target
-
-    def describe(self) -> str:
-        op = ">=" if self.at_least else "<="
-        return f"{self.name}: {self.measured:g}x (target {op} {self.target:g}x)"
-
-    def to_json(self) -> dict[str, object]:
-        op = ">=" if self.at_least else "<="
-        return {"name": self.name, "measured": self.measured, "target": f"{op} {self.target:g}",
-                "pass": self.met}
-
-
 def targets(whole: WholeProcess, inproc: InProcess, memory: Memory) -> list[Target]:
     return [
         Target("whole_process_nm_over_abifit", whole.ratio, 3, at_least=True),
@@ -508,25 +452,10 @@ def targets(whole: WholeProcess, inproc: InProcess, memory: Memory) -> list[Targ
 def machine_info() -> dict[str, object]:
     nm_version = subprocess.run(["nm", "--version"], capture_output=True, text=True, check=False)
     return {
-        "nproc": os.cpu_count(),
-        "usable_cpus": len(os.sched_getaffinity(0)),
-        "cpu": _cpu_model(),
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "python_executable": sys.executable,
+        **base_machine_info(),
         "nm": nm_version.stdout.splitlines()[0] if nm_version.stdout else None,
         "pyelftools": elftools.__version__,
     }
-
-
-def _cpu_model() -> str | None:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((line.split(":", 1)[1].strip() for line in f
-                         if line.startswith("model name")), None)
-    except OSError:
-        return None
 
 
 def summary_line(whole: WholeProcess, inproc: InProcess, memory: Memory) -> str:
@@ -561,17 +490,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.repeat < 1 or args.pyelftools_repeat < 1:
         parser.error("repeat counts must be at least 1")
     return args
-
-
-class Log:
-    """Progress and summary lines on stderr, unless silenced."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-
-    def __call__(self, message: str) -> None:
-        if not self.quiet:
-            print(message, file=sys.stderr, flush=True)
 
 
 def largest_file(files: Sequence[Path]) -> Path:

@@ -169,6 +169,10 @@ def _missing_library(problem: LoadProblem, module: str | None, ctx: Context) -> 
         hint = (f"add {directory} to the loader's path: `echo {directory} | sudo tee "
                 f"/etc/ld.so.conf.d/abifit.conf && sudo ldconfig`, or "
                 f"`export LD_LIBRARY_PATH={directory}:$LD_LIBRARY_PATH`")
+    elif name.startswith("libcuda.so"):
+        lines.append("No file with that name was found on this machine.")
+        hint = (f"{name} is the NVIDIA driver's library, not a pip package: install the NVIDIA "
+                "driver (a machine without an NVIDIA GPU cannot load this module)")
     else:
         package = ctx.pip_package(name)
         lines.append("No file with that name was found on this machine.")

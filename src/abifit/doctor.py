@@ -142,18 +142,31 @@ def _is_elf_file(path: str) -> bool:
         return False
 
 
+def defines_init(image: ElfImage | None, module: str) -> bool:
+    """Whether an object exports the `PyInit_<name>` function that makes it an extension module."""
+    if image is None:
+        return False
+    wanted = "PyInit_" + module.rsplit(".", 1)[-1]
+    table = image.symbols
+    return any(name == wanted and table.is_defined(i) for i, name in enumerate(table.names))
+
+
 def scan_native_files(
-    facts: InterpreterFacts, dists: list[Distribution]
+    facts: InterpreterFacts, dists: list[Distribution],
+    image: Callable[[str], ElfImage | None],
 ) -> list[NativeFile]:
-    """Every ELF file the distributions' RECORDs list, with extension modules named."""
+    """Every ELF file the distributions' RECORDs list; an extension module is one at an
+    importable name that exports its `PyInit_*` function."""
     roots = [p for p in facts.sys_path if os.path.isdir(p)]
     found = []
     for dist in dists:
         for path in dist.files:
             if (might_be_elf(os.path.basename(path)) and not os.path.islink(path)
                     and _is_elf_file(path)):
-                found.append(NativeFile(path, dist.key,
-                                        module_name(path, roots, facts.extension_suffixes)))
+                name = module_name(path, roots, facts.extension_suffixes)
+                if name is not None and not defines_init(image(path), name):
+                    name = None
+                found.append(NativeFile(path, dist.key, name))
     return found
 
 
@@ -336,6 +349,17 @@ def selected(natives: list[NativeFile], packages: list[str],
             or any(fnmatch.fnmatchcase(n.module or "", f"{p}*") for p in packages)]
 
 
+def _duplicate(native: NativeFile, soname: str, new: str, old: str, ctx: Context) -> Finding:
+    return Finding(
+        kind="duplicate-soname", object=new, module=native.module, library=soname,
+        message=f"{new}: a second copy of {soname} ({old} is already loaded)",
+        explanation=f"Because {old} is already in the process under the soname {soname} and "
+        f"loading {native.module} maps {new} as well, two copies of that library live in one "
+        "process; their global state (allocators, thread pools, registries) is not shared.",
+        hint=f"make both packages use one copy of {soname}",
+    )
+
+
 def run_doctor(
     env: Environment, sim: Simulator, targets: list[NativeFile], ctx: Context,
     progress: Progress,
@@ -351,7 +375,19 @@ def run_doctor(
                                      prerequisites, len(result.problems)))
         for i, problem in enumerate(result.problems):
             findings.append(diagnose(problem, native.module, ctx, deep=i < DEEP_DIAGNOSES))
+        findings.extend(_duplicate(native, soname, new, old, ctx)
+                        for soname, new, old in result.duplicates)
     return statuses, findings
+
+
+def _image_or_none(source: ObjectSource) -> Callable[[str], ElfImage | None]:
+    def image(path: str) -> ElfImage | None:
+        try:
+            return source.image(path)
+        except (OSError, FormatError):
+            return None
+
+    return image
 
 
 def _import_names(dist: Distribution) -> list[str]:
@@ -379,6 +415,9 @@ def search_config(host: HostFacts) -> SearchConfig:
         platform=host.defaults.platform,
         cache=host.cache,
         cache_id=cache_id_for,
+        subdirs=tuple(dict.fromkeys(host.defaults.searched_subdirs)),
+        hwcaps=host.defaults.hwcaps_subdirs,
+        legacy_hwcaps=host.defaults.legacy_hwcaps_subdirs or ("tls",),
     )
 
 
@@ -423,14 +462,14 @@ def doctor(
     facts = query_interpreter(python)
     progress("reading distributions")
     dists = list_distributions(facts)
-    natives = scan_native_files(facts, dists)
+    source = LocalObjects(ElfCache(cache_dir) if cache_dir else None)
+    natives = scan_native_files(facts, dists, _image_or_none(source))
     env = Environment(facts, dists, natives)
     targets = selected(natives, packages, env)
     if packages and not targets:
         raise UsageError(f"no native modules found for {', '.join(packages)} in the environment "
                          f"of {facts.executable}")
     host = probe_host(environ)
-    source = LocalObjects(ElfCache(cache_dir) if cache_dir else None)
     sim = Simulator(env, source, search_config(host), load_import_rules())
     locator = Locator(library_dirs(facts.sys_path, environ))
     ctx = context(sim, locator, load_soname_packages())

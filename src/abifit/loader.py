@@ -23,7 +23,7 @@ too. A failed `dlopen` leaves the process as it was, as ld.so does.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
@@ -64,7 +64,10 @@ class ObjectSource(Protocol):
 class Cache(Protocol):
     """ld.so.cache as the loader consults it."""
 
-    def lookup(self, soname: str, arch_flags: int) -> str | None: ...
+    def lookup(
+        self, soname: str, arch_flags: int, *, hwcaps_subdirs: Sequence[str] = (),
+        legacy_hwcaps: Sequence[str] = ("tls",),
+    ) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,9 @@ class SearchConfig:
     platform: str = "x86_64"
     cache: Cache | None = None
     cache_id: Callable[[int, int], int] | None = None
+    subdirs: tuple[str, ...] = ()
+    hwcaps: tuple[str, ...] = ()
+    legacy_hwcaps: tuple[str, ...] = ("tls",)
 
 
 class Via(Enum):
@@ -146,6 +152,7 @@ class LoadResult:
     problems: tuple[LoadProblem, ...]
     resolutions: tuple[Resolution, ...]
     search_list: tuple[str, ...]
+    duplicates: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -453,25 +460,39 @@ class _Session:
             if id(exe) not in visited:
                 yield from self._in_dirs(exe, _rpath_of(exe), name, Via.EXE_RPATH)
         for d in config.ld_library_path:
-            yield posixpath.join(d or ".", name), Via.LD_LIBRARY_PATH, None
+            yield from self._in_dir(d or ".", name, Via.LD_LIBRARY_PATH, None)
         if runpath:
             yield from self._in_dirs(requester, _split_paths(runpath), name, Via.RUNPATH)
         nodeflib = bool(image.dynamic and image.dynamic.flags_1 & DF_1_NODEFLIB)
         if nodeflib:
             return
         if config.cache is not None and config.cache_id is not None:
-            cached = config.cache.lookup(name, config.cache_id(image.elf_class, image.machine))
+            cached = config.cache.lookup(
+                name, config.cache_id(image.elf_class, image.machine),
+                hwcaps_subdirs=config.hwcaps, legacy_hwcaps=config.legacy_hwcaps,
+            )
             if cached is not None:
                 yield cached, Via.CACHE, None
         for d in config.system_dirs:
-            yield posixpath.join(d, name), Via.SYSTEM, None
+            yield from self._in_dir(d, name, Via.SYSTEM, None)
 
     def _in_dirs(
         self, owner: _Obj, dirs: list[str], name: str, via: Via
     ) -> Iterator[tuple[str, Via, str | None]]:
         origin = posixpath.dirname(owner.path)
         for d in dirs:
-            yield posixpath.join(expand_path(d, origin, self.p._config), name), via, owner.path
+            yield from self._in_dir(expand_path(d, origin, self.p._config), name, via, owner.path)
+
+    def _in_dir(
+        self, directory: str, name: str, via: Via, owner: str | None
+    ) -> Iterator[tuple[str, Via, str | None]]:
+        """`directory/name`, after the hwcaps subdirectories ld.so tries first (only those that
+        hold such a file are listed, to keep the trace readable)."""
+        for subdir in self.p._config.subdirs:
+            path = posixpath.join(directory, subdir, name)
+            if self.p._source.is_file(path):
+                yield path, via, owner
+        yield posixpath.join(directory, name), via, owner
 
     # -- versions and symbols -----------------------------------------------------------------
 
@@ -554,6 +575,7 @@ class _Session:
             self.bind_symbols()
         problems = tuple(self.problems)
         loads = not problems
+        duplicates = self._duplicates()
         if loads:
             self._commit(global_)
         return LoadResult(
@@ -563,7 +585,19 @@ class _Session:
             problems=problems,
             resolutions=tuple(self.resolutions),
             search_list=tuple(o.path for o in self.search_list),
+            duplicates=duplicates,
         )
+
+    def _duplicates(self) -> tuple[tuple[str, str, str], ...]:
+        """(soname, new file, file already loaded) for each second copy of a library."""
+        found = []
+        for obj in self.new:
+            if obj.soname is None:
+                continue
+            other = self.p._by_name.get(obj.soname)
+            if other is not None and other is not obj:
+                found.append((obj.soname, obj.path, other.path))
+        return tuple(found)
 
     def _commit(self, global_: bool) -> None:
         p = self.p

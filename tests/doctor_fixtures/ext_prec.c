@@ -1,0 +1,6 @@
+/* ext_prec_rpath._ext / ext_prec_runpath._ext: need prec_extra from libprec_*.so. */
+#include "module.h"
+
+int prec_extra(void);
+
+static void fixture_touch(void) { (void)prec_extra(); }

@@ -1,0 +1,2 @@
+/* libleaf_*.so: the end of a dependency chain. */
+int leaf_value(void) { return 42; }

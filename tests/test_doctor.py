@@ -1,0 +1,124 @@
+"""`abifit doctor` on a real torch environment, its JSON, its cache, and its pure helpers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib.resources import files
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from abifit.diagnose import newest_version
+from abifit.doctor import module_name
+from abifit.loader import SearchConfig, expand_path
+
+SCHEMA = json.loads(files("abifit").joinpath("schemas/doctor.schema.json").read_text())
+
+
+def doctor(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
+    extra = ["--cache-dir", str(cache)] if cache else ["--no-cache"]
+    return subprocess.run([sys.executable, "-m", "abifit", "doctor", *args, *extra],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_torch_environment_loads_and_json_validates(torch_venv: Path, tmp_path: Path) -> None:
+    """Every native module of the torch 2.13.0 venv is predicted to load; exit 0; valid JSON."""
+    done = doctor("--python", str(torch_venv / "bin" / "python"), "--json", cache=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    modules = {m["module"]: m for m in doc["modules"]}
+    assert modules["torch._C"]["loads"] is True
+    assert doc["verdict"] == "ok" and doc["findings"] == []
+    assert doc["summary"]["failing"] == 0
+    assert doc["summary"]["libraries"] > 10  # torch/lib/*.so are libraries, not modules
+    assert not any(m.startswith("torch.lib.") for m in modules)
+
+
+def test_warm_cache_gives_the_same_answer(torch_venv: Path, tmp_path: Path) -> None:
+    """A second run reads the parsed views from the cache and reports the same modules."""
+    py = str(torch_venv / "bin" / "python")
+    first = doctor("--python", py, "--json", cache=tmp_path)
+    entries = list((tmp_path / "elf-v1").rglob("*"))
+    assert any(e.is_file() for e in entries)
+    second = doctor("--python", py, "--json", cache=tmp_path)
+    assert json.loads(first.stdout)["modules"] == json.loads(second.stdout)["modules"]
+
+
+def test_verify_agrees_on_torch(torch_venv: Path) -> None:
+    """--verify loads each module for real; every prediction agrees with the real loader."""
+    done = doctor("torch", "--python", str(torch_venv / "bin" / "python"), "--json", "--verify")
+    doc = json.loads(done.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["verification"], doc
+    assert all(v["agrees"] and v["actual_loads"] for v in doc["verification"]), doc
+    assert done.returncode == 0
+
+
+def test_text_summary_line(torch_venv: Path) -> None:
+    """The text report ends with one summary line: modules checked, loading, failing."""
+    done = doctor("--python", str(torch_venv / "bin" / "python"))
+    last = done.stdout.strip().splitlines()[-1]
+    assert "native modules checked" in last and "0 fail" in last
+
+
+def test_unknown_package_is_a_usage_error(torch_venv: Path) -> None:
+    """Naming a package with no native modules is one error line and exit code 2."""
+    done = doctor("no-such-package", "--python", str(torch_venv / "bin" / "python"))
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: no native modules found for no-such-package")
+    assert "Traceback" not in done.stderr
+
+
+def test_bad_interpreter_is_an_error() -> None:
+    """An interpreter that cannot be run is one error line and exit code 2."""
+    done = doctor("--python", "/bin/false")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/s/torch/_C.cpython-311-x86_64-linux-gnu.so", "torch._C"),
+        ("/s/sgl_kernel/common_ops.abi3.so", "sgl_kernel.common_ops"),
+        ("/s/markupsafe/_speedups.so", "markupsafe._speedups"),
+        ("/s/torch/lib/libc10.so", "torch.lib.libc10"),
+        ("/s/pkg/not-an-identifier.so", None),
+        ("/elsewhere/x.cpython-311-x86_64-linux-gnu.so", None),
+        ("/s/pkg/data.txt", None),
+    ],
+    ids=["cpython-tag", "abi3", "plain-so", "library-name", "bad-identifier", "outside",
+         "not-so"],
+)
+def test_module_name(path: str, expected: str | None) -> None:
+    """Importable names come from the path under a sys.path root and an extension suffix."""
+    suffixes = [".cpython-311-x86_64-linux-gnu.so", ".abi3.so", ".so"]
+    assert module_name(path, ["/s"], suffixes) == expected
+
+
+@pytest.mark.parametrize(
+    ("names", "like", "expected"),
+    [
+        (["GLIBCXX_3.4", "GLIBCXX_3.4.9", "GLIBCXX_3.4.30", "GLIBCXX_3.4.29", "CXXABI_1.3.13"],
+         "GLIBCXX_3.4.32", "GLIBCXX_3.4.30"),
+        (["GLIBC_2.2.5", "GLIBC_2.36", "GLIBC_2.4", "GLIBC_PRIVATE"], "GLIBC_2.38", "GLIBC_2.36"),
+        (["CXXABI_1.3", "CXXABI_1.3.13"], "GLIBCXX_3.4.1", None),
+    ],
+    ids=["glibcxx", "glibc", "other-family"],
+)
+def test_newest_version(names: list[str], like: str, expected: str | None) -> None:
+    """The newest version of the same family is found by numeric order, not text order."""
+    assert newest_version(names, like) == expected
+
+
+def test_expand_path_tokens() -> None:
+    """$ORIGIN, ${ORIGIN}, $LIB and $PLATFORM expand; an empty entry means the current dir."""
+    config = SearchConfig(lib="lib/x86_64-linux-gnu", platform="x86_64")
+    assert expand_path("$ORIGIN/../lib", "/a/b", config) == "/a/b/../lib"
+    assert expand_path("${ORIGIN}/x:$LIB", "/o", config) == "/o/x:lib/x86_64-linux-gnu"
+    assert expand_path("/p/$PLATFORM", "/o", config) == "/p/x86_64"
+    assert expand_path("", "/o", config) == "."
