@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import cProfile
 import functools
+import gc
 import io
 import json
 import pstats
@@ -58,6 +59,7 @@ PHASES: tuple[tuple[str, object, str], ...] = (
     ("probe_host.ld_so_cache", abifit.ldconfig, "read_ld_so_cache"),
     ("load_data_tables", abifit.doctor, "load_import_rules"),
     ("load_data_tables", abifit.doctor, "load_soname_packages"),
+    ("library_dirs", abifit.doctor, "library_dirs"),
     ("simulate_and_diagnose", abifit.doctor, "run_doctor"),
     ("elf.parse", abifit.localfs, "parse_elf"),
     ("elf.cache_get", abifit.localfs.ElfCache, "get"),
@@ -68,11 +70,21 @@ PHASES: tuple[tuple[str, object, str], ...] = (
 
 
 class PhaseClock:
-    """Seconds and calls per phase, collected by wrappers around abifit's functions."""
+    """Seconds and calls per phase, collected by wrappers around abifit's functions, and the
+    seconds of the garbage collector's passes (`gc.callbacks`), which fall inside the phases."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self.calls: dict[str, int] = {}
+        self._gc_start = 0.0
+
+    def on_gc(self, phase: str, info: dict[str, int]) -> None:
+        label = f"gc.generation{info['generation']}"
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+            return
+        self.seconds[label] = self.seconds.get(label, 0.0) + time.perf_counter() - self._gc_start
+        self.calls[label] = self.calls.get(label, 0) + 1
 
     def wrap(self, label: str, function: Callable[P, R]) -> Callable[P, R]:
         self.seconds.setdefault(label, 0.0)
@@ -98,6 +110,7 @@ class PhaseClock:
                 missing.append(name)
             else:
                 setattr(owner, name, self.wrap(label, function))
+        gc.callbacks.append(self.on_gc)
         return missing
 
 

@@ -2,7 +2,8 @@
 
 The environment: a venv with torch 2.13.0 (CPU) and a few common native packages (numpy, pyyaml,
 markupsafe, psutil), created once under ~/.cache/abifit-tests/bench-doctor-torch-2.13.0 (or
-`--venv PATH`) and marked ready by a file naming its requirements.
+`--venv PATH`; an existing venv there is used as it is) and marked ready by a file naming its
+requirements.
 
 What is measured, whole processes, interleaved round by round:
 
@@ -50,7 +51,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,11 +86,16 @@ PEAK_MB_MAX = 400.0
 def ensure_venv(venv: Path) -> Path:
     """A venv holding REQUIREMENTS, created once; its ready marker lists what was installed.
 
-    Creation is serialised with a file lock, as tests/conftest.py's `ensure_torch_venv()` does.
+    An existing environment without the marker at a path other than the default is someone
+    else's: it is used as it is, never rebuilt. Creation is serialised with a file lock, as
+    tests/conftest.py's `ensure_torch_venv()` does.
     """
     ready = venv / READY_MARKER
     wanted = "\n".join(REQUIREMENTS) + "\n"
-    if _reads(ready) == wanted:
+    found = _reads(ready)
+    if found == wanted:
+        return venv
+    if found is None and (venv / "bin" / "python").exists() and venv != DEFAULT_VENV:
         return venv
     venv.parent.mkdir(parents=True, exist_ok=True)
     with open(venv.parent / f"{venv.name}.lock", "w") as lock:
@@ -247,10 +253,6 @@ class Rounds:
     warm: list[DoctorRun]
     startup: list[float]
 
-    def runs(self, name: str) -> Runs:
-        chosen: Sequence[DoctorRun | LddRun] = getattr(self, name)
-        return Runs(tuple(run.seconds for run in chosen))
-
 
 def python_startup() -> float:
     start = time.perf_counter()
@@ -376,18 +378,19 @@ class Results:
     rounds: Rounds
     inside_cold: Inside
     inside_warm: Inside
+    profile: str | None
 
     @property
     def ldd(self) -> Runs:
-        return self.rounds.runs("ldd")
+        return Runs(tuple(run.seconds for run in self.rounds.ldd))
 
     @property
     def cold(self) -> Runs:
-        return self.rounds.runs("cold")
+        return Runs(tuple(run.seconds for run in self.rounds.cold))
 
     @property
     def warm(self) -> Runs:
-        return self.rounds.runs("warm")
+        return Runs(tuple(run.seconds for run in self.rounds.warm))
 
     @property
     def peak_mb(self) -> float:
@@ -418,7 +421,7 @@ def per_file_json(rounds: Rounds, files: Sequence[str], root: Path) -> dict[str,
     }
 
 
-def doctor_json_summary(results: Results) -> dict[str, object]:
+def doctor_summary(results: Results) -> dict[str, object]:
     runs = results.doctor_runs()
     first = runs[0].document
     inside = results.inside_cold.reports + results.inside_warm.reports
@@ -432,20 +435,20 @@ def doctor_json_summary(results: Results) -> dict[str, object]:
     }
 
 
-def document(results: Results, repeat: int) -> dict[str, object]:
+def document(results: Results, repeat: int, machine: dict[str, object]) -> dict[str, object]:
     site = next(results.venv.glob("lib/python3*/site-packages"), results.venv)
     goals = results.targets()
     return {
         "benchmark": "doctor",
         "schema": SCHEMA_VERSION,
-        "machine": machine_info(),
+        "machine": {**machine, "load_average_end": [round(x, 2) for x in os.getloadavg()]},
         "repeat": repeat,
         "environment": {"venv": str(results.venv), "python": str(results.python),
                         "distributions": installed_versions(results.venv)},
         "files": {"modules": len(results.files),
                   "bytes": sum(os.path.getsize(f) for f in results.files),
                   "paths": [_relative(f, site) for f in results.files]},
-        "doctor": doctor_json_summary(results),
+        "doctor": doctor_summary(results),
         "ldd": {**results.ldd.to_json(), "per_file": per_file_json(results.rounds, results.files,
                                                                     site),
                 **ldd_findings(results.rounds.ldd[-1], results.files, site)},
@@ -516,7 +519,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def measure(venv: Path, repeat: int, log: Log, profile: Callable[[Path, Path], None]) -> Results:
+def measure(venv: Path, repeat: int, log: Log, profile: bool) -> Results:
     python = venv / "bin" / "python"
     dirs = CacheDirs()
     try:
@@ -527,10 +530,10 @@ def measure(venv: Path, repeat: int, log: Log, profile: Callable[[Path, Path], N
         rounds = measure_rounds(python, files, dirs, repeat, log)
         log(f"inside the abifit process: {repeat} cold and {repeat} warm runs")
         inside_cold, inside_warm = measure_inside(python, dirs, repeat)
-        profile(python, dirs.warm)
+        profiled = run_worker("profile", python, dirs.warm) if profile else None
     finally:
         dirs.close()
-    return Results(venv, python, files, rounds, inside_cold, inside_warm)
+    return Results(venv, python, files, rounds, inside_cold, inside_warm, profiled)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -539,14 +542,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     log(f"environment: {args.venv}")
     venv = ensure_venv(args.venv.expanduser().absolute())
     byte_compile_abifit()
-
-    def profile(python: Path, warm: Path) -> None:
-        if args.profile:
-            log(f"cProfile of a warm run, top 20 by cumulative time:\n"
-                f"{run_worker('profile', python, warm)}")
-
-    results = measure(venv, args.repeat, log, profile)
-    print(json.dumps(document(results, args.repeat), indent=2))
+    machine = machine_info()
+    results = measure(venv, args.repeat, log, args.profile)
+    print(json.dumps(document(results, args.repeat, machine), indent=2))
+    if results.profile is not None:
+        log(f"cProfile of a warm run, top 20 by cumulative time:\n{results.profile}")
     for line in problems(results):
         log(line)
     log(summary_line(results))

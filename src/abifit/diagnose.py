@@ -41,6 +41,7 @@ class Context:
     versions_defined: Callable[[str], tuple[str, ...]]
     locate: Callable[[str], tuple[str, ...]]
     pip_package: Callable[[str], str | None]
+    rebuild_hint: Callable[[str, str], str | None] = lambda _obj, _provider: None
 
 
 def _label(path: str, ctx: Context) -> str:
@@ -101,14 +102,7 @@ def _undefined_symbol(
         if diff.string_abi_changed:
             lines.append("The std::string ABIs differ: one side was built with "
                          "-D_GLIBCXX_USE_CXX11_ABI=0 (the old ABI), the other with the cxx11 ABI.")
-    hint = None
-    if near:
-        provider = ctx.owner(where[near[0].new.mangled])
-        mine = ctx.owner(problem.object)
-        if provider and mine and provider != mine:
-            hint = (f"{mine} was built against a different {provider} ABI: install the "
-                    f"{provider} version it was built for, or a build of {mine} made for this "
-                    f"{provider}")
+    hint = ctx.rebuild_hint(problem.object, where[near[0].new.mangled]) if near else None
     return Finding(
         kind=problem.kind.value, object=problem.object, message=problem.message,
         explanation="\n".join(lines), module=module, symbol=symbol, version=problem.version,

@@ -24,7 +24,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from .diagnose import Context, Finding, diagnose
-from .elf import ElfImage, is_elf
+from .elf import ElfImage, FileType, is_elf
 from .environment import Distribution, InterpreterFacts, list_distributions, query_interpreter
 from .errors import FormatError, UsageError
 from .ldconfig import HostFacts, cache_id_for, probe_host
@@ -42,11 +42,25 @@ DEEP_DIAGNOSES = 10
 
 @dataclass(frozen=True, slots=True)
 class NativeFile:
-    """An ELF file of a distribution; `module` is set for an importable extension module."""
+    """An ELF file of a distribution; `module` is set for an importable extension module.
+
+    A *plugin* is a library inside a Python package that no ELF file of the environment links
+    to: packages load those themselves (`ctypes`, `torch.ops.load_library`), with RTLD_NOW.
+    """
 
     path: str
     distribution: str
     module: str | None
+    plugin: bool = False
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.module or self.label or self.path
+
+    @property
+    def checked(self) -> bool:
+        return self.module is not None or self.plugin
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +73,10 @@ class ImportRule:
 
 @dataclass(frozen=True, slots=True)
 class ModuleStatus:
-    """The prediction for one extension module."""
+    """The prediction for one extension module (kind "extension") or plugin library."""
 
     module: str
+    kind: str
     path: str
     distribution: str
     loads: bool
@@ -167,7 +182,30 @@ def scan_native_files(
                 if name is not None and not defines_init(image(path), name):
                     name = None
                 found.append(NativeFile(path, dist.key, name))
-    return found
+    return _mark_plugins(found, image, roots)
+
+
+def _mark_plugins(natives: list[NativeFile], image: Callable[[str], ElfImage | None],
+                  roots: list[str]) -> list[NativeFile]:
+    """Libraries in a package directory that nothing links to are loaded by package code."""
+    linked: set[str] = set()
+    images = {n.path: image(n.path) for n in natives}
+    for img in images.values():
+        if img is not None:
+            linked.update(img.needed)
+    out = []
+    for n in natives:
+        img = images[n.path]
+        directory = os.path.dirname(n.path)
+        if (n.module is None and img is not None and img.interpreter is None
+                and img.file_type == FileType.DYN
+                and os.path.basename(n.path) not in linked and (img.soname or "") not in linked
+                and os.path.isfile(os.path.join(directory, "__init__.py"))):
+            root = next((r for r in sorted(roots, key=len, reverse=True)
+                         if n.path.startswith(r.rstrip("/") + "/")), directory)
+            n = NativeFile(n.path, n.distribution, None, True, os.path.relpath(n.path, root))
+        out.append(n)
+    return out
 
 
 def _requirements(dist: Distribution, markers: dict[str, str]) -> list[str]:
@@ -181,6 +219,13 @@ def _requirements(dist: Distribution, markers: dict[str, str]) -> list[str]:
             continue
         names.append(canonicalize_name(req.name))
     return names
+
+
+def _requirement(text: str) -> Requirement | None:
+    try:
+        return Requirement(text)
+    except InvalidRequirement:
+        return None
 
 
 def _marker_holds(marker: Marker, markers: dict[str, str]) -> bool:
@@ -210,6 +255,21 @@ class Environment:
             return None
         dist = self.dists[key]
         return f"{dist.name} {dist.version}"
+
+    def rebuild_hint(self, path: str, provider_path: str) -> str | None:
+        """Advice when the object at `path` was built against another release of the
+        distribution that owns `provider_path`."""
+        mine = self.dists.get(self.owner_of.get(path, ""))
+        theirs = self.dists.get(self.owner_of.get(provider_path, ""))
+        if mine is None or theirs is None or mine.key == theirs.key:
+            return None
+        pins = [req for req in map(_requirement, mine.requires)
+                if req is not None and canonicalize_name(req.name) == theirs.key]
+        wanted = f" (it requires {pins[0]})" if pins else ""
+        return (f"{mine.name} {mine.version} was built against another {theirs.name} than the "
+                f"installed {theirs.name} {theirs.version}{wanted}: install the {theirs.name} "
+                f"release it was built for, or a {mine.name} release built for {theirs.name} "
+                f"{theirs.version}")
 
     def required(self, key: str) -> list[str]:
         dist = self.dists.get(key)
@@ -301,7 +361,7 @@ class Simulator:
             for rel in rule.global_:
                 process.dlopen(str(site / rel), global_=True)
         for n in self.env.natives:
-            if n.distribution == key and n.module is not None:
+            if n.distribution == key and n.checked:
                 process.dlopen(n.path)
 
     def check(self, native: NativeFile) -> tuple[LoadResult, tuple[str, ...]]:
@@ -334,13 +394,14 @@ def context(sim: Simulator, locate: Callable[[str], tuple[str, ...]],
         return tuple(d.name for d in img.version_defs) if img else ()
 
     return Context(owner=sim.env.owner, exports=_exports(sim), versions_defined=versions,
-                   locate=locate, pip_package=packages.get)
+                   locate=locate, pip_package=packages.get, rebuild_hint=sim.env.rebuild_hint)
 
 
 def selected(natives: list[NativeFile], packages: list[str],
              env: Environment) -> list[NativeFile]:
-    """The extension modules to check: all, or those of the named distributions/packages."""
-    modules = [n for n in natives if n.module is not None]
+    """Extension modules and plugins to check: all, or those of the named distributions or
+    packages."""
+    modules = [n for n in natives if n.checked]
     if not packages:
         return modules
     keys = {canonicalize_name(p) for p in packages}
@@ -351,10 +412,10 @@ def selected(natives: list[NativeFile], packages: list[str],
 
 def _duplicate(native: NativeFile, soname: str, new: str, old: str, ctx: Context) -> Finding:
     return Finding(
-        kind="duplicate-soname", object=new, module=native.module, library=soname,
+        kind="duplicate-soname", object=new, module=native.name, library=soname,
         message=f"{new}: a second copy of {soname} ({old} is already loaded)",
         explanation=f"Because {old} is already in the process under the soname {soname} and "
-        f"loading {native.module} maps {new} as well, two copies of that library live in one "
+        f"loading {native.name} maps {new} as well, two copies of that library live in one "
         "process; their global state (allocators, thread pools, registries) is not shared.",
         hint=f"make both packages use one copy of {soname}",
     )
@@ -368,13 +429,14 @@ def run_doctor(
     statuses: list[ModuleStatus] = []
     findings: list[Finding] = []
     for n, native in enumerate(targets, 1):
-        progress(f"module {n}/{len(targets)} {native.module}")
+        progress(f"module {n}/{len(targets)} {native.name}")
         result, prerequisites = sim.check(native)
-        statuses.append(ModuleStatus(native.module or native.path, native.path,
+        statuses.append(ModuleStatus(native.name, "plugin" if native.plugin else "extension",
+                                     native.path,
                                      native.distribution, result.loads, result.error,
                                      prerequisites, len(result.problems)))
         for i, problem in enumerate(result.problems):
-            findings.append(diagnose(problem, native.module, ctx, deep=i < DEEP_DIAGNOSES))
+            findings.append(diagnose(problem, native.name, ctx, deep=i < DEEP_DIAGNOSES))
         findings.extend(_duplicate(native, soname, new, old, ctx)
                         for soname, new, old in result.duplicates)
     return statuses, findings
@@ -427,7 +489,8 @@ def _verify(env: Environment, statuses: list[ModuleStatus],
     for n, status in enumerate(statuses, 1):
         progress(f"verify {n}/{len(statuses)} {status.module}")
         imports = [name for key in status.prerequisites for name in _import_names(env.dists[key])]
-        real = real_load(env.facts.executable, status.module, status.path, imports)
+        module = status.module if status.kind == "extension" else ""
+        real = real_load(env.facts.executable, module, status.path, imports)
         if real.loads is None:
             out.append(Verification(status.module, status.loads, status.error, None, None, False,
                                     real.note))

@@ -23,6 +23,7 @@ too. A failed `dlopen` leaves the process as it was, as ld.so does.
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -39,6 +40,9 @@ from .elf import (
 from .errors import FormatError
 
 DF_1_NODEFLIB = 0x800
+
+# auditwheel vendors a library as `<pkg>.libs/libz-<hash>.so.1` or `libz.<hash>.so.1`.
+_VENDORED = re.compile(r"[-.][0-9a-f]{8}\.so")
 
 _ALLOWED_TYPES = frozenset(
     {SymbolType.NOTYPE, SymbolType.OBJECT, SymbolType.FUNC, SymbolType.COMMON, SymbolType.TLS,
@@ -592,8 +596,8 @@ class _Session:
         """(soname, new file, file already loaded) for each second copy of a library."""
         found = []
         for obj in self.new:
-            if obj.soname is None:
-                continue
+            if obj.soname is None or _VENDORED.search(posixpath.basename(obj.path)):
+                continue  # auditwheel's renamed copies are meant to live beside the original
             other = self.p._by_name.get(obj.soname)
             if other is not None and other is not obj:
                 found.append((obj.soname, obj.path, other.path))

@@ -27,11 +27,12 @@ try:
     out["load"] = None
 except OSError as e:
     out["load"] = str(e)
-try:
-    importlib.import_module(module)
-    out["import"] = None
-except BaseException as e:
-    out["import"] = "%s: %s" % (type(e).__name__, e)
+out["import"] = None
+if module:
+    try:
+        importlib.import_module(module)
+    except BaseException as e:
+        out["import"] = "%s: %s" % (type(e).__name__, e)
 sys.stdout.flush()
 print("\n" + json.dumps(out))
 sys.stdout.flush()

@@ -26,6 +26,14 @@ Packages and what they play:
 - `ext_weak`: a weak undefined reference nobody defines.
 - `ext_class32` / `ext_classonly` (only when `gcc -m32` works): a 32-bit `libcls_*.so` first on the
   DT_RPATH, then a 64-bit one / no other.
+- `ext_local_scope`: calls a function of libhost_core.so without DT_NEEDED on it (RTLD_LOCAL).
+- `ext_nover`: refers to `nover_value@NOVER_1.0`; the installed libnover.so has no version script.
+- `ext_reloc_order`, `ext_dep_first`: several undefined symbols; which one ld.so reports first.
+- `ext_hwcaps`: `lib/libhw.so` lacks `prec_extra`, `lib/glibc-hwcaps/x86-64-v2/libhw.so` has it.
+- `ext_ldtoken`: needs `libldtok.so` from `dest/build/tok/x86_64`, named in LD_LIBRARY_PATH as
+  `.../tok/$PLATFORM`.
+
+`Built.ld_library_path` lists the directories for LD_LIBRARY_PATH (with `$PLATFORM` unexpanded).
 """
 
 from __future__ import annotations
@@ -42,6 +50,8 @@ from pathlib import Path
 
 SOURCES = Path(__file__).resolve().parent
 VERSION = "1.0"
+PLATFORM = "x86_64"  # what ld.so expands $PLATFORM to on x86-64
+HWCAPS = "x86-64-v2"  # a glibc-hwcaps subdirectory (glibc >= 2.33) every x86-64-v2 CPU searches
 
 
 class BuildError(RuntimeError):
@@ -77,7 +87,7 @@ class Built:
 
     wheels: tuple[Path, ...]
     packages: tuple[str, ...]
-    ld_library_path: Path
+    ld_library_path: tuple[Path, ...]
     hidden_cuda: Path
     has_32bit: bool
     skipped: Mapping[str, str]
@@ -132,7 +142,7 @@ def steps(ext: str) -> tuple[Step, ...]:
     return (
         _lib(v1, "host_core.cpp", "-DHOST_VERSION=1", cxx=True),
         _lib(v2, "host_core.cpp", "-DHOST_VERSION=2", cxx=True),
-        module("hostpkg", "host_C.c", "-Wl,-rpath,$ORIGIN/lib", libs=(v2,), name="_C"),
+        module("hostpkg", "host_C.c", rpath.format("lib"), libs=(v2,), name="_C"),
         module("ext_param", "ext_param.cpp", libs=(v1,), cxx=True),
         module("ext_removed", "ext_removed.cpp", libs=(v1,), cxx=True),
         module("ext_abi", "ext_abi.cpp", "-D_GLIBCXX_USE_CXX11_ABI=0", libs=(v1,), cxx=True),
@@ -164,17 +174,32 @@ def steps(ext: str) -> tuple[Step, ...]:
              f"-Wl,--version-script={SOURCES / 'verhost1.map'}"),
         _lib("verhost2/libverhost.so", "verhost.c", "-DV2",
              f"-Wl,--version-script={SOURCES / 'verhost2.map'}"),
-        module("ext_version", "ext_version.c", "-Wl,-rpath,$ORIGIN/lib",
+        module("ext_version", "ext_version.c", runpath.format("lib"),
                libs=("verhost2/libverhost.so",)),
         module("ext_weak", "ext_weak.c"),
         _lib("cls64/libcls_a.so", "cls.c"),
         _lib("cls64/libcls_o.so", "cls.c"),
         _lib("cls32/libcls_a.so", "cls.c", *m32, optional=True),
         _lib("cls32/libcls_o.so", "cls.c", *m32, optional=True),
-        module("ext_class32", "ext_cls.c", "-Wl,--disable-new-dtags,-rpath,$ORIGIN/lib32:$ORIGIN/lib64",
+        module("ext_class32", "ext_cls.c", rpath.format("lib32:$ORIGIN/lib64"),
                libs=("cls64/libcls_a.so",)),
         module("ext_classonly", "ext_cls.c", rpath.format("lib32"),
                libs=("cls64/libcls_o.so",)),
+        module("ext_local_scope", "ext_local.c"),
+        _lib("nover_linked/libnover.so", "nover.c",
+             f"-Wl,--version-script={SOURCES / 'nover.map'}"),
+        _lib("nover_plain/libnover.so", "nover.c"),
+        module("ext_nover", "ext_nover.c", rpath.format("lib"),
+               libs=("nover_linked/libnover.so",)),
+        module("ext_reloc_order", "ext_order.c"),
+        _lib("dfirst/libdfirst.so", "dfirst.c"),
+        module("ext_dep_first", "ext_dfirst.c", rpath.format("lib"),
+               libs=("dfirst/libdfirst.so",)),
+        _lib("hw_full/libhw.so", "prec.c", "-DFULL"),
+        _lib("hw_lite/libhw.so", "prec.c"),
+        module("ext_hwcaps", "ext_prec.c", rpath.format("lib"), libs=("hw_full/libhw.so",)),
+        _lib(f"tok/{PLATFORM}/libldtok.so", "ldp.c"),
+        module("ext_ldtoken", "ext_ldpath.c", libs=(f"tok/{PLATFORM}/libldtok.so",)),
     )
 
 
@@ -217,6 +242,14 @@ def packages(ext: str) -> tuple[Package, ...]:
                     needs_32bit=True),
         ext_package("ext_classonly", {"ext_classonly/lib32/libcls_o.so": "cls32/libcls_o.so"},
                     needs_32bit=True),
+        ext_package("ext_local_scope", **host),
+        ext_package("ext_nover", {"ext_nover/lib/libnover.so": "nover_plain/libnover.so"}),
+        ext_package("ext_reloc_order"),
+        ext_package("ext_dep_first", {"ext_dep_first/lib/libdfirst.so": "dfirst/libdfirst.so"}),
+        ext_package("ext_hwcaps", {"ext_hwcaps/lib/libhw.so": "hw_lite/libhw.so",
+                                   f"ext_hwcaps/lib/glibc-hwcaps/{HWCAPS}/libhw.so":
+                                   "hw_full/libhw.so"}),
+        ext_package("ext_ldtoken"),
     )
 
 
@@ -303,5 +336,5 @@ def build_packages(dest: Path, python: str) -> Built:
         contents.update({path: text.encode() for path, text in package.texts.items()})
         wheels.append(write_wheel(wheels_dir, package.name, VERSION, contents, package.requires))
         names.append(package.name)
-    return Built(tuple(wheels), tuple(names), build / "ldlib", build / "cuda-13.0" / "lib64",
-                 has_32bit, skipped)
+    return Built(tuple(wheels), tuple(names), (build / "ldlib", build / "tok" / "$PLATFORM"),
+                 build / "cuda-13.0" / "lib64", has_32bit, skipped)

@@ -1,4 +1,5 @@
-/* ext_ldpath._ext: needs libldp.so, which lies only in a directory LD_LIBRARY_PATH may name. */
+/* ext_ldpath._ext / ext_ldtoken._ext: need libldp.so / libldtok.so, which lie only in directories
+   LD_LIBRARY_PATH may name. */
 #include "module.h"
 
 int ldp_value(void);

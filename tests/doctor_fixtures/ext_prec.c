@@ -1,4 +1,5 @@
-/* ext_prec_rpath._ext / ext_prec_runpath._ext: need prec_extra from libprec_*.so. */
+/* ext_prec_rpath._ext / ext_prec_runpath._ext / ext_hwcaps._ext: need prec_extra from
+   libprec_*.so / libhw.so. */
 #include "module.h"
 
 int prec_extra(void);

@@ -1,5 +1,6 @@
-/* libprec_*.so in two copies: with -DFULL (next to the extension) it defines prec_extra; the copy
-   in the LD_LIBRARY_PATH directory does not. */
+/* Libraries installed in two copies: with -DFULL the copy defines prec_extra, without it does
+   not. libprec_*.so: the full copy sits next to the extension, the other in the LD_LIBRARY_PATH
+   directory. libhw.so: the full copy in lib/glibc-hwcaps/x86-64-v2/, the other in lib/. */
 int prec_value(void) { return 1; }
 #ifdef FULL
 int prec_extra(void) { return 2; }
