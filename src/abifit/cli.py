@@ -17,8 +17,7 @@ from typing import TextIO
 from . import __version__
 from .environment import InterpreterFacts, default_interpreter, query_interpreter
 from .errors import AbifitError
-from .inspection import SymbolFilter, SymbolSelection, inspect
-from .report import dumps, inspect_json, inspect_text
+from .inspection import SymbolSelection
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -101,6 +100,9 @@ def _facts(python: str | None) -> Callable[[], InterpreterFacts]:
 
 
 def _run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .inspection import SymbolFilter, inspect
+    from .report import dumps, inspect_json, inspect_text
+
     selection = SymbolSelection(args.symbols or ("all" if args.match else "none"))
     flt = SymbolFilter(selection, args.match)
     try:
@@ -117,7 +119,7 @@ def _run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _run_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .doctor import doctor
     from .localfs import default_cache_dir
-    from .report import doctor_json, doctor_text
+    from .report import doctor_json, doctor_text, dumps
 
     cache = None if args.no_cache else Path(args.cache_dir) if args.cache_dir else \
         default_cache_dir(dict(os.environ))

@@ -9,9 +9,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from .demangle import SignatureDiff, demangle, nearest
 from .loader import LoadProblem, ProblemKind, Resolution
+
+if TYPE_CHECKING:
+    from .demangle import SignatureDiff
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,8 @@ def diagnose(problem: LoadProblem, module: str | None, ctx: Context, deep: bool 
 
 
 def _pretty(symbol: str) -> str:
+    from .demangle import demangle  # ctypes and libstdc++ only when a symbol is explained
+
     text = demangle(symbol)
     return f"`{text}`" if text != symbol else f"`{symbol}`"
 
@@ -76,6 +81,8 @@ def _pretty(symbol: str) -> str:
 def _undefined_symbol(
     problem: LoadProblem, module: str | None, ctx: Context, deep: bool
 ) -> Finding:
+    from .demangle import nearest
+
     symbol = problem.symbol or ""
     scope = [p for p in problem.scope if p != problem.object]
     where: dict[str, str] = {}

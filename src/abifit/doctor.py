@@ -16,23 +16,24 @@ import json
 import os
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from importlib.resources import files
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from packaging.markers import Marker, UndefinedComparison, UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from .diagnose import Context, Finding, diagnose
-from .elf import ElfImage, FileType, is_elf
+from .elf import ElfImage, FileType, is_elf, might_be_elf
 from .environment import Distribution, InterpreterFacts, list_distributions, query_interpreter
 from .errors import FormatError, UsageError
 from .ldconfig import HostFacts, cache_id_for, probe_host
 from .loader import LoadResult, ObjectSource, Process, SearchConfig
 from .localfs import ElfCache, LocalObjects
 from .locate import Locator, library_dirs
-from .verify import real_load
-from .wheel import might_be_elf
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+
+DATA = Path(__file__).parent / "data"
 
 Progress = Callable[[str], None]
 
@@ -119,7 +120,7 @@ class DoctorReport:
 
 
 def load_import_rules() -> dict[str, ImportRule]:
-    raw = json.loads(files("abifit").joinpath("data/import_rules.json").read_text("utf-8"))
+    raw = json.loads((DATA / "import_rules.json").read_text("utf-8"))
     return {
         canonicalize_name(name): ImportRule(tuple(rule.get("preload", ())),
                                             tuple(rule.get("global", ())))
@@ -128,7 +129,7 @@ def load_import_rules() -> dict[str, ImportRule]:
 
 
 def load_soname_packages() -> dict[str, str | None]:
-    raw = json.loads(files("abifit").joinpath("data/soname_packages.json").read_text("utf-8"))
+    raw = json.loads((DATA / "soname_packages.json").read_text("utf-8"))
     table: dict[str, str | None] = raw["sonames"]
     return table
 
@@ -188,6 +189,10 @@ def scan_native_files(
 def _mark_plugins(natives: list[NativeFile], image: Callable[[str], ElfImage | None],
                   roots: list[str]) -> list[NativeFile]:
     """Libraries in a package directory that nothing links to are loaded by package code."""
+    candidates = {n.path for n in natives if n.module is None
+                  and os.path.isfile(os.path.join(os.path.dirname(n.path), "__init__.py"))}
+    if not candidates:
+        return natives
     linked: set[str] = set()
     images = {n.path: image(n.path) for n in natives}
     for img in images.values():
@@ -197,10 +202,10 @@ def _mark_plugins(natives: list[NativeFile], image: Callable[[str], ElfImage | N
     for n in natives:
         img = images[n.path]
         directory = os.path.dirname(n.path)
-        if (n.module is None and img is not None and img.interpreter is None
+        if (n.path in candidates and img is not None and img.interpreter is None
                 and img.file_type == FileType.DYN
-                and os.path.basename(n.path) not in linked and (img.soname or "") not in linked
-                and os.path.isfile(os.path.join(directory, "__init__.py"))):
+                and os.path.basename(n.path) not in linked
+                and (img.soname or "") not in linked):
             root = next((r for r in sorted(roots, key=len, reverse=True)
                          if n.path.startswith(r.rstrip("/") + "/")), directory)
             n = NativeFile(n.path, n.distribution, None, True, os.path.relpath(n.path, root))
@@ -209,30 +214,28 @@ def _mark_plugins(natives: list[NativeFile], image: Callable[[str], ElfImage | N
 
 
 def _requirements(dist: Distribution, markers: dict[str, str]) -> list[str]:
+    from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
+
     names: list[str] = []
-    for text in dist.requires:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
+    for req in map(_requirement, dist.requires):
+        if req is None:
             continue
-        if req.marker is not None and not _marker_holds(req.marker, markers):
+        try:
+            if req.marker is not None and not req.marker.evaluate({**markers, "extra": ""}):
+                continue
+        except (UndefinedComparison, UndefinedEnvironmentName):
             continue
         names.append(canonicalize_name(req.name))
     return names
 
 
 def _requirement(text: str) -> Requirement | None:
+    from packaging.requirements import InvalidRequirement, Requirement
+
     try:
         return Requirement(text)
     except InvalidRequirement:
         return None
-
-
-def _marker_holds(marker: Marker, markers: dict[str, str]) -> bool:
-    try:
-        return marker.evaluate({**markers, "extra": ""})
-    except (UndefinedComparison, UndefinedEnvironmentName):
-        return False
 
 
 class Environment:
@@ -489,6 +492,8 @@ def _verify(env: Environment, statuses: list[ModuleStatus],
     for n, status in enumerate(statuses, 1):
         progress(f"verify {n}/{len(statuses)} {status.module}")
         imports = [name for key in status.prerequisites for name in _import_names(env.dists[key])]
+        from .verify import real_load
+
         module = status.module if status.kind == "extension" else ""
         real = real_load(env.facts.executable, module, status.path, imports)
         if real.loads is None:
@@ -534,7 +539,7 @@ def doctor(
                          f"of {facts.executable}")
     host = probe_host(environ)
     sim = Simulator(env, source, search_config(host), load_import_rules())
-    locator = Locator(library_dirs(facts.sys_path, environ))
+    locator = Locator(lambda: library_dirs(facts.sys_path, environ))
     ctx = context(sim, locator, load_soname_packages())
     statuses, findings = run_doctor(env, sim, targets, ctx, progress)
     verification = None

@@ -16,6 +16,7 @@ crashing, hanging or allocating by a bogus count.
 
 from __future__ import annotations
 
+import re
 import struct
 import sys
 from array import array
@@ -405,6 +406,28 @@ class ElfImage:
 
     def section(self, name: str) -> Section | None:
         return next((s for s in self.sections if s.name == name), None)
+
+
+# Members worth checking for ELF magic: shared objects (`x.so`, `x.so.1.2`, `x.cpython-311-...so`)
+# and files without an extension (executables such as `bin/torch_shm_manager`).
+_SO_NAME = re.compile(r"\.so(\.[0-9]+)*$|\.so\.")
+_NOT_BINARY = frozenset(
+    (
+        ".py .pyi .pyc .txt .md .rst .json .yaml .yml .toml .cfg .ini .h .hpp .hh .cuh .c .cc "
+        ".cpp .cu .typed .html .css .js .csv .pem .pxd .pyx"
+    ).split()
+)
+
+
+def might_be_elf(path: str) -> bool:
+    """Whether a file name could be an ELF object worth reading the magic of."""
+    base = path.rpartition("/")[2]
+    if not base or ".dist-info/" in path:
+        return False
+    if ".so" in base and _SO_NAME.search(base):
+        return True
+    stem, dot, ext = base.rpartition(".")
+    return not dot or not stem or "." + ext not in _NOT_BINARY
 
 
 def is_elf(head: bytes) -> bool:

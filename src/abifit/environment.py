@@ -179,8 +179,9 @@ def _record_files(metadata_dir: Path) -> tuple[str, ...]:
             raise UsageError(f"{metadata_dir}: no RECORD, so its files cannot be listed")
         rows = listed.read_text("utf-8", "replace").splitlines()
         base = metadata_dir
-    prefix = str(base)
-    return tuple(os.path.normpath(os.path.join(prefix, r)) for r in rows if r.strip())
+    prefix = str(base) + "/"
+    return tuple(os.path.normpath(prefix + r) if "./" in r else prefix + r
+                 for r in rows if r.strip())
 
 
 def find_distribution(name: str, facts: InterpreterFacts) -> Distribution:

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from .elf import ElfImage, parse_elf
+from .elf import ElfImage, might_be_elf, parse_elf
 from .environment import InterpreterFacts, find_distribution
 from .errors import FormatError, UsageError
 from .sources import ByteSource, FileSource
-from .wheel import ZIP_MAGIC, WheelArchive, is_elf_member, might_be_elf
+from .wheel import ZIP_MAGIC, WheelArchive, is_elf_member
 
 Progress = Callable[[str], None]
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -166,7 +167,43 @@ class _Definition:
     version: str | None
 
 
-Exports = dict[str, list[_Definition]]
+class _Index:
+    """Where each name sits in an object's symbol table; definitions are read on demand."""
+
+    __slots__ = ("image", "last", "repeated")
+
+    def __init__(self, image: ElfImage) -> None:
+        names = image.symbols.names
+        self.image = image
+        self.last = dict(zip(names, range(len(names)), strict=True))
+        self.repeated: dict[str, list[int]] = {}
+        if len(self.last) != len(names):  # one name under several versions (libc's memcpy)
+            multi = {n for n, c in Counter(names).items() if c > 1}
+            for i, n in enumerate(names):
+                if n in multi:
+                    self.repeated.setdefault(n, []).append(i)
+
+    def definitions(self, name: str) -> list[_Definition]:
+        """The exported definitions of `name`: defined, not local, of a type and visibility
+        other objects can bind to, with a value (or TLS)."""
+        indexes = self.repeated.get(name)
+        if indexes is None:
+            at = self.last.get(name)
+            indexes = [] if at is None else [at]
+        table = self.image.symbols
+        out = []
+        for i in indexes:
+            info = table.info[i]
+            kind = info & 0xF
+            if (table.section_indexes[i] == SHN_UNDEF or (info >> 4) not in _EXPORTED_BINDINGS
+                    or kind not in _ALLOWED_TYPES
+                    or table.other[i] & 0x3 in (Visibility.HIDDEN, Visibility.INTERNAL)
+                    or (table.values[i] == 0 and kind != SymbolType.TLS)):
+                continue
+            raw = table.versym[i] if table.versym is not None else 1
+            version, _file, hidden = table.version_of(i)
+            out.append(_Definition(raw & 0x7FFF, hidden, version))
+        return out
 
 
 @dataclass(eq=False)
@@ -176,51 +213,27 @@ class _Obj:
     path: str
     image: ElfImage
     loader: _Obj | None
-    exports_memo: dict[int, Exports] = field(default_factory=dict, repr=False)
+    index_memo: dict[int, _Index] = field(default_factory=dict, repr=False)
 
     @property
     def soname(self) -> str | None:
         return self.image.soname
 
-    def exports(self) -> Exports:
-        """Exported definitions by name, built once per image for all processes."""
+    def index(self) -> _Index:
+        """The name index, built once per image for all processes."""
         key = id(self.image)
-        known = self.exports_memo.get(key)
-        if known is None:
-            known = self.exports_memo[key] = _exports_of(self.image)
-        return known
-
-
-def _exports_of(image: ElfImage) -> Exports:
-    table = image.symbols
-    versym = table.versym if table.versym is not None else [1] * len(table)
-    meaning: dict[int, _Definition] = {}
-    exports: Exports = {}
-    hidden_vis = (Visibility.HIDDEN, Visibility.INTERNAL)
-    for name, info, other, shndx, value, raw in zip(
-        table.names, table.info, table.other, table.section_indexes, table.values, versym,
-        strict=True,
-    ):
-        if shndx == SHN_UNDEF or (info >> 4) not in _EXPORTED_BINDINGS:
-            continue
-        kind = info & 0xF
-        if kind not in _ALLOWED_TYPES or other & 0x3 in hidden_vis:
-            continue
-        if value == 0 and kind != SymbolType.TLS:
-            continue
-        definition = meaning.get(raw)
-        if definition is None:
-            known = table.version_names.get(raw & 0x7FFF)
-            definition = meaning[raw] = _Definition(
-                raw & 0x7FFF, bool(raw & 0x8000),
-                known.name if known and (raw & 0x7FFF) > 1 else None)
-        exports.setdefault(name, []).append(definition)
-    return exports
+        index = self.index_memo.get(key)
+        if index is None:
+            index = self.index_memo[key] = _Index(self.image)
+        return index
 
 
 def _defines(obj: _Obj, name: str, version: str | None) -> bool:
     """Whether `obj` satisfies a reference to `name` (at `version`), by glibc's check_match."""
-    defs = obj.exports().get(name)
+    index = obj.index()
+    if name not in index.last:
+        return False
+    defs = index.definitions(name)
     if not defs:
         return False
     if obj.image.symbols.versym is None:
@@ -254,7 +267,7 @@ class Process:
         self._by_name: dict[str, _Obj] = {}
         self._by_identity: dict[str, _Obj] = {}
         self._global: list[_Obj] = []
-        self._exports: dict[int, Exports] = {}
+        self._indexes: dict[int, _Index] = {}
         self.startup: LoadResult | None = None
         self._exe = self._start(executable)
 
@@ -275,7 +288,7 @@ class Process:
         clone._by_name = dict(self._by_name)
         clone._by_identity = dict(self._by_identity)
         clone._global = list(self._global)
-        clone._exports = self._exports
+        clone._indexes = self._indexes
         clone.startup = self.startup
         clone._exe = self._exe
         return clone
@@ -294,7 +307,7 @@ class Process:
 
     def _start(self, executable: str) -> _Obj:
         image = self._source.image(executable)
-        exe = _Obj(executable, image, None, self._exports)
+        exe = _Obj(executable, image, None, self._indexes)
         self._exe = exe
         session = _Session(self, exe, caller=None)
         session.add(exe, executable)
@@ -351,7 +364,7 @@ class _Session:
             problem = self._open_problem(path, path, None, Resolution(None, path, None, None,
                                                                       (attempt[1],)))
             return LoadResult(path, False, problem.message, (problem,), (), ())
-        root = _Obj(path, attempt[0], self.caller, self.p._exports)
+        root = _Obj(path, attempt[0], self.caller, self.p._indexes)
         self.root = root
         self.add(root, path)
         self.map_all(root, [])
@@ -419,7 +432,7 @@ class _Session:
                 self.resolutions.append(Resolution(requester.path, name, same.path, via,
                                                    tuple(attempts)))
                 return same
-            obj = _Obj(path, image, requester, self.p._exports)
+            obj = _Obj(path, image, requester, self.p._indexes)
             self.add(obj, name)
             self.resolutions.append(Resolution(requester.path, name, path, via, tuple(attempts)))
             return obj

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import tempfile
 from pathlib import Path
 
 from .elf import ElfImage, parse_elf
@@ -60,6 +59,8 @@ class ElfCache:
         return image
 
     def put(self, path: str, st: os.stat_result, image: ElfImage) -> None:
+        import tempfile
+
         entry = self._entry(path)
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 _FIXED = (
@@ -55,13 +55,16 @@ def library_dirs(sys_path: Iterable[str], env: Mapping[str, str]) -> tuple[str, 
 
 
 class Locator:
-    """Finds files of a given name in the candidate directories."""
+    """Finds files of a given name in the candidate directories, collected on first use."""
 
-    def __init__(self, dirs: Iterable[str]) -> None:
-        self._dirs = tuple(dirs)
+    def __init__(self, dirs: Callable[[], Iterable[str]]) -> None:
+        self._collect = dirs
+        self._dirs: tuple[str, ...] | None = None
 
     def __call__(self, name: str) -> tuple[str, ...]:
         if "/" in name:
             return ()
+        if self._dirs is None:
+            self._dirs = tuple(self._collect())
         return tuple(str(Path(d) / name) for d in self._dirs
                      if os.path.isfile(os.path.join(d, name)))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import posixpath
-import re
 import struct
 import zipfile
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from .elf import is_elf
+from .elf import is_elf, might_be_elf
 from .errors import WheelError
 from .sources import ByteSource, InflateSource, SliceSource
 
@@ -28,17 +27,6 @@ if TYPE_CHECKING:
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
 _LOCAL_MAGIC = b"PK\x03\x04"
 ZIP_MAGIC = _LOCAL_MAGIC
-
-# Members worth checking for ELF magic: shared objects (`x.so`, `x.so.1.2`, `x.cpython-311-...so`)
-# and files without an extension (executables such as `bin/torch_shm_manager`).
-_SO_NAME = re.compile(r"\.so(\.[0-9]+)*$|\.so\.")
-_NOT_BINARY = frozenset(
-    (
-        ".py .pyi .pyc .txt .md .rst .json .yaml .yml .toml .cfg .ini .h .hpp .hh .cuh .c .cc "
-        ".cpp .cu .typed .html .css .js .csv .pem .pxd .pyx"
-    ).split()
-)
-
 
 @dataclass(frozen=True, slots=True)
 class Member:
@@ -50,17 +38,6 @@ class Member:
     crc: int
     method: int
     header_offset: int
-
-
-def might_be_elf(path: str) -> bool:
-    """Whether a file name could be an ELF object worth reading the magic of."""
-    base = posixpath.basename(path)
-    if not base or path.endswith("/") or ".dist-info/" in path:
-        return False
-    if _SO_NAME.search(base):
-        return True
-    ext = posixpath.splitext(base)[1]
-    return ext == "" or ext not in _NOT_BINARY
 
 
 class _SourceFile(io.RawIOBase):
