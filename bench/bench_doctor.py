@@ -319,19 +319,24 @@ class Inside:
     def median_of(self, key: str) -> float:
         return statistics.median(float(_number(report[key])) for report in self.reports)
 
-    def phase_medians(self) -> dict[str, float]:
-        labels = _phases(self.reports[0])
-        return {label: round(statistics.median(_phases(r)[label] for r in self.reports), 4)
+    def phase_medians(self, key: str, digits: int) -> dict[str, float]:
+        """Per phase, the median over the runs of `key` (a phase absent from a run counts 0:
+        the garbage collector's older generations do not run every time)."""
+        tables = [_table(report, key) for report in self.reports]
+        labels = dict.fromkeys(label for table in tables for label in table)
+        return {label: round(statistics.median(t.get(label, 0) for t in tables), digits)
                 for label in labels}
 
     def to_json(self) -> dict[str, object]:
-        first = self.reports[0]
         return {
             "import_s_median": round(self.median_of("import_s"), 4),
             "main_s_median": round(self.median_of("main_s"), 4),
-            "phases_s_median": self.phase_medians(),
-            "phase_calls": first["phase_calls"],
-            "phases_missing": first["phases_missing"],
+            "process_s_median": round(self.median_of("process_s"), 4),
+            "outside_import_and_main_s_median":
+                round(self.median_of("outside_import_and_main_s"), 4),
+            "phases_s_median": self.phase_medians("phases_s", 4),
+            "phase_calls_median": self.phase_medians("phase_calls", 1),
+            "phases_missing": self.reports[0]["phases_missing"],
             "peak_rss_mb_median": round(statistics.median(self.peaks()) / MB, 1),
             "peak_rss_mb_runs": [round(p / MB, 1) for p in self.peaks()],
             "exit_codes": [report["exit_code"] for report in self.reports],
@@ -344,10 +349,10 @@ def _memory(report: dict[str, object]) -> dict[str, int]:
     return memory
 
 
-def _phases(report: dict[str, object]) -> dict[str, float]:
-    phases = report["phases_s"]
-    assert isinstance(phases, dict)
-    return phases
+def _table(report: dict[str, object], key: str) -> dict[str, float]:
+    table = report[key]
+    assert isinstance(table, dict)
+    return table
 
 
 def _number(value: object) -> float:
@@ -360,10 +365,20 @@ def measure_inside(python: Path, dirs: CacheDirs, repeat: int) -> tuple[Inside, 
     cold, warm = [], []
     for _ in range(repeat):
         fresh = dirs.fresh()
-        cold.append(json.loads(run_worker("measure", python, fresh)))
+        cold.append(measured_worker(python, fresh))
         dirs.discard(fresh)
-        warm.append(json.loads(run_worker("measure", python, dirs.warm)))
+        warm.append(measured_worker(python, dirs.warm))
     return Inside(cold), Inside(warm)
+
+
+def measured_worker(python: Path, cache_dir: Path) -> dict[str, object]:
+    """The worker's `measure` report, with the process's wall time and the part of it outside
+    the import and `main`: interpreter start, the worker's few stdlib imports, and exit."""
+    start = time.perf_counter()
+    report: dict[str, object] = json.loads(run_worker("measure", python, cache_dir))
+    seconds = time.perf_counter() - start
+    inside = _number(report["import_s"]) + _number(report["main_s"])
+    return {**report, "process_s": seconds, "outside_import_and_main_s": seconds - inside}
 
 
 # ---------------------------------------------------------------------------------------------

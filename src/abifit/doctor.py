@@ -307,7 +307,10 @@ class Environment:
         """Distributions imported before `native`, requirements first."""
         direct: list[str] = list(self.required(native.distribution))
         for name in self._needed_closure(native, image):
-            direct.extend(sorted(self.providers(name, image) - {native.distribution}))
+            providers = self.providers(name, image)
+            if native.distribution in providers:
+                continue  # the package ships that library itself
+            direct.extend(sorted(providers))
         order: list[str] = []
         seen: set[str] = {native.distribution}
 

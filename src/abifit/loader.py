@@ -239,7 +239,13 @@ def _defines(obj: _Obj, name: str, version: str | None) -> bool:
     if obj.image.symbols.versym is None:
         return True
     if version is not None:
-        return any(d.version == version for d in defs)
+        # glibc's check_match: the named version, or a definition at an index whose version
+        # hash is 0 (index 0, or the base index 1 of an object that defines no versions)
+        own_versions = bool(obj.image.version_defs)
+        return any(d.version == version
+                   or (not d.hidden and (d.version_index == 0
+                                         or (d.version_index == 1 and not own_versions)))
+                   for d in defs)
     if any(d.version_index <= 2 for d in defs):
         return True
     return sum(1 for d in defs if not d.hidden) == 1
@@ -380,7 +386,8 @@ class _Session:
         except FormatError as e:
             return None, Attempt(path, via, owner, f"unreadable: {e.problem}")
         if image.elf_class != elf_class:
-            return None, Attempt(path, via, owner, f"wrong ELF class: {image.elf_class.name}")
+            return None, Attempt(path, via, owner,
+                                 f"wrong ELF class: ELFCLASS{32 if image.elf_class == 1 else 64}")
         if not self.p._machine_fits(image):
             return None, Attempt(path, via, owner, f"wrong machine: {image.machine_name}")
         return image, Attempt(path, via, owner, "found")
@@ -476,8 +483,10 @@ class _Session:
             exe = self.p._exe
             if id(exe) not in visited:
                 yield from self._in_dirs(exe, _rpath_of(exe), name, Via.EXE_RPATH)
+        exe_origin = posixpath.dirname(self.p._exe.path)
         for d in config.ld_library_path:
-            yield from self._in_dir(d or ".", name, Via.LD_LIBRARY_PATH, None)
+            directory = expand_path(d, exe_origin, config) if d else "."
+            yield from self._in_dir(directory, name, Via.LD_LIBRARY_PATH, None)
         if runpath:
             yield from self._in_dirs(requester, _split_paths(runpath), name, Via.RUNPATH)
         nodeflib = bool(image.dynamic and image.dynamic.flags_1 & DF_1_NODEFLIB)
@@ -544,16 +553,18 @@ class _Session:
     def bind_symbols(self) -> None:
         scope = self.scope()
         scope_paths = tuple(o.path for o in scope)
+        indexed = [(o, o.index().last) for o in scope]
         for obj in reversed(self._dependency_order()):
             table = obj.image.symbols
             refs = obj.image.relocated_symbols
             order = refs if refs is not None else range(len(table))
-            for i in order:
-                if table.section_indexes[i] != SHN_UNDEF or table.binding(i) == Binding.WEAK:
-                    continue
-                name = table.names[i]
-                version, _file, _hidden = table.version_of(i)
-                if any(_defines(o, name, version) for o in scope):
+            undefined = [i for i in order if table.section_indexes[i] == SHN_UNDEF
+                         and table.info[i] >> 4 != Binding.WEAK]
+            names = table.names
+            for i in undefined:
+                name = names[i]
+                version = table.version_of(i)[0] if table.versym is not None else None
+                if any(name in last and _defines(o, name, version) for o, last in indexed):
                     continue
                 suffix = f", version {version}" if version else ""
                 self.problems.append(LoadProblem(

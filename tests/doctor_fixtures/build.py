@@ -32,8 +32,13 @@ Packages and what they play:
 - `ext_hwcaps`: `lib/libhw.so` lacks `prec_extra`, `lib/glibc-hwcaps/x86-64-v2/libhw.so` has it.
 - `ext_ldtoken`: needs `libldtok.so` from `dest/build/tok/x86_64`, named in LD_LIBRARY_PATH as
   `.../tok/$PLATFORM`.
+- `ext_runpath_mid`: DT_RPATH `$ORIGIN/a`; `a/libdep_m.so` has a DT_RUNPATH of its own, so the
+  extension's DT_RPATH does not apply to its `libleaf_m.so`.
+- `ext_dupe_a`, `ext_dupe_b`: each ships its own `lib/libdupe.so`; only b's defines `prec_extra`.
+- `ext_preload`: calls `preload_value`, defined by `dest/build/preload/libpreload.so` (LD_PRELOAD).
 
-`Built.ld_library_path` lists the directories for LD_LIBRARY_PATH (with `$PLATFORM` unexpanded).
+`Built.ld_library_path` lists the directories for LD_LIBRARY_PATH (with `$PLATFORM` unexpanded),
+`Built.preload` the library for LD_PRELOAD.
 """
 
 from __future__ import annotations
@@ -88,6 +93,7 @@ class Built:
     wheels: tuple[Path, ...]
     packages: tuple[str, ...]
     ld_library_path: tuple[Path, ...]
+    preload: Path
     hidden_cuda: Path
     has_32bit: bool
     skipped: Mapping[str, str]
@@ -200,6 +206,17 @@ def steps(ext: str) -> tuple[Step, ...]:
         module("ext_hwcaps", "ext_prec.c", rpath.format("lib"), libs=("hw_full/libhw.so",)),
         _lib(f"tok/{PLATFORM}/libldtok.so", "ldp.c"),
         module("ext_ldtoken", "ext_ldpath.c", libs=(f"tok/{PLATFORM}/libldtok.so",)),
+        _lib("mid/libleaf_m.so", "leaf.c"),
+        _lib("mid/libdep_m.so", "dep.c", runpath.format("nowhere"), *_link("mid/libleaf_m.so"),
+             after=("mid/libleaf_m.so",)),
+        module("ext_runpath_mid", "ext_dep.c", rpath.format("a"), libs=("mid/libdep_m.so",)),
+        _lib("dupe_a/libdupe.so", "prec.c"),
+        _lib("dupe_b/libdupe.so", "prec.c", "-DFULL"),
+        module("ext_dupe_a", "ext_dupe.c", rpath.format("lib"), libs=("dupe_a/libdupe.so",)),
+        module("ext_dupe_b", "ext_dupe.c", "-DWANT_EXTRA", rpath.format("lib"),
+               libs=("dupe_b/libdupe.so",)),
+        _lib("preload/libpreload.so", "preload.c"),
+        module("ext_preload", "ext_preload.c"),
     )
 
 
@@ -250,6 +267,11 @@ def packages(ext: str) -> tuple[Package, ...]:
                                    f"ext_hwcaps/lib/glibc-hwcaps/{HWCAPS}/libhw.so":
                                    "hw_full/libhw.so"}),
         ext_package("ext_ldtoken"),
+        ext_package("ext_runpath_mid", {"ext_runpath_mid/a/libdep_m.so": "mid/libdep_m.so",
+                                        "ext_runpath_mid/a/libleaf_m.so": "mid/libleaf_m.so"}),
+        ext_package("ext_dupe_a", {"ext_dupe_a/lib/libdupe.so": "dupe_a/libdupe.so"}),
+        ext_package("ext_dupe_b", {"ext_dupe_b/lib/libdupe.so": "dupe_b/libdupe.so"}),
+        ext_package("ext_preload"),
     )
 
 
@@ -337,4 +359,5 @@ def build_packages(dest: Path, python: str) -> Built:
         wheels.append(write_wheel(wheels_dir, package.name, VERSION, contents, package.requires))
         names.append(package.name)
     return Built(tuple(wheels), tuple(names), (build / "ldlib", build / "tok" / "$PLATFORM"),
-                 build / "cuda-13.0" / "lib64", has_32bit, skipped)
+                 build / "preload" / "libpreload.so", build / "cuda-13.0" / "lib64", has_32bit,
+                 skipped)

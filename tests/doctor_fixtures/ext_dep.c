@@ -1,4 +1,5 @@
-/* ext_rpath._ext / ext_runpath._ext: need libdep_*.so from $ORIGIN/a (which needs libleaf_*.so). */
+/* ext_rpath._ext / ext_runpath._ext / ext_runpath_mid._ext: need libdep_*.so from $ORIGIN/a (which
+   needs libleaf_*.so). */
 #include "module.h"
 
 int dep_value(void);

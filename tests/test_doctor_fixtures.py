@@ -1,0 +1,447 @@
+"""Differential tests of `abifit doctor`: its predictions against real imports in a real venv.
+
+The packages of tests/doctor_fixtures/ (sources and `build.py` there) are compiled once per
+module, installed as wheels into a fresh CPython 3.11 venv, and then, for every fixture, two things
+run with the same environment (LD_LIBRARY_PATH, LD_PRELOAD): `abifit doctor <pkg> --json` and
+`python -c "import <pkg>"` in the venv. The predicted verdict must be the real one, and a
+predicted error must appear verbatim in the real ImportError.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from doctor_fixtures import build
+
+EXT = ".cpython-311-x86_64-linux-gnu.so"
+LD_ENV_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
+               "CONDA_PREFIX")
+
+Json = dict[str, object]
+SCHEMA = json.loads(files("abifit").joinpath("schemas/doctor.schema.json").read_text("utf-8"))
+
+# Loader environments: nothing set, LD_LIBRARY_PATH set, LD_PRELOAD set.
+PLAIN, LD_PATH, PRELOAD = "plain", "ld-library-path", "preload"
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One fixture run: the package imported, the loader environment, what really happens.
+
+    `loads` and `error` (a fragment of the real ImportError) state what the fixture is built to
+    do; each test first checks that the real loader does it, then compares abifit with it.
+    """
+
+    id: str
+    package: str
+    loads: bool
+    error: str | None = None
+    env: str = PLAIN
+    needs_32bit: bool = False
+    needs_hwcaps: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.package, self.env
+
+
+CANNOT_OPEN = ": cannot open shared object file: No such file or directory"
+PARAM_SYMBOL = "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib"
+
+CASES = (
+    Case("host-extension-loads", "hostpkg", True),
+    Case("parameter-type-changed", "ext_param", False, f"undefined symbol: {PARAM_SYMBOL}"),
+    Case("function-removed", "ext_removed", False, "undefined symbol: _ZN4host12legacy_entryEi"),
+    Case("string-abi-mismatch", "ext_abi", False, "undefined symbol: _ZN4host8describeERKSs"),
+    Case("library-off-search-path", "ext_missing_lib", False, "libnvrtc.so.13" + CANNOT_OPEN),
+    Case("library-in-nvidia-wheel-only", "ext_missing_cand", False,
+         "libnvJitLink.so.13" + CANNOT_OPEN),
+    Case("soname-matches-loaded-host", "ext_soname_ok", True),
+    Case("rpath-inherited-by-dependency", "ext_rpath", True),
+    Case("runpath-not-inherited", "ext_runpath", False, "libleaf_n.so" + CANNOT_OPEN),
+    Case("rpath-beats-ld-library-path", "ext_prec_rpath", True, env=LD_PATH),
+    Case("ld-library-path-beats-runpath", "ext_prec_runpath", False,
+         "undefined symbol: prec_extra", env=LD_PATH),
+    Case("runpath-without-ld-library-path", "ext_prec_runpath", True),
+    Case("found-through-ld-library-path", "ext_ldpath", True, env=LD_PATH),
+    Case("not-found-without-ld-library-path", "ext_ldpath", False, "libldp.so" + CANNOT_OPEN),
+    Case("platform-token-in-ld-library-path", "ext_ldtoken", True, env=LD_PATH),
+    Case("version-not-defined", "ext_version", False, "version `HOST_2.0' not found (required by "),
+    Case("weak-undefined-symbol", "ext_weak", True),
+    Case("wrong-elf-class-skipped", "ext_class32", True, needs_32bit=True),
+    Case("wrong-elf-class-only-candidate", "ext_classonly", False,
+         "libcls_o.so: wrong ELF class: ELFCLASS32", needs_32bit=True),
+    Case("rtld-local-symbols-not-global", "ext_local_scope", False,
+         "undefined symbol: host_core_version"),
+    Case("versioned-reference-unversioned-definition", "ext_nover", True),
+    Case("relocation-order", "ext_reloc_order", False, "undefined symbol: zz_missing_var"),
+    Case("dependency-relocated-first", "ext_dep_first", False,
+         "lib/libdfirst.so: undefined symbol: dfirst_missing"),
+    Case("glibc-hwcaps-subdirectory-first", "ext_hwcaps", True, needs_hwcaps=True),
+    Case("rpath-ignored-below-runpath-object", "ext_runpath_mid", False,
+         "libleaf_m.so" + CANNOT_OPEN),
+    Case("same-soname-in-two-packages", "ext_dupe_b", True),
+    Case("ld-preload-in-global-scope", "ext_preload", True, env=PRELOAD),
+    Case("no-ld-preload", "ext_preload", False, "undefined symbol: preload_value"),
+)
+BY_ID = {c.id: c for c in CASES}
+
+
+@dataclass(frozen=True, slots=True)
+class Venv:
+    """The fixture venv: its interpreter, site-packages and the loader environments to use."""
+
+    python: str
+    site: Path
+    envs: dict[str, dict[str, str]]
+    has_32bit: bool
+    hidden_cuda: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """`abifit doctor <pkg> --json` and `import <pkg>` for one case."""
+
+    returncode: int
+    doc: Json
+    stderr: str
+    real_loads: bool
+    real_error: str
+
+    def module(self, package: str) -> Json:
+        """The doctor status of `<package>._ext` (or hostpkg._C)."""
+        name = "hostpkg._C" if package == "hostpkg" else f"{package}._ext"
+        found = [m for m in self.modules() if m["module"] == name]
+        assert len(found) == 1, f"no single status for {name}: {self.doc}"
+        return found[0]
+
+    def modules(self) -> list[Json]:
+        modules = self.doc["modules"]
+        assert isinstance(modules, list)
+        return modules
+
+    def findings(self) -> list[Json]:
+        findings = self.doc["findings"]
+        assert isinstance(findings, list)
+        return findings
+
+
+def _python311() -> str | None:
+    if sys.version_info[:2] == (3, 11):
+        return sys.executable
+    return shutil.which("python3.11")
+
+
+def _env(venv: Venv, name: str) -> dict[str, str]:
+    return {**_env_without_ld(), **venv.envs[name]}
+
+
+def _env_without_ld() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in LD_ENV_VARS}
+
+
+@cache
+def _searches_hwcaps_v2() -> bool:
+    """Whether this host's ld.so searches glibc-hwcaps/x86-64-v2 (glibc >= 2.33 on such a CPU)."""
+    ld_so = "/lib64/ld-linux-x86-64.so.2"
+    if not os.path.exists(ld_so):
+        return False
+    done = subprocess.run([ld_so, "--help"], capture_output=True, text=True, check=False)
+    return re.search(rf"{build.HWCAPS} \(supported, searched\)", done.stdout) is not None
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """A fresh venv holding every fixture package, installed from real wheels by pip."""
+    python = _python311()
+    if python is None:
+        pytest.skip("python3.11 is needed: the fixtures are CPython 3.11 extension modules")
+    if shutil.which("gcc") is None or shutil.which("g++") is None:
+        pytest.skip("gcc and g++ are needed to build the fixtures")
+    root = tmp_path_factory.mktemp("doctor-fixtures")
+    built = build.build_packages(root, python)
+    env_dir = root / "venv"
+    if importlib.util.find_spec("pip") is not None:
+        subprocess.run([python, "-m", "venv", "--without-pip", str(env_dir)], check=True)
+        pip = [sys.executable, "-m", "pip", "--python", str(env_dir / "bin" / "python")]
+    else:
+        subprocess.run([python, "-m", "venv", str(env_dir)], check=True)
+        pip = [str(env_dir / "bin" / "python"), "-m", "pip"]
+    subprocess.run([*pip, "install", "--no-deps", "--no-index", "--disable-pip-version-check",
+                    "-q", *map(str, built.wheels)], check=True, env=_env_without_ld())
+    site = next((env_dir / "lib").glob("python3*/site-packages"))
+    envs = {PLAIN: {}, PRELOAD: {"LD_PRELOAD": str(built.preload)},
+            LD_PATH: {"LD_LIBRARY_PATH": ":".join(str(d) for d in built.ld_library_path)}}
+    return Venv(str(env_dir / "bin" / "python"), site, envs, built.has_32bit, built.hidden_cuda)
+
+
+def run_doctor(venv: Venv, *args: str, env: str = PLAIN) -> tuple[int, Json, str]:
+    """`abifit doctor ARGS --python VENV --json --no-cache`: exit code, document, stderr.
+
+    The document is empty when doctor printed none (an analysis error, exit code 2)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "abifit", "doctor", *args, "--python", venv.python, "--json",
+         "--no-cache"],
+        capture_output=True, text=True, env=_env(venv, env), timeout=300, check=False,
+    )
+    try:
+        doc = json.loads(done.stdout)
+    except ValueError:
+        doc = {}
+    return done.returncode, doc, done.stderr
+
+
+def real_import(venv: Venv, package: str, *, env: str = PLAIN,
+                debug: bool = False) -> tuple[bool, str]:
+    """`python -c "import PACKAGE"` in the venv: whether it worked, and its stderr."""
+    variables = _env(venv, env)
+    if debug:
+        variables["LD_DEBUG"] = "libs"
+    done = subprocess.run([venv.python, "-c", f"import {package}"], capture_output=True,
+                          text=True, env=variables, timeout=120, check=False)
+    return done.returncode == 0, done.stderr
+
+
+@pytest.fixture(scope="module")
+def outcomes(venv: Venv) -> dict[tuple[str, str], Outcome]:
+    """Both sides of every case, run in parallel once for the module."""
+
+    def both(case: Case) -> Outcome:
+        code, doc, stderr = run_doctor(venv, case.package, env=case.env)
+        loads, error = real_import(venv, case.package, env=case.env)
+        return Outcome(code, doc, stderr, loads, error)
+
+    cases = [c for c in CASES if venv.has_32bit or not c.needs_32bit]
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        return dict(zip((c.key for c in cases), pool.map(both, cases), strict=True))
+
+
+def outcome_of(outcomes: dict[tuple[str, str], Outcome], venv: Venv, case_id: str) -> Outcome:
+    """The outcome of a case, after checking that the real loader does what the case says."""
+    case = BY_ID[case_id]
+    if case.needs_32bit and not venv.has_32bit:
+        pytest.skip("gcc -m32 cannot build the 32-bit library here")
+    if case.needs_hwcaps and not _searches_hwcaps_v2():
+        pytest.skip(f"this ld.so does not search glibc-hwcaps/{build.HWCAPS}")
+    out = outcomes[case.key]
+    assert out.returncode in (0, 1) and out.doc, f"doctor failed: {out.stderr}"
+    assert out.real_loads is case.loads, f"the fixture misbehaves: {out.real_error}"
+    if case.error is not None:
+        assert case.error in out.real_error
+        assert "ImportError" in out.real_error
+    return out
+
+
+def the_finding(out: Outcome, package: str) -> Json:
+    """The first finding for the package's module (the one whose message is its error)."""
+    module = out.module(package)
+    findings = [f for f in out.findings() if f["module"] == module["module"]]
+    assert findings, out.doc
+    assert findings[0]["message"] == module["error"]
+    return findings[0]
+
+
+@pytest.mark.parametrize("case_id", [c.id for c in CASES])
+def test_prediction_matches_real_import(
+    case_id: str, venv: Venv, outcomes: dict[tuple[str, str], Outcome]
+) -> None:
+    """doctor's verdict and first error for the package are what `import <pkg>` really does."""
+    case = BY_ID[case_id]
+    out = outcome_of(outcomes, venv, case_id)
+    module = out.module(case.package)
+    predicted = "loads" if module["loads"] else f"fails: {module['error']}"
+    assert module["loads"] is out.real_loads, (
+        f"predicted {predicted}; real import: {out.real_error.strip() or 'loads'}")
+    if not out.real_loads:
+        assert isinstance(module["error"], str)
+        assert module["error"] in out.real_error, (
+            f"predicted error {module['error']!r} is not in the real one: {out.real_error}")
+    assert out.returncode == (0 if out.real_loads else 1), out.doc
+
+
+def test_parameter_change_is_explained(venv: Venv,
+                                       outcomes: dict[tuple[str, str], Outcome]) -> None:
+    """An int -> unsigned int parameter change is named, with the host's nearest definition."""
+    out = outcome_of(outcomes, venv, "parameter-type-changed")
+    finding = the_finding(out, "ext_param")
+    assert finding["kind"] == "undefined-symbol"
+    assert finding["symbol"] == PARAM_SYMBOL
+    assert finding["message"].endswith(f": undefined symbol: {PARAM_SYMBOL}")
+    assert "parameter 4: `int` → `unsigned int`" in finding["explanation"]
+    assert finding["nearest"][0].startswith(PARAM_SYMBOL[:-2] + "jb ")
+    assert "hostpkg/lib/libhost_core.so" in finding["explanation"]
+    assert out.module("ext_param")["prerequisites"] == ["hostpkg"]
+
+
+def test_string_abi_change_is_explained(venv: Venv,
+                                        outcomes: dict[tuple[str, str], Outcome]) -> None:
+    """An old-ABI std::string reference is matched to the cxx11 definition and the ABI named."""
+    out = outcome_of(outcomes, venv, "string-abi-mismatch")
+    finding = the_finding(out, "ext_abi")
+    assert finding["symbol"] == "_ZN4host8describeERKSs"
+    assert finding["nearest"][0].startswith(
+        "_ZN4host8describeERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE ")
+    assert "std::string ABI" in finding["explanation"]
+    assert "-D_GLIBCXX_USE_CXX11_ABI=0" in finding["explanation"]
+
+
+def test_removed_function_is_named(venv: Venv,
+                                   outcomes: dict[tuple[str, str], Outcome]) -> None:
+    """A function the host removed is reported demangled, and no other function is its match."""
+    out = outcome_of(outcomes, venv, "function-removed")
+    finding = the_finding(out, "ext_removed")
+    assert finding["symbol"] == "_ZN4host12legacy_entryEi"
+    assert "`host::legacy_entry(int)`" in finding["explanation"]
+    assert not any(n.startswith("_ZN4host12legacy_entry") for n in finding["nearest"])
+
+
+def test_missing_library_has_trace_and_hint(venv: Venv,
+                                            outcomes: dict[tuple[str, str], Outcome]) -> None:
+    """A library off every search path gets the paths searched and a hint that fixes it."""
+    out = outcome_of(outcomes, venv, "library-off-search-path")
+    finding = the_finding(out, "ext_missing_lib")
+    assert finding["kind"] == "missing-library"
+    assert finding["library"] == "libnvrtc.so.13"
+    assert finding["trace"], finding
+    assert all("/libnvrtc.so.13  [" in t and t.endswith("not found]") for t in finding["trace"])
+    hidden = str(venv.hidden_cuda / "libnvrtc.so.13")
+    assert os.path.isfile(hidden)
+    assert hidden not in finding["candidates"]  # a private toolkit dir is not a place it looks
+    hint = finding["hint"]
+    assert isinstance(hint, str)
+    if finding["candidates"]:
+        assert "LD_LIBRARY_PATH" in hint
+    else:
+        assert "pip install" in hint and "libnvrtc.so.13" in hint
+
+
+def test_missing_library_lists_wheel_copy(venv: Venv,
+                                          outcomes: dict[tuple[str, str], Outcome]) -> None:
+    """A library present only in site-packages/nvidia/cu13/lib is offered as a candidate."""
+    out = outcome_of(outcomes, venv, "library-in-nvidia-wheel-only")
+    finding = the_finding(out, "ext_missing_cand")
+    copy = str(venv.site / "nvidia" / "cu13" / "lib" / "libnvJitLink.so.13")
+    assert copy in finding["candidates"]
+    assert str(venv.site / "nvidia" / "cu13" / "lib") in finding["hint"]
+    assert out.module("ext_missing_cand")["prerequisites"] == ["nvidia-nvjitlink"]
+
+
+def test_soname_match_needs_no_search(venv: Venv,
+                                      outcomes: dict[tuple[str, str], Outcome]) -> None:
+    """An extension without RPATH finds libhost_core.so because `import hostpkg` mapped it."""
+    out = outcome_of(outcomes, venv, "soname-matches-loaded-host")
+    module = out.module("ext_soname_ok")
+    assert module["loads"] is True
+    assert module["prerequisites"] == ["hostpkg"]  # from the soname: no Requires-Dist
+    assert out.findings() == []  # in particular, no missing-library for libhost_core.so
+
+
+def test_missing_version_names_library_and_versions(
+    venv: Venv, outcomes: dict[tuple[str, str], Outcome]
+) -> None:
+    """A version the found library does not define is reported with the versions it does."""
+    out = outcome_of(outcomes, venv, "version-not-defined")
+    finding = the_finding(out, "ext_version")
+    assert finding["kind"] == "missing-version"
+    assert finding["version"] == "HOST_2.0"
+    assert finding["library"] == str(venv.site / "ext_version" / "lib" / "libverhost.so")
+    assert "HOST_1.0" in finding["explanation"]
+
+
+def test_wrong_elf_class_is_its_own_kind(venv: Venv,
+                                         outcomes: dict[tuple[str, str], Outcome]) -> None:
+    """A 32-bit library as the only candidate is reported as wrong-elf-class, with its path."""
+    out = outcome_of(outcomes, venv, "wrong-elf-class-only-candidate")
+    finding = the_finding(out, "ext_classonly")
+    assert finding["kind"] == "wrong-elf-class"
+    lib32 = str(venv.site / "ext_classonly" / "lib32" / "libcls_o.so")
+    assert any(t.startswith(lib32 + "  [") and "wrong ELF class" in t for t in finding["trace"])
+
+
+def test_ld_library_path_copy_wins_over_runpath(
+    venv: Venv, outcomes: dict[tuple[str, str], Outcome]
+) -> None:
+    """Under LD_LIBRARY_PATH the copy without prec_extra is chosen over the DT_RUNPATH one."""
+    out = outcome_of(outcomes, venv, "ld-library-path-beats-runpath")
+    finding = the_finding(out, "ext_prec_runpath")
+    assert finding["kind"] == "undefined-symbol"
+    assert finding["symbol"] == "prec_extra"
+    assert finding["object"] == str(venv.site / "ext_prec_runpath" / f"_ext{EXT}")
+
+
+def _ld_debug_tries(stderr: str, library: str) -> list[str]:
+    """The files ld.so tried in its last search for `library` (from LD_DEBUG=libs output)."""
+    blocks = re.split(r"^\s*\d+:\s+find library=", stderr, flags=re.M)
+    searches = [b for b in blocks if b.startswith(f"{library} ")]
+    assert searches, f"no search for {library} in the LD_DEBUG output"
+    return re.findall(r"trying file=(\S+)", searches[-1].split("\n\n")[0])
+
+
+def _is_subsequence(short: list[str], long: list[str]) -> bool:
+    it: Iterator[str] = iter(long)
+    return all(any(item == other for other in it) for item in short)
+
+
+# The subdirectories ld.so tries under each search directory first (glibc-hwcaps, and the legacy
+# hwcaps ones glibc <= 2.36 still searches); doctor lists those only when they hold the file.
+_SUBDIR = re.compile(r"/(glibc-hwcaps/[^/]+|tls(/x86_64){0,2}|x86_64(/x86_64)?)$")
+
+
+def _in_search_dir(path: str) -> bool:
+    return _SUBDIR.search(os.path.dirname(path)) is None
+
+
+@pytest.mark.parametrize(("case_id", "library"), [
+    ("library-off-search-path", "libnvrtc.so.13"),
+    ("runpath-not-inherited", "libleaf_n.so"),
+    ("not-found-without-ld-library-path", "libldp.so"),
+    ("wrong-elf-class-only-candidate", "libcls_o.so"),
+])
+def test_search_trace_follows_ld_debug(case_id: str, library: str, venv: Venv,
+                                       outcomes: dict[tuple[str, str], Outcome]) -> None:
+    """doctor's trace is the files ld.so tried (LD_DEBUG=libs), in order, hwcaps dirs aside."""
+    case = BY_ID[case_id]
+    out = outcome_of(outcomes, venv, case_id)
+    finding = the_finding(out, case.package)
+    traced = [t.split("  [", 1)[0] for t in finding["trace"] if "ld.so.cache" not in t]
+    loads, stderr = real_import(venv, case.package, env=case.env, debug=True)
+    assert loads is False
+    tried = _ld_debug_tries(stderr, library)
+    assert _is_subsequence(traced, tried), (traced, tried)
+    assert [p for p in traced if _in_search_dir(p)] == [p for p in tried if _in_search_dir(p)]
+
+
+@pytest.mark.parametrize("env", [PLAIN, LD_PATH, PRELOAD])
+def test_verify_agrees_everywhere(env: str, venv: Venv) -> None:
+    """`doctor --verify` on the whole venv: every prediction agrees with the real loader."""
+    code, doc, stderr = run_doctor(venv, "--verify", env=env)
+    assert code in (0, 1) and doc, stderr
+    jsonschema.validate(doc, SCHEMA)
+    verification = doc["verification"]
+    assert isinstance(verification, list) and verification, stderr
+    disagreeing = [f"{v['module']}: predicted {v['predicted_error'] or 'loads'}; real "
+                   f"{'loads' if v['actual_loads'] else v['actual_error'] or v['note']}"
+                   for v in verification if not v["agrees"]]
+    assert not disagreeing, "\n".join(disagreeing)
+    findings = doc["findings"]
+    assert isinstance(findings, list)
+    assert not any(f["kind"] == "model-disagreement" for f in findings)
+    modules = doc["modules"]
+    assert isinstance(modules, list)
+    assert len(verification) == len(modules)
+    assert code == (1 if findings else 0)
