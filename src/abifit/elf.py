@@ -101,6 +101,10 @@ DT_STRTAB = 5
 DT_SYMTAB = 6
 DT_RELA = 7
 DT_RELASZ = 8
+DT_RELAENT = 9
+DT_RELENT = 19
+DT_RELACOUNT = 0x6FFFFFF9
+DT_RELCOUNT = 0x6FFFFFFA
 DT_STRSZ = 10
 DT_SYMENT = 11
 DT_SONAME = 14
@@ -390,7 +394,7 @@ class ElfImage:
     version_defs: tuple[VersionDef, ...]
     sections: tuple[Section, ...]
     section_problem: str | None
-    relocated_symbols: tuple[int, ...] | None = None
+    relocated_symbols: array[int] | None = None
 
     @property
     def machine_name(self) -> str:
@@ -839,7 +843,7 @@ def parse_elf(source: ByteSource) -> ElfImage:
     dyn_seg = next((s for s in segments if s.type == PT_DYNAMIC), None)
     dynamic: DynamicInfo | None = None
     symbols, needs, defs = _EMPTY_TABLE, list[VersionNeed](), list[VersionDef]()
-    relocated: tuple[int, ...] | None = None
+    relocated: array[int] | None = None
     if dyn_seg is not None:
         dynamic, symbols, needs, defs, relocated = _parse_dynamic(r, amap, lay, h, dyn_seg)
     return ElfImage(
@@ -863,7 +867,7 @@ def parse_elf(source: ByteSource) -> ElfImage:
 
 def _parse_dynamic(
     r: _Reader, amap: _AddressMap, lay: _Layout, h: _Header, seg: Segment
-) -> tuple[DynamicInfo, SymbolTable, list[VersionNeed], list[VersionDef], tuple[int, ...] | None]:
+) -> tuple[DynamicInfo, SymbolTable, list[VersionNeed], list[VersionDef], array[int] | None]:
     entries = _parse_dynamic_entries(r, seg, lay)
     first: dict[int, int] = {}
     for tag, value in entries:
@@ -898,49 +902,61 @@ def _parse_dynamic(
     if DT_SYMTAB in first:
         table = _symbol_table(r, amap, lay, h, first, strings, needs, defs)
     try:
-        relocated: tuple[int, ...] | None = _relocated_symbols(r, amap, lay, first, len(table))
+        relocated: array[int] | None = _relocated_symbols(r, amap, lay, first, len(table))
     except ElfError:
         relocated = None  # the order of references is a refinement, not part of the view
     return info, table, needs, defs, relocated
 
 
 def _relocation_ranges(first: dict[int, int]) -> list[tuple[int, int, bool]]:
-    """(address, size, is_rela) of the relocation tables, in the order ld.so processes them."""
+    """(address, size, is_rela) of the relocation tables, in the order ld.so processes them,
+    without the leading relative relocations (DT_RELACOUNT/DT_RELCOUNT), which name no symbol."""
     ranges = []
-    if DT_RELA in first:
-        ranges.append((first[DT_RELA], first.get(DT_RELASZ, 0), True))
-    if DT_REL in first:
-        ranges.append((first[DT_REL], first.get(DT_RELSZ, 0), False))
+    for table, size, count, rela in ((DT_RELA, DT_RELASZ, DT_RELACOUNT, True),
+                                     (DT_REL, DT_RELSZ, DT_RELCOUNT, False)):
+        if table in first:
+            entry = first.get(DT_RELAENT if rela else DT_RELENT, 0)
+            skip = min(first.get(count, 0) * entry, first.get(size, 0))
+            ranges.append((first[table] + skip, first.get(size, 0) - skip, rela))
     if DT_JMPREL in first:
         ranges.append((first[DT_JMPREL], first.get(DT_PLTRELSZ, 0),
                        first.get(DT_PLTREL, DT_RELA) == DT_RELA))
     return ranges
 
 
+_RELOCATION_CHUNK = 1 << 20
+
+
 def _relocated_symbols(
     r: _Reader, amap: _AddressMap, lay: _Layout, first: dict[int, int], count: int
-) -> tuple[int, ...]:
+) -> array[int]:
     """Symbol-table entries that dynamic relocations refer to, in the order ld.so binds them.
 
     ld.so processes DT_RELA/DT_REL, then DT_JMPREL (all at load time under RTLD_NOW); the first
     reference that cannot be bound is the error it reports. Entries are SymbolTable indexes.
+    Tables are read in chunks, so memory does not grow with their size.
     """
     native = lay.prefix == _NATIVE
-    order: dict[int, None] = {}
+    seen = bytearray(count + 1)
+    order = array("I")
     for vaddr, size, rela in _relocation_ranges(first):
-        if size == 0:
-            continue
-        raw = amap.read(vaddr, size, "relocation table")
-        if lay.word == 8:
-            words = (6 if rela else 4)
-            column = _column(raw[: len(raw) // (words * 4) * words * 4], "I", native,
-                             3 if lay.prefix == "<" else 2, words)
-            order.update(dict.fromkeys(column))
-        else:
-            words = 3 if rela else 2
-            info = _column(raw[: len(raw) // (words * 4) * words * 4], "I", native, 1, words)
-            order.update(dict.fromkeys(i >> 8 for i in info))
-    return tuple(i - 1 for i in order if 0 < i <= count)
+        words = (6 if rela else 4) if lay.word == 8 else (3 if rela else 2)
+        entry = words * 4
+        start = amap.offset(vaddr, "relocation table")
+        end = start + size - size % entry
+        while start < end:
+            length = min(end - start, _RELOCATION_CHUNK - _RELOCATION_CHUNK % entry)
+            raw = r.read(start, length, "relocation table")
+            start += length
+            if lay.word == 8:
+                symbols: Iterable[int] = _column(raw, "I", native, 3 if native else 2, words)
+            else:
+                symbols = (i >> 8 for i in _column(raw, "I", native, 1, words))
+            for i in dict.fromkeys(symbols):
+                if 0 < i <= count and not seen[i]:
+                    seen[i] = 1
+                    order.append(i - 1)
+    return order
 
 
 def _symbol_table(
