@@ -118,7 +118,7 @@ def _run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _run_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .doctor import doctor
-    from .localfs import default_cache_dir
+    from .cache import default_cache_dir
     from .report import doctor_json, doctor_text, dumps
 
     cache = None if args.no_cache else Path(args.cache_dir) if args.cache_dir else \

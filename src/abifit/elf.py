@@ -823,8 +823,12 @@ def _version_names(
 _EMPTY_TABLE = SymbolTable((), b"", b"", array("H"), array("Q"), array("Q"), None, {})
 
 
-def parse_elf(source: ByteSource) -> ElfImage:
-    """Read the dynamic view of the ELF file in `source`; raises ElfError if it is not readable."""
+def parse_elf(source: ByteSource, *, relocations: bool = True) -> ElfImage:
+    """Read the dynamic view of the ELF file in `source`; raises ElfError if it is not readable.
+
+    `relocations=False` skips the relocation tables (the order in which ld.so binds symbols),
+    which a remote reader need not fetch.
+    """
     r = _Reader(source)
     h, lay = _parse_header(r)
     segments = _parse_segments(r, h, lay)
@@ -845,7 +849,8 @@ def parse_elf(source: ByteSource) -> ElfImage:
     symbols, needs, defs = _EMPTY_TABLE, list[VersionNeed](), list[VersionDef]()
     relocated: array[int] | None = None
     if dyn_seg is not None:
-        dynamic, symbols, needs, defs, relocated = _parse_dynamic(r, amap, lay, h, dyn_seg)
+        dynamic, symbols, needs, defs, relocated = _parse_dynamic(r, amap, lay, h, dyn_seg,
+                                                                  relocations)
     return ElfImage(
         name=source.name,
         elf_class=h.elf_class,
@@ -866,7 +871,7 @@ def parse_elf(source: ByteSource) -> ElfImage:
 
 
 def _parse_dynamic(
-    r: _Reader, amap: _AddressMap, lay: _Layout, h: _Header, seg: Segment
+    r: _Reader, amap: _AddressMap, lay: _Layout, h: _Header, seg: Segment, relocations: bool
 ) -> tuple[DynamicInfo, SymbolTable, list[VersionNeed], list[VersionDef], array[int] | None]:
     entries = _parse_dynamic_entries(r, seg, lay)
     first: dict[int, int] = {}
@@ -901,10 +906,12 @@ def _parse_dynamic(
     table = _EMPTY_TABLE
     if DT_SYMTAB in first:
         table = _symbol_table(r, amap, lay, h, first, strings, needs, defs)
-    try:
-        relocated: array[int] | None = _relocated_symbols(r, amap, lay, first, len(table))
-    except ElfError:
-        relocated = None  # the order of references is a refinement, not part of the view
+    relocated: array[int] | None = None
+    if relocations:
+        try:
+            relocated = _relocated_symbols(r, amap, lay, first, len(table))
+        except ElfError:
+            relocated = None  # the order of references is a refinement, not part of the view
     return info, table, needs, defs, relocated
 
 

@@ -11,26 +11,14 @@ half-written entry, whatever process is killed when; an entry that cannot be rea
 
 from __future__ import annotations
 
-import hashlib
 import os
-import pickle
 from pathlib import Path
 
+from .cache import key_path, read_pickle, write_pickle
 from .elf import ElfImage, parse_elf
 from .sources import FileSource
 
 CACHE_BUCKET = "elf-v1"
-
-
-def default_cache_dir(env: dict[str, str] | None = None) -> Path:
-    """$ABIFIT_CACHE_DIR, else the platform's user cache directory for abifit."""
-    environ = os.environ if env is None else env
-    given = environ.get("ABIFIT_CACHE_DIR")
-    if given:
-        return Path(given)
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("abifit", appauthor=False))
 
 
 def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
@@ -43,33 +31,17 @@ class ElfCache:
     def __init__(self, root: Path) -> None:
         self.root = root / CACHE_BUCKET
 
-    def _entry(self, path: str) -> Path:
-        digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()
-        return self.root / digest[:2] / digest
-
     def get(self, path: str, st: os.stat_result) -> ElfImage | None:
-        try:
-            with open(self._entry(path), "rb") as f:
-                stamp, stored_path, image = pickle.load(f)
-        except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError,
-                AttributeError, ImportError, IndexError):
+        stored = read_pickle(key_path(self.root, path))
+        if not isinstance(stored, tuple) or len(stored) != 3:
             return None
+        stamp, stored_path, image = stored
         if stamp != _stamp(st) or stored_path != path or not isinstance(image, ElfImage):
             return None
         return image
 
     def put(self, path: str, st: os.stat_result, image: ElfImage) -> None:
-        import tempfile
-
-        entry = self._entry(path)
-        try:
-            entry.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as f:
-                pickle.dump((_stamp(st), path, image), f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, entry)
-        except OSError:
-            return  # a cache that cannot be written only costs time
+        write_pickle(key_path(self.root, path), (_stamp(st), path, image))
 
 
 class LocalObjects:

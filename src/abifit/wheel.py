@@ -93,14 +93,7 @@ class WheelArchive:
     def open(self, member: Member) -> ByteSource:
         """The member's (uncompressed) bytes as a byte source."""
         where = f"{self.source.name}!{member.path}"
-        head = self.source.read_at(member.header_offset, _LOCAL_HEADER.size)
-        fields = _LOCAL_HEADER.unpack(head)
-        if fields[0] != _LOCAL_MAGIC:
-            raise WheelError(where, "corrupt zip: bad local file header", member.header_offset)
-        start = member.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10]
-        if start + member.compressed_size > self.source.size:
-            raise WheelError(where, "corrupt zip: member data runs past the end of the archive",
-                             start)
+        start = member_data_start(self.source, member, where)
         data = SliceSource(self.source, start, member.compressed_size, where)
         if member.method == zipfile.ZIP_STORED:
             return data
@@ -116,6 +109,20 @@ class WheelArchive:
 def is_elf_member(source: ByteSource) -> bool:
     """Whether an opened member starts with the ELF magic."""
     return source.size >= 4 and is_elf(source.read_at(0, 4))
+
+
+def member_data_start(source: ByteSource, member: Member, where: str) -> int:
+    """Offset of a member's compressed bytes, from its local header (whose extra field may
+    differ from the central directory's)."""
+    head = source.read_at(member.header_offset, _LOCAL_HEADER.size)
+    fields = _LOCAL_HEADER.unpack(head)
+    if fields[0] != _LOCAL_MAGIC:
+        raise WheelError(where, "corrupt zip: bad local file header", member.header_offset)
+    start = member.header_offset + _LOCAL_HEADER.size + int(fields[9]) + int(fields[10])
+    if start + member.compressed_size > source.size:
+        raise WheelError(where, "corrupt zip: member data runs past the end of the archive",
+                         start)
+    return start
 
 
 def _is_wheel_file(path: str) -> bool:
