@@ -12,12 +12,16 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from . import __version__
+from .cache import Cache, default_cache_dir
 from .environment import InterpreterFacts, default_interpreter, query_interpreter
 from .errors import AbifitError
 from .inspection import SymbolSelection
+
+if TYPE_CHECKING:
+    from .remote import RemoteContext
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -53,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="only symbols whose mangled or demangled name matches (implies "
                    "--symbols all)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    _index_options(p)
+    c = sub.add_parser("cache", help="the cache directory: where, how big, clean it")
+    c.add_argument("action", choices=["dir", "info", "clean"])
+    c.add_argument("--cache-dir", metavar="DIR", help="cache directory")
     d = sub.add_parser(
         "doctor",
         help="will every native module of an environment load?",
@@ -72,6 +80,56 @@ def _parser() -> argparse.ArgumentParser:
                    "$ABIFIT_CACHE_DIR, else the user cache directory)")
     d.add_argument("--json", action="store_true", help="print one JSON document")
     return parser
+
+
+def _index_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("wheels from an index (a TARGET such as torch==2.10.0)")
+    g.add_argument("--python-version", metavar="X.Y", help="target Python (default: this one)")
+    g.add_argument("--platform", action="append", metavar="TAG",
+                   help="target platform tag, e.g. manylinux_2_28_x86_64 (repeatable)")
+    g.add_argument("--implementation", default="cp", help="cp (default) or pp")
+    g.add_argument("--index-url", metavar="URL", help="replaces pip's configured index")
+    g.add_argument("--extra-index-url", action="append", default=[], metavar="URL")
+    g.add_argument("--find-links", action="append", default=[], metavar="DIR")
+    g.add_argument("--pre", action="store_true", help="allow pre-releases")
+    g.add_argument("--cache-dir", metavar="DIR",
+                   help="cache directory (default: $ABIFIT_CACHE_DIR, else the user cache)")
+    g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    g.add_argument("--refresh", action="store_true", help="fetch again what the cache holds")
+    g.add_argument("--offline", action="store_true",
+                   help="never touch the network; fail if something is not in the cache")
+
+
+def _cache(args: argparse.Namespace) -> Cache | None:
+    if getattr(args, "no_cache", False):
+        return None
+    root = Path(args.cache_dir) if args.cache_dir else default_cache_dir(dict(os.environ))
+    return Cache(root, refresh=getattr(args, "refresh", False))
+
+
+def _remote(args: argparse.Namespace) -> Callable[[], RemoteContext]:
+    @functools.cache
+    def make() -> RemoteContext:
+        from .http import HttpClient
+        from .index import PackageIndex, Target, pip_index_config
+        from .remote import RemoteContext, cached_fetch
+
+        cache = _cache(args)
+        client = None if args.offline else HttpClient()
+        config = pip_index_config(os.environ, index_url=args.index_url,
+                                  extra_index_urls=tuple(args.extra_index_url),
+                                  find_links=tuple(args.find_links))
+        target = Target.current()
+        if args.python_version or args.platform:
+            major, _, minor = (args.python_version or f"{sys.version_info[0]}."
+                               f"{sys.version_info[1]}").partition(".")
+            platforms = tuple(args.platform or target.platforms)
+            target = Target((int(major), int(minor)), platforms=platforms,
+                            implementation=args.implementation)
+        return RemoteContext(PackageIndex(cached_fetch(client, cache), config), client, cache,
+                             target, args.pre)
+
+    return make
 
 
 def _progress(stream: TextIO) -> Callable[[str], None]:
@@ -105,20 +163,50 @@ def _run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     selection = SymbolSelection(args.symbols or ("all" if args.match else "none"))
     flt = SymbolFilter(selection, args.match)
+    remote = _remote(args)
     try:
-        report = inspect(args.targets, flt, _facts(args.python), _progress(err))
+        report = inspect(args.targets, flt, _facts(args.python), _progress(err), remote)
     finally:
         _clear_progress(err)
-    out.write(dumps(inspect_json(report)) + "\n" if args.json else inspect_text(report))
+    transfer = _transfer(remote)
+    out.write(dumps(inspect_json(report, transfer)) + "\n" if args.json
+              else inspect_text(report))
+    if transfer is not None:
+        err.write(f"fetched {transfer['bytes_fetched']:,} bytes in {transfer['requests']} "
+                  f"requests from wheels of {transfer['wheel_bytes']:,} bytes\n")
     for obj in report.objects:
         if obj.error is not None:
             err.write(f"error: {obj.error}\n")
     return EXIT_ERROR if report.failed else EXIT_OK
 
 
+def _transfer(remote: Callable[[], RemoteContext]) -> dict[str, int] | None:
+    info = remote.cache_info()  # type: ignore[attr-defined]
+    if info.currsize == 0:
+        return None
+    ctx = remote()
+    wheel_bytes = sum(ctx.wheel_sizes.values())
+    if ctx.client is None:
+        return {"bytes_fetched": 0, "requests": 0, "wheel_bytes": wheel_bytes}
+    t = ctx.client.transfer
+    return {"bytes_fetched": t.bytes_fetched, "requests": t.requests, "wheel_bytes": wheel_bytes}
+
+
+def _run_cache(args: argparse.Namespace, out: TextIO) -> int:
+    cache = Cache(Path(args.cache_dir) if args.cache_dir else default_cache_dir(dict(os.environ)))
+    if args.action == "dir":
+        out.write(f"{cache.root}\n")
+    elif args.action == "info":
+        for bucket in cache.info():
+            out.write(f"{bucket.name:<10} {bucket.entries:>7} entries {bucket.bytes:>14,} bytes\n")
+        out.write(f"{cache.root}\n")
+    else:
+        out.write(f"removed {cache.clean():,} bytes from {cache.root}\n")
+    return EXIT_OK
+
+
 def _run_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .doctor import doctor
-    from .cache import default_cache_dir
     from .report import doctor_json, doctor_text, dumps
 
     cache = None if args.no_cache else Path(args.cache_dir) if args.cache_dir else \
@@ -139,6 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "doctor":
             return _run_doctor(args, out, err)
+        if args.command == "cache":
+            return _run_cache(args, out)
         return _run_inspect(args, out, err)
     except AbifitError as e:
         err.write(f"error: {e}\n")

@@ -823,11 +823,13 @@ def _version_names(
 _EMPTY_TABLE = SymbolTable((), b"", b"", array("H"), array("Q"), array("Q"), None, {})
 
 
-def parse_elf(source: ByteSource, *, relocations: bool = True) -> ElfImage:
+def parse_elf(
+    source: ByteSource, *, relocations: bool = True, sections: bool = True
+) -> ElfImage:
     """Read the dynamic view of the ELF file in `source`; raises ElfError if it is not readable.
 
-    `relocations=False` skips the relocation tables (the order in which ld.so binds symbols),
-    which a remote reader need not fetch.
+    `relocations=False` skips the relocation tables (the order in which ld.so binds symbols) and
+    `sections=False` the section headers: a remote reader need not fetch either.
     """
     r = _Reader(source)
     h, lay = _parse_header(r)
@@ -840,10 +842,11 @@ def parse_elf(source: ByteSource, *, relocations: bool = True) -> ElfImage:
         interpreter = r.read(interp.offset, interp.filesz, "PT_INTERP").split(b"\0", 1)[0].decode(
             "utf-8", "surrogateescape"
         )
+    section_problem: str | None = None
     try:
-        sections, section_problem = _parse_sections(r, h, lay), None
+        table = _parse_sections(r, h, lay) if sections else ()
     except ElfError as e:
-        sections, section_problem = (), e.problem
+        table, section_problem = (), e.problem
     dyn_seg = next((s for s in segments if s.type == PT_DYNAMIC), None)
     dynamic: DynamicInfo | None = None
     symbols, needs, defs = _EMPTY_TABLE, list[VersionNeed](), list[VersionDef]()
@@ -864,7 +867,7 @@ def parse_elf(source: ByteSource, *, relocations: bool = True) -> ElfImage:
         symbols=symbols,
         version_needs=tuple(needs),
         version_defs=tuple(defs),
-        sections=sections,
+        sections=table,
         section_problem=section_problem,
         relocated_symbols=relocated,
     )

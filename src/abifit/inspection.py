@@ -14,12 +14,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .elf import ElfImage, might_be_elf, parse_elf
 from .environment import InterpreterFacts, find_distribution
 from .errors import FormatError, UsageError
 from .sources import ByteSource, FileSource
 from .wheel import ZIP_MAGIC, WheelArchive, is_elf_member
+
+if TYPE_CHECKING:
+    from .remote import RemoteContext
 
 Progress = Callable[[str], None]
 
@@ -245,11 +249,27 @@ def _looks_like_zip(path: Path) -> bool:
         return False
 
 
+def _inspect_requirement(
+    text: str, flt: SymbolFilter, ctx: RemoteContext, progress: Progress
+) -> list[ObjectReport]:
+    from .remote import member_views, resolve
+
+    file = resolve(text, ctx)
+    out = []
+    for member, view in member_views(file, ctx, progress):
+        if isinstance(view, FormatError):
+            out.append(ObjectReport(path=file.filename, member=member, error=str(view)))
+        else:
+            out.append(summarize(view, file.filename, member, flt))
+    return out
+
+
 def inspect_target(
     target: str,
     flt: SymbolFilter,
     facts: Callable[[], InterpreterFacts],
     progress: Progress,
+    remote: Callable[[], RemoteContext] | None = None,
 ) -> list[ObjectReport]:
     """Reports for every ELF object a target names: a file, a directory, a wheel, a distribution."""
     path = Path(target)
@@ -262,10 +282,9 @@ def inspect_target(
     if "/" in target or os.sep in target:
         raise UsageError(f"{target}: no such file or directory")
     if any(c in target for c in "=<>!~ ;@"):
-        raise UsageError(
-            f"{target!r} is a requirement; reading wheels from an index is not supported yet "
-            "(give a wheel file or an installed distribution name)"
-        )
+        if remote is None:
+            raise UsageError(f"{target!r} is a requirement, and no index is configured")
+        return _inspect_requirement(target, flt, remote(), progress)
     dist = find_distribution(target, facts())
     files = [Path(f) for f in dist.files if might_be_elf(os.path.basename(f))]
     return list(_inspect_files(files, flt, progress))
@@ -276,10 +295,11 @@ def inspect(
     flt: SymbolFilter,
     facts: Callable[[], InterpreterFacts],
     progress: Progress,
+    remote: Callable[[], RemoteContext] | None = None,
 ) -> InspectReport:
     """Inspect every target; raises UsageError/FormatError only for a target that names nothing
     readable (a bad file inside a readable target is an object report with an error)."""
     objects: list[ObjectReport] = []
     for target in targets:
-        objects.extend(inspect_target(target, flt, facts, progress))
+        objects.extend(inspect_target(target, flt, facts, progress, remote))
     return InspectReport(tuple(targets), tuple(objects), flt.selection, flt.match)

@@ -52,9 +52,10 @@ def _symbol_json(row: SymbolRow) -> JsonObject:
     return doc
 
 
-def inspect_json(report: InspectReport) -> JsonObject:
+def inspect_json(report: InspectReport, transfer: dict[str, int] | None = None) -> JsonObject:
     """The `--json` document of `abifit inspect`."""
     return {
+        "transfer": transfer,
         "schema_version": SCHEMA_VERSION,
         "command": "inspect",
         "targets": list(report.targets),

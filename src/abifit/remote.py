@@ -1,0 +1,273 @@
+"""Wheels that are not here: their zip directory and the dynamic view of their ELF members, read
+through range requests over any `ByteSource` (an `HttpSource`, in practice).
+
+The loader's view of a large `.so` is spread over both ends of the file: the ELF header, program
+headers, `.dynsym` and `.gnu.version*` near the front, `PT_DYNAMIC`, the section headers and (in
+patchelf-rewritten libraries such as torch's) `.dynstr` and `.gnu.hash` at the end. A DEFLATE
+member cannot be entered in the middle, so `RemoteMember` serves the front by inflating a prefix
+of the member and the back by decoding a tail of the compressed data without its window
+(`abifit.deflate`), widening the tail while a needed byte is still uncertain. Members under
+`WHOLE_MEMBER` compressed bytes are fetched whole.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from .cache import Cache
+from .deflate import TailView, decode_tail
+from .elf import ElfImage, parse_elf
+from .errors import FormatError, UsageError
+from .http import HttpClient
+from .index import Fetch, IndexFile, PackageIndex, Target, select_one
+from .sources import ByteSource, BytesSource, InflateSource, SliceSource, check_range
+from .wheel import Member, WheelArchive, is_elf_member, member_data_start
+
+WHOLE_MEMBER = 256 << 10
+FIRST_TAIL = 128 << 10
+
+
+class ReadAhead:
+    """A ByteSource over a slow one: small reads are rounded up, sequential reads fetch ever
+    larger spans ahead, and recent spans are kept, so a zip parse or a streaming inflate costs a
+    handful of requests."""
+
+    def __init__(self, base: ByteSource, granule: int = 16 << 10, max_ahead: int = 4 << 20,
+                 keep: int = 32 << 20) -> None:
+        self._base = base
+        self._granule = granule
+        self._max_ahead = max_ahead
+        self._keep = keep
+        self._spans: OrderedDict[int, bytes] = OrderedDict()
+        self._kept = 0
+        self._last_end = -1
+        self._ahead = granule
+
+    @property
+    def name(self) -> str:
+        return self._base.name
+
+    @property
+    def size(self) -> int:
+        return self._base.size
+
+    def prime(self, offset: int, data: bytes) -> None:
+        """Remember bytes already fetched (a suffix read for the zip directory)."""
+        self._remember(offset, data)
+
+    def _remember(self, offset: int, data: bytes) -> None:
+        self._spans[offset] = data
+        self._kept += len(data)
+        while self._kept > self._keep and len(self._spans) > 1:
+            _, old = self._spans.popitem(last=False)
+            self._kept -= len(old)
+
+    def _cached(self, offset: int, length: int) -> bytes | None:
+        for start, data in reversed(self._spans.items()):
+            if start <= offset and offset + length <= start + len(data):
+                return data[offset - start : offset - start + length]
+        return None
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        check_range(self, offset, length)
+        if length == 0:
+            return b""
+        known = self._cached(offset, length)
+        if known is not None:
+            return known
+        if offset == self._last_end:
+            self._ahead = min(self._ahead * 2, self._max_ahead)
+        else:
+            self._ahead = self._granule
+        fetch = max(length, self._ahead)
+        fetch = min(self.size - offset, -(-fetch // self._granule) * self._granule)
+        data = self._base.read_at(offset, fetch)
+        self._remember(offset, data)
+        self._last_end = offset + length
+        return data[:length]
+
+
+class RemoteMember:
+    """The uncompressed bytes of one DEFLATE member, from a prefix inflate and a decoded tail."""
+
+    def __init__(self, archive: ByteSource, member: Member, start: int, name: str,
+                 max_tail_fraction: float = 0.5) -> None:
+        self._archive = archive
+        self._member = member
+        self._start = start
+        self._name = name
+        self._prefix = InflateSource(SliceSource(archive, start, member.compressed_size, name),
+                                     member.size, name)
+        self._tail: TailView | None = None
+        self._tail_bytes = 0
+        self._max_tail = max(FIRST_TAIL, int(member.compressed_size * max_tail_fraction))
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def size(self) -> int:
+        return self._member.size
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        check_range(self, offset, length)
+        if offset + length <= self.size // 2:
+            return self._prefix.read_at(offset, length)
+        while True:
+            if self._tail is not None:
+                data = self._tail.read(offset, length)
+                if data is not None:
+                    return data
+            if self._tail_bytes >= min(self._max_tail, self._member.compressed_size):
+                return self._prefix.read_at(offset, length)  # give up on the tail: inflate
+            self._widen()
+
+    def _widen(self) -> None:
+        wanted = max(FIRST_TAIL, self._tail_bytes * 2)
+        take = min(wanted, self._member.compressed_size, self._max_tail)
+        tail = self._archive.read_at(self._start + self._member.compressed_size - take, take)
+        self._tail_bytes = take
+        try:
+            self._tail = decode_tail(tail, self._member.size, self._name)
+        except FormatError:
+            self._tail = None
+
+
+def open_member(archive: ByteSource, member: Member, where: str) -> ByteSource:
+    """A member's uncompressed bytes, read with as few remote bytes as the reads need."""
+    start = member_data_start(archive, member, where)
+    if member.method == zipfile.ZIP_STORED:
+        return SliceSource(archive, start, member.compressed_size, where)
+    if member.method != zipfile.ZIP_DEFLATED:
+        raise FormatError(where, f"unsupported zip compression method {member.method}")
+    if member.compressed_size <= WHOLE_MEMBER:
+        data = archive.read_at(start, member.compressed_size)
+        return InflateSource(BytesSource(data, where), member.size, where)
+    return RemoteMember(archive, member, start, where)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteContext:
+    """What reading wheels from an index needs: the index, the HTTP client, the cache, the
+    target interpreter and platform, and whether pre-releases count."""
+
+    index: PackageIndex
+    client: HttpClient | None  # None: offline, read only what the cache holds
+    cache: Cache | None
+    target: Target
+    prereleases: bool = False
+    wheel_sizes: dict[str, int] = field(default_factory=dict)  # filename -> bytes, as read
+
+
+def resolve(text: str, ctx: RemoteContext) -> IndexFile:
+    """The wheel a requirement selects for the target."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement as e:
+        raise UsageError(f"invalid requirement {text!r}: {e}") from e
+    files = ctx.index.project_files(requirement.name)
+    return select_one(files, requirement, ctx.target, prereleases=ctx.prereleases).file
+
+
+def open_wheel(file: IndexFile, ctx: RemoteContext) -> tuple[WheelArchive, ReadAhead]:
+    """The wheel's directory, read from its end with one or two range requests."""
+    if ctx.client is None:
+        raise UsageError(f"offline: {file.filename} is not in the cache (run once without "
+                         "--offline)")
+    http = ctx.client.open(file.url, size=file.size, sha256=file.sha256)
+    ctx.wheel_sizes[file.filename] = http.size
+    source = ReadAhead(http)
+    offset, tail = http.read_suffix(min(_DIRECTORY_GUESS, http.size))
+    source.prime(offset, tail)
+    return WheelArchive(source, file.filename), source
+
+
+def member_views(
+    file: IndexFile, ctx: RemoteContext, progress: Callable[[str], None]
+) -> Iterator[tuple[str, ElfImage | FormatError]]:
+    """(member path, dynamic view or the error reading it) for every ELF member of a wheel."""
+    if file.size is not None:
+        ctx.wheel_sizes[file.filename] = file.size
+    candidates = _cached(ctx, file, _DIRECTORY)
+    opened_wheel: tuple[WheelArchive, ReadAhead] | None = None
+    if not isinstance(candidates, tuple):
+        opened_wheel = open_wheel(file, ctx)
+        candidates = tuple(opened_wheel[0].candidates())
+        _remember(ctx, file, _DIRECTORY, candidates)
+    same: dict[tuple[int, int, int], ElfImage] = {}  # identical members (by CRC and sizes)
+    for n, member in enumerate(candidates, 1):
+        fetched = ctx.client.transfer.bytes_fetched if ctx.client else 0
+        progress(f"{file.filename}: member {n}/{len(candidates)} {member.path} "
+                 f"({fetched / 1e6:.1f} MB fetched)")
+        cached = _cached(ctx, file, member.path)
+        twin = same.get((member.crc, member.size, member.compressed_size))
+        if twin is not None and not isinstance(cached, ElfImage):
+            cached = twin
+            _remember(ctx, file, member.path, twin)
+        if isinstance(cached, ElfImage):
+            same[(member.crc, member.size, member.compressed_size)] = cached
+            yield member.path, cached
+            continue
+        if cached == _NOT_ELF:
+            continue
+        if opened_wheel is None:
+            opened_wheel = open_wheel(file, ctx)
+        source = opened_wheel[1]
+        where = f"{file.filename}!{member.path}"
+        try:
+            opened = open_member(source, member, where)
+            if not is_elf_member(opened):
+                _remember(ctx, file, member.path, _NOT_ELF)
+                continue
+            image = parse_elf(opened, relocations=False, sections=False)
+        except FormatError as e:
+            yield member.path, e
+            continue
+        _remember(ctx, file, member.path, image)
+        same[(member.crc, member.size, member.compressed_size)] = image
+        yield member.path, image
+
+
+_NOT_ELF = "not-elf"
+_DIRECTORY = "<directory>"
+_DIRECTORY_GUESS = 64 << 10
+
+
+def _cached(ctx: RemoteContext, file: IndexFile, member: str) -> object | None:
+    if ctx.cache is None or not file.sha256:
+        return None
+    return ctx.cache.get_view(file.sha256, member)
+
+
+def _remember(ctx: RemoteContext, file: IndexFile, member: str, value: object) -> None:
+    if ctx.cache is not None and file.sha256:
+        ctx.cache.put_view(file.sha256, member, value)
+
+
+# Index pages are fresh for this long; offline, any age will do.
+PAGE_MAX_AGE = 600.0
+
+
+def cached_fetch(client: HttpClient | None, cache: Cache | None) -> Fetch:
+    """The index's fetch function: cached pages when fresh, the network otherwise, and only the
+    cache when offline (client None)."""
+
+    def fetch(url: str, headers: Mapping[str, str]) -> tuple[int, Mapping[str, str], bytes, str]:
+        if cache is not None:
+            page = cache.get_page(url, PAGE_MAX_AGE if client is not None else -1.0)
+            if page is not None:
+                return 200, {"content-type": page[0]}, page[1], url
+        if client is None:
+            raise UsageError(f"offline: {url} is not in the cache (run once without --offline)")
+        response = client.get(url, headers)
+        if cache is not None and response.status == 200:
+            cache.put_page(url, response.headers.get("content-type", ""), response.body)
+        return response.status, response.headers, response.body, response.url
+
+    return fetch

