@@ -30,7 +30,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from types import TracebackType
 from typing import IO, TypeVar
 from urllib.parse import urljoin, urlsplit
 
@@ -50,7 +49,7 @@ from urllib3.util import make_headers
 
 from . import __version__
 from .errors import AbifitError, FormatError
-from .sources import check_range
+from .sources import Closing, check_range
 
 _CHUNK = 1 << 20
 _DRAIN_LIMIT = 1 << 16
@@ -128,7 +127,7 @@ class _Retry(Exception):
         self.wait_s = wait_s
 
 
-class HttpClient:
+class HttpClient(Closing):
     """Fetches over one connection pool with bounded concurrency, retries and counters."""
 
     def __init__(
@@ -186,17 +185,6 @@ class HttpClient:
 
     def close(self) -> None:
         self._pool.clear()
-
-    def __enter__(self) -> HttpClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- machinery shared with HttpSource --------------------------------------------------------
 
@@ -304,7 +292,7 @@ class HttpClient:
         resp.release_conn()
 
 
-class HttpSource:
+class HttpSource(Closing):
     """A remote file as a `ByteSource`: reads are Range requests, or reads of a local copy when
     the host does not do ranges. Safe to read from several threads at once."""
 
@@ -367,17 +355,6 @@ class HttpSource:
             if self._copy is not None:
                 self._copy.close()
                 self._copy = None
-
-    def __enter__(self) -> HttpSource:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- attempts: one request each, run by HttpClient._retrying ---------------------------------
 

@@ -13,7 +13,7 @@ import os
 import zlib
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from .errors import FormatError
 
@@ -37,6 +37,27 @@ def check_range(source: ByteSource, offset: int, length: int) -> None:
             source.name,
             f"cannot read {length} bytes at offset {offset:#x}: the data has {source.size} bytes",
         )
+
+
+_C = TypeVar("_C", bound="Closing")
+
+
+class Closing:
+    """A context manager that calls `close()` on exit."""
+
+    def close(self) -> None:
+        """Release what the object holds."""
+
+    def __enter__(self: _C) -> _C:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 class _Described:
@@ -67,7 +88,7 @@ class BytesSource(_Described):
         return self._data[offset : offset + length]
 
 
-class FileSource(_Described):
+class FileSource(_Described, Closing):
     """A local file, memory-mapped; use as a context manager or call close()."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -86,17 +107,6 @@ class FileSource(_Described):
         if self._map is not None:
             self._map.close()
             self._map = None
-
-    def __enter__(self) -> FileSource:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class SliceSource(_Described):
