@@ -243,9 +243,10 @@ def test_missing_path_and_unknown_distribution(torch_venv: Path) -> None:
                     "no-such-dist-xyz", "neither a file nor a distribution")
 
 
-def test_requirement_is_not_supported_yet() -> None:
-    """A requirement string says plainly that index reading is not available yet."""
-    _one_line_error(run("inspect", "torch==2.10.0"), "requirement")
+def test_invalid_requirement() -> None:
+    """A malformed requirement is one line naming it, before any network access."""
+    _one_line_error(run("inspect", "torch==2.10.0!!", "--offline", "--no-cache"),
+                    "invalid requirement", "torch==2.10.0!!")
 
 
 def test_bad_interpreter(tmp_path: Path) -> None:

@@ -170,7 +170,8 @@ def resolve(text: str, ctx: RemoteContext) -> IndexFile:
     try:
         requirement = Requirement(text)
     except InvalidRequirement as e:
-        raise UsageError(f"invalid requirement {text!r}: {e}") from e
+        reason = str(e).splitlines()[0] if str(e) else "not a requirement"
+        raise UsageError(f"invalid requirement {text!r}: {reason}") from e
     files = ctx.index.project_files(requirement.name)
     return select_one(files, requirement, ctx.target, prereleases=ctx.prereleases).file
 
