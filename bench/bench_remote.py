@@ -34,6 +34,9 @@ fresh process and cache, recording where the bytes go: index page, zip directory
 (its HTTP ranges and how far the ELF parser reads from each end); the members that cost most are
 in the JSON.
 
+The document records the commit and the modified files of src/abifit, before and after the run,
+with a digest of their contents; a change during the run is reported on stderr.
+
 abifit's modules are byte-compiled first (`compileall`), as `pip install` does. Cold runs and pip
 downloads: `--repeat` rounds (default 1: the torch wheel is ~900 MB); medians when more. Each
 downloaded wheel is deleted once compared; cache directories are temporary.
@@ -48,6 +51,7 @@ met: this is a measurement, not a test.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -533,13 +537,34 @@ def machine_info() -> dict[str, object]:
     return {**base_machine_info(), "pip": pip_version(), "abifit": __version__}
 
 
+def source_state() -> dict[str, object]:
+    """The commit, the files of src/abifit that differ from it, and a digest of their contents:
+    taken before and after the run, so that figures measured on a tree that changed under them
+    are flagged."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True,
+                              check=False)
+        return done.stdout.strip()
+
+    digest = hashlib.sha256()
+    for path in sorted((REPO / "src" / "abifit").rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(path.relative_to(REPO).as_posix().encode() + b"\0" + path.read_bytes())
+    return {"commit": git("rev-parse", "--short", "HEAD"),
+            "modified": git("status", "--porcelain", "--", "src/abifit").splitlines(),
+            "src_digest": digest.hexdigest()[:16]}
+
+
 def document(results: list[Measured], target: Platform, repeat: int, warm: int,
-             machine: dict[str, object]) -> dict[str, object]:
+             machine: dict[str, object],
+             sources: tuple[dict[str, object], dict[str, object]]) -> dict[str, object]:
     goals = [goal for result in results for goal in result.targets()]
     return {
         "benchmark": "remote",
         "schema": SCHEMA_VERSION,
         "machine": {**machine, "load_average_end": [round(x, 2) for x in os.getloadavg()]},
+        "source": {"start": sources[0], "end": sources[1],
+                   "unchanged": sources[0] == sources[1]},
         "target": {"python_version": target.python_version, "platform": target.platform,
                    "index_url": target.index_url, "pip_platforms": target.pip_platforms()},
         "repeat": repeat,
@@ -612,14 +637,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     target = Platform(args.python_version, args.platform, args.index_url)
     byte_compile_abifit()
     machine = machine_info()
+    start = source_state()
     results = []
     for requirement in args.requirements:
         log(f"{requirement}: {args.repeat} cold run(s) and pip download(s), {args.warm} warm")
         results.append(measure(requirement, target, args.repeat, args.warm,
                                not args.no_breakdown, log))
-    print(json.dumps(document(results, target, args.repeat, args.warm, machine), indent=2))
+    end = source_state()
+    print(json.dumps(document(results, target, args.repeat, args.warm, machine, (start, end)),
+                     indent=2))
     for line in problems(results):
         log(line)
+    if start != end:
+        log(f"warning: src/abifit changed during the run ({start['src_digest']} -> "
+            f"{end['src_digest']}): the figures mix two versions")
     log(" | ".join(result.summary() for result in results))
     return 0
 

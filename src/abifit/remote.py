@@ -35,7 +35,7 @@ class ReadAhead:
     larger spans ahead, and recent spans are kept, so a zip parse or a streaming inflate costs a
     handful of requests."""
 
-    def __init__(self, base: ByteSource, granule: int = 16 << 10, max_ahead: int = 4 << 20,
+    def __init__(self, base: ByteSource, granule: int = 16 << 10, max_ahead: int = 1 << 20,
                  keep: int = 32 << 20) -> None:
         self._base = base
         self._granule = granule
@@ -103,6 +103,7 @@ class RemoteMember:
                                      member.size, name)
         self._tail: TailView | None = None
         self._tail_bytes = 0
+        self._tail_data = b""
         self._max_tail = max(FIRST_TAIL, int(member.compressed_size * max_tail_fraction))
 
     @property
@@ -127,9 +128,14 @@ class RemoteMember:
             self._widen()
 
     def _widen(self) -> None:
+        """Double the compressed tail, fetching only the bytes in front of what is held."""
         wanted = max(FIRST_TAIL, self._tail_bytes * 2)
         take = min(wanted, self._member.compressed_size, self._max_tail)
-        tail = self._archive.read_at(self._start + self._member.compressed_size - take, take)
+        end = self._start + self._member.compressed_size - len(self._tail_data)
+        self._tail_data = self._archive.read_at(
+            end - (take - len(self._tail_data)), take - len(self._tail_data)
+        ) + self._tail_data
+        tail = self._tail_data
         self._tail_bytes = take
         try:
             self._tail = decode_tail(tail, self._member.size, self._name)
