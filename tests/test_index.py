@@ -693,3 +693,8 @@ def test_pypi_sgl_kernel() -> None:
     assert all(f.sha256 for f in wheels)
     best = select_one(files, Requirement("sgl-kernel==0.3.21"), TARGET)
     assert best.tag.platform == "manylinux2014_x86_64"
+
+
+def test_pip_config_file_devnull_turns_config_off(tmp_path: Path) -> None:
+    """PIP_CONFIG_FILE=/dev/null loads no configuration file at all, as in pip."""
+    assert pip_config_files({"PIP_CONFIG_FILE": "/dev/null", "HOME": str(tmp_path)}) == []

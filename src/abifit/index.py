@@ -430,7 +430,10 @@ def pip_config_files(env: Mapping[str, str], prefix: Path | None = None) -> list
     Site-wide `$XDG_CONFIG_DIRS/pip/pip.conf` (default /etc/xdg) and /etc/pip.conf; the user's
     ~/.pip/pip.conf and `$XDG_CONFIG_HOME/pip/pip.conf` (skipped when $PIP_CONFIG_FILE names an
     existing file); the environment's `<prefix>/pip.conf` (default $VIRTUAL_ENV); $PIP_CONFIG_FILE.
+    `PIP_CONFIG_FILE=/dev/null` turns every configuration file off, as it does for pip.
     """
+    if env.get("PIP_CONFIG_FILE") == os.devnull:
+        return []
     home = Path(env.get("HOME") or Path.home())
     xdg_dirs = (env.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(os.pathsep)
     files = [Path(d) / "pip" / "pip.conf" for d in xdg_dirs if d] + [Path("/etc/pip.conf")]
