@@ -606,7 +606,12 @@ class Target:
         return spec.contains(Version("{}.{}".format(*self.python_version)), prereleases=True)
 
     def __str__(self) -> str:
-        return f"{self.interpreter} on {', '.join(self.platforms)}"
+        """`cp311 on manylinux_2_28_x86_64`; a long list (this machine's tags) is shortened to
+        its most specific entry and a count."""
+        platforms = [p for p in self.platforms if not p.startswith("linux_")] or self.platforms
+        if len(platforms) > 2:
+            return f"{self.interpreter} on {platforms[0]} (and {len(platforms) - 1} older)"
+        return f"{self.interpreter} on {', '.join(platforms)}"
 
 
 @dataclass(frozen=True, slots=True)
