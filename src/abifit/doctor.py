@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 from packaging.utils import canonicalize_name
 
 from .diagnose import Context, Finding, diagnose
-from .elf import ElfImage, FileType, is_elf, might_be_elf
+from .elf import ElfImage, FileType, might_be_elf
 from .environment import Distribution, InterpreterFacts, list_distributions, query_interpreter
 from .errors import FormatError, UsageError
 from .ldconfig import HostFacts, cache_id_for, probe_host
 from .loader import LoadResult, ObjectSource, Process, SearchConfig
-from .localfs import ElfCache, LocalObjects
+from .localfs import ElfCache, LocalObjects, is_elf_file
 from .locate import Locator, library_dirs
 
 if TYPE_CHECKING:
@@ -150,14 +150,6 @@ def module_name(path: str, roots: Iterable[str], suffixes: Iterable[str]) -> str
     return None
 
 
-def _is_elf_file(path: str) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return is_elf(f.read(4))
-    except OSError:
-        return False
-
-
 def defines_init(image: ElfImage | None, module: str) -> bool:
     """Whether an object exports the `PyInit_<name>` function that makes it an extension module."""
     if image is None:
@@ -178,7 +170,7 @@ def scan_native_files(
     for dist in dists:
         for path in dist.files:
             if (might_be_elf(os.path.basename(path)) and not os.path.islink(path)
-                    and _is_elf_file(path)):
+                    and is_elf_file(path)):
                 name = module_name(path, roots, facts.extension_suffixes)
                 if name is not None and not defines_init(image(path), name):
                     name = None
@@ -280,8 +272,8 @@ class Environment:
             return []
         return [r for r in _requirements(dist, self._markers) if r in self.dists]
 
-    def providers(self, soname: str, image: Callable[[str], ElfImage | None]) -> set[str]:
-        """Distributions holding a file named `soname` (or whose DT_SONAME is `soname`)."""
+    def providers(self, soname: str) -> set[str]:
+        """Distributions holding an ELF file named `soname`."""
         return {n.distribution for n in self._by_name.get(soname, ())}
 
     def _needed_closure(self, native: NativeFile,
@@ -307,7 +299,7 @@ class Environment:
         """Distributions imported before `native`, requirements first."""
         direct: list[str] = list(self.required(native.distribution))
         for name in self._needed_closure(native, image):
-            providers = self.providers(name, image)
+            providers = self.providers(name)
             if native.distribution in providers:
                 continue  # the package ships that library itself
             direct.extend(sorted(providers))

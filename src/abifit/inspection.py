@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from .elf import ElfImage, might_be_elf, parse_elf
 from .environment import InterpreterFacts, find_distribution
 from .errors import FormatError, UsageError
+from .localfs import is_elf_file
 from .sources import ByteSource, FileSource
 from .wheel import ZIP_MAGIC, WheelArchive, is_elf_member
 
@@ -217,18 +218,10 @@ def _inspect_wheel(path: str, flt: SymbolFilter, progress: Progress) -> Iterator
             yield _inspect_source(opened, path, member.path, flt)
 
 
-def _is_elf_file(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == b"\x7fELF"
-    except OSError:
-        return False
-
-
 def _inspect_files(
     files: list[Path], flt: SymbolFilter, progress: Progress
 ) -> Iterator[ObjectReport]:
-    elves = [f for f in files if f.is_file() and not f.is_symlink() and _is_elf_file(f)]
+    elves = [f for f in files if f.is_file() and not f.is_symlink() and is_elf_file(str(f))]
     for n, f in enumerate(elves, 1):
         progress(f"object {n}/{len(elves)} {f}")
         yield _inspect_file(str(f), flt)

@@ -15,10 +15,19 @@ import os
 from pathlib import Path
 
 from .cache import key_path, read_pickle, write_pickle
-from .elf import ElfImage, parse_elf
+from .elf import ElfImage, is_elf, parse_elf
 from .sources import FileSource
 
 CACHE_BUCKET = "elf-v1"
+
+
+def is_elf_file(path: str) -> bool:
+    """Whether a file starts with the ELF magic; False when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return is_elf(f.read(4))
+    except OSError:
+        return False
 
 
 def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
