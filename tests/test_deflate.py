@@ -204,7 +204,7 @@ def test_any_cut_point_gives_true_bytes_or_format_error(cut: int) -> None:
     _assert_certain_bytes_are_true(view, original)
 
 
-VIEW = TailView(start=100, data=bytes(range(50)), uncertain=((110, 115), (120, 121)))
+VIEW = TailView(start=100, data=bytes(range(50)), mask=bytes(10) + b"\x07" * 5 + bytes(5) + b"\x80")
 
 
 @pytest.mark.parametrize(
@@ -227,6 +227,11 @@ def test_view_reads_only_known_bytes(offset: int, length: int, expected: bytes |
     """A read returns member bytes only when all of them are in the view and certain."""
     assert VIEW.read(offset, length) == expected
     assert VIEW.known(offset, length) is (expected is not None)
+
+
+def test_view_lists_uncertain_ranges() -> None:
+    """The mask reads back as merged member ranges."""
+    assert VIEW.uncertain == ((110, 115), (120, 121))
 
 
 def test_view_rejects_negative_length() -> None:

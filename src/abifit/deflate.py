@@ -53,7 +53,8 @@ have. `decode_tail` still decodes a tail, with all inflating done by zlib:
 
 Memory stays proportional to the tail and its output: the scan works on one window at a time,
 the decoder reads slices of the tail, the witness is decoded only a little past `w`, and the
-two decodes of `w` are compared chunk by chunk, looking only into chunks that differ.
+decode of `w` with WINDOW_B stops once it has agreed with WINDOW_A's for a whole window: from
+there on both inflaters hold the same window, so the uncertain bytes all lie before that point.
 """
 
 from __future__ import annotations
@@ -61,7 +62,6 @@ from __future__ import annotations
 import heapq
 import re
 import zlib
-from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -81,30 +81,47 @@ _OVERLAP_BYTES = 256 << 10  # output of a start compared with its witness's
 
 @dataclass(frozen=True, slots=True)
 class TailView:
-    """The decoded end of a member: `data` holds member bytes `start` .. `start + len(data)`, of
-    which the `[lo, hi)` ranges in `uncertain` (member offsets, sorted, merged) are not known."""
+    """The decoded end of a member: `data` holds member bytes `start` .. `start + len(data)`.
+
+    `mask` marks which of them are known: `data[i]` is uncertain where `mask[i]` is not zero, for
+    `i < len(mask)`; every byte past the mask is known (certainty grows along the output, so the
+    mask usually stops well before the end)."""
 
     start: int
     data: bytes
-    uncertain: tuple[tuple[int, int], ...]
+    mask: bytes = b""
 
     def known(self, offset: int, length: int) -> bool:
         """Whether every byte of member range `[offset, offset + length)` is in view and known."""
         if length < 0:
             raise ValueError(f"negative length {length}")
-        end = offset + length
-        if offset < self.start or end > self.start + len(self.data):
+        lo = offset - self.start
+        hi = lo + length
+        if lo < 0 or hi > len(self.data):
             return False
-        if length == 0:
+        if lo >= len(self.mask):
             return True
-        index = bisect_right(self.uncertain, offset, key=_span_end)
-        return index == len(self.uncertain) or self.uncertain[index][0] >= end
+        covered = self.mask[lo:hi]
+        return covered.count(0) == len(covered)
 
     def read(self, offset: int, length: int) -> bytes | None:
         """Member bytes `[offset, offset + length)`, or None if any of them is not known."""
         if not self.known(offset, length):
             return None
         return self.data[offset - self.start : offset - self.start + length]
+
+    @property
+    def uncertain(self) -> tuple[tuple[int, int], ...]:
+        """The uncertain bytes as sorted, merged `[lo, hi)` member ranges (for reports)."""
+        flags = self.mask.translate(_NONZERO)
+        return tuple(
+            (self.start + match.start(), self.start + match.end())
+            for match in _RUNS.finditer(flags)
+        )
+
+
+_NONZERO = bytes([0] + [1] * 255)
+_RUNS = re.compile(b"\x01+")
 
 
 def decode_tail(tail: bytes, total_size: int, name: str = "<member>") -> TailView:
@@ -145,12 +162,10 @@ def _vouched(tail: bytes, total_size: int, witness: int, bit: int, data: bytes) 
     witness_b = crossed_b[1]
     if drop <= 0 or min(len(witness_a), len(witness_b)) < drop + after:
         return None
-    data_b = _decode_to_end(tail, bit, WINDOW_B, total_size)
-    if data_b is None or len(data_b) != len(data):
+    data_b = _decode_until_agreeing(tail, bit, data, after)
+    if data_b is None or not _vouches(witness_a, witness_b, drop, data[:after], data_b[:after]):
         return None
-    if not _vouches(witness_a, witness_b, drop, data[:after], data_b[:after]):
-        return None
-    return TailView(start, data, tuple(_differences(data, data_b, start)))
+    return TailView(start, data, _difference_mask(data[: len(data_b)], data_b))
 
 
 # Finding block starts ---------------------------------------------------------------------------
@@ -393,6 +408,44 @@ def _decode_to_end(tail: bytes, bit: int, window: bytes, limit: int) -> bytes | 
     return out if out is not None and len(out) <= limit and inflater.ended_at_end else None
 
 
+def _decode_until_agreeing(tail: bytes, bit: int, data_a: bytes, least: int) -> bytes | None:
+    """The output from `bit` with WINDOW_B, `data_a` being the output with WINDOW_A, up to where
+    the two have agreed for a whole window (and at least `least` bytes), or None on a mismatch
+    of structure. Past that point the two inflaters hold the same window and read the same bits,
+    so the rest of their output is the same: the rest of B need not be decoded."""
+    inflater = _Inflater(tail, bit, WINDOW_B)
+    parts: list[bytes] = []
+    produced = agreed_from = 0
+    position = bit // 8
+    while position < len(tail):
+        position = min(position + _COMPARE_BYTES, len(tail))
+        out = inflater.feed(position, 0)
+        if out is None:
+            return None
+        same = data_a[produced : produced + len(out)]
+        if len(same) != len(out):
+            return None
+        if same != out:
+            agreed_from = produced + _last_difference(same, out) + 1
+        parts.append(out)
+        produced += len(out)
+        if produced - agreed_from >= WINDOW_SIZE and produced >= least:
+            return b"".join(parts)
+    return b"".join(parts) if produced == len(data_a) else None
+
+
+def _last_difference(first: bytes, second: bytes) -> int:
+    """The index of the last byte where two equally long, differing byte strings differ."""
+    hi = len(first)
+    while hi > 0:
+        lo = max(0, hi - 4096)
+        if first[lo:hi] != second[lo:hi]:
+            xor = int.from_bytes(first[lo:hi], "little") ^ int.from_bytes(second[lo:hi], "little")
+            return lo + (xor.bit_length() - 1) // 8
+        hi = lo
+    raise ValueError("the byte strings do not differ")
+
+
 def _decode_across(
     tail: bytes, bit: int, window: bytes, limit: int, split: int, after: int
 ) -> tuple[int, bytes] | None:
@@ -412,9 +465,6 @@ def _decode_across(
 # Two outputs are compared a chunk at a time; only chunks that differ are looked into, through
 # big integers: XOR marks differing bytes, and OR-ing a byte's bits into its lowest bit turns
 # "this byte is not zero" into a bit that masks can combine.
-
-_ONE = re.compile(b"\x01")
-
 
 def _vouches(
     witness_a: bytes, witness_b: bytes, drop: int, decoded_a: bytes, decoded_b: bytes
@@ -442,28 +492,15 @@ def _nonzero_bytes(value: int, count: int) -> int:
     return value & int.from_bytes(b"\x01" * count, "little")
 
 
-def _differences(first: bytes, second: bytes, base: int) -> list[tuple[int, int]]:
-    """Sorted, merged `[base + lo, base + hi)` ranges where two equally long outputs differ."""
-    spans: list[tuple[int, int]] = []
-    for lo in range(0, len(first), _COMPARE_BYTES):
-        hi = min(lo + _COMPARE_BYTES, len(first))
-        a, b = first[lo:hi], second[lo:hi]
-        if a != b:
-            xor = int.from_bytes(a, "little") ^ int.from_bytes(b, "little")
-            _add_runs(spans, _nonzero_bytes(xor, hi - lo), hi - lo, base + lo)
-    return spans
-
-
-def _add_runs(spans: list[tuple[int, int]], flags: int, count: int, base: int) -> None:
-    """Append the runs of 1 bytes in `flags` (`count` bytes of 0 or 1), offset by `base`, to
-    `spans`, merging a run that continues the last span."""
-    edges = (flags ^ (flags << 8)).to_bytes(count + 1, "little")  # 1 where a run starts or ends
-    marks = [match.start() + base for match in _ONE.finditer(edges)]
-    if spans and marks and spans[-1][1] == marks[0]:
-        spans[-1] = (spans[-1][0], marks[1])
-        del marks[:2]
-    spans.extend(zip(marks[0::2], marks[1::2], strict=True))
-
-
-def _span_end(span: tuple[int, int]) -> int:
-    return span[1]
+def _difference_mask(first: bytes, second: bytes) -> bytes:
+    """Bytes, non-zero where two equally long outputs differ, up to the last difference."""
+    end = len(first)
+    while end > 0:  # trim the agreeing end a chunk at a time
+        lo = max(0, end - _COMPARE_BYTES)
+        if first[lo:end] != second[lo:end]:
+            break
+        end = lo
+    if end == 0:
+        return b""
+    xor = int.from_bytes(first[:end], "little") ^ int.from_bytes(second[:end], "little")
+    return xor.to_bytes(end, "little")
