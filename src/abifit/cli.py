@@ -21,6 +21,7 @@ from .errors import AbifitError
 from .inspection import SymbolSelection
 
 if TYPE_CHECKING:
+    from .check import HostProfile
     from .remote import RemoteContext
 
 EXIT_OK = 0
@@ -79,7 +80,33 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: "
                    "$ABIFIT_CACHE_DIR, else the user cache directory)")
     d.add_argument("--json", action="store_true", help="print one JSON document")
+    k = sub.add_parser(
+        "check",
+        help="would these wheels load together? (nothing is installed)",
+        description="Predict, before installing, whether the extension modules of the targets "
+        "load next to the --with packages and the native dependencies the targets require.",
+    )
+    k.add_argument("targets", nargs="*", metavar="TARGET",
+                   help="a requirement (sgl-kernel==0.3.21) or a local .whl file")
+    k.add_argument("--with", dest="withs", action="append", default=[], metavar="REQ",
+                   help="a package to check against, even at a version the targets' metadata "
+                   "forbids (repeatable)")
+    k.add_argument("-r", "--requirement", action="append", default=[], metavar="FILE",
+                   help="check every native wheel a requirements file, uv.lock or pylock.toml "
+                   "pins (repeatable)")
+    _host_options(k)
+    k.add_argument("--json", action="store_true", help="print one JSON document")
+    _index_options(k)
     return parser
+
+
+def _host_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--assume-driver", metavar="VERSION",
+                   help="check for a machine with this NVIDIA driver (its libcuda.so.1 is assumed "
+                   "present)")
+    p.add_argument("--python", metavar="PATH",
+                   help="interpreter whose executable starts the simulated process (default: the "
+                   "one running abifit)")
 
 
 def _index_options(p: argparse.ArgumentParser) -> None:
@@ -221,6 +248,38 @@ def _run_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_PROBLEMS if report.problems else EXIT_OK
 
 
+def _host(args: argparse.Namespace) -> HostProfile:
+    from .check import HostProfile
+    from .ldconfig import probe_host
+
+    return HostProfile(probe_host(dict(os.environ)), args.assume_driver)
+
+
+def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .check import check
+    from .pins import read_pins
+    from .report import check_json, check_text, dumps
+
+    targets = list(args.targets)
+    for path in args.requirement:
+        pins = read_pins(path)
+        targets += pins.requirements
+        for entry in pins.skipped:
+            err.write(f"warning: {path}: not checked: {entry}\n")
+    remote = _remote(args)
+    try:
+        report = check(targets, args.withs, remote(), remote().target, _host(args),
+                       _progress(err), args.python, skip_pure=bool(args.requirement))
+    finally:
+        _clear_progress(err)
+    transfer = _transfer(remote)
+    out.write(dumps(check_json(report, transfer)) + "\n" if args.json else check_text(report))
+    if transfer is not None and not args.json:
+        err.write(f"fetched {transfer['bytes_fetched']:,} bytes in {transfer['requests']} "
+                  f"requests from wheels of {transfer['wheel_bytes']:,} bytes\n")
+    return EXIT_OK if report.verdict == "fits" else EXIT_PROBLEMS
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     out, err = sys.stdout, sys.stderr
@@ -229,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_doctor(args, out, err)
         if args.command == "cache":
             return _run_cache(args, out)
+        if args.command == "check":
+            return _run_check(args, out, err)
         return _run_inspect(args, out, err)
     except AbifitError as e:
         err.write(f"error: {e}\n")

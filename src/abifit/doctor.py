@@ -323,11 +323,13 @@ class Simulator:
     """Runs the loader simulation for modules, reusing processes that imported the same things."""
 
     def __init__(self, env: Environment, source: ObjectSource, config: SearchConfig,
-                 rules: dict[str, ImportRule]) -> None:
+                 rules: dict[str, ImportRule],
+                 glob: Callable[[str, str], list[str]] | None = None) -> None:
         self.env = env
         self.source = source
         self.config = config
         self.rules = rules
+        self.glob = glob or _glob_files
         self._bases: dict[tuple[str, ...], Process] = {}
 
     def image(self, path: str) -> ElfImage | None:
@@ -354,7 +356,7 @@ class Simulator:
         site = dist.metadata_dir.parent
         if rule is not None:
             for pattern in rule.preload:
-                for path in sorted(str(p) for p in site.glob(pattern)):
+                for path in self.glob(str(site), pattern):
                     process.dlopen(path)
             for rel in rule.global_:
                 process.dlopen(str(site / rel), global_=True)
@@ -366,6 +368,11 @@ class Simulator:
         prerequisites = self.env.prerequisites(native, self.image)
         process = self.base(prerequisites).copy()
         return process.dlopen(native.path), prerequisites
+
+
+def _glob_files(directory: str, pattern: str) -> list[str]:
+    """Paths under `directory` matching a relative glob pattern, sorted."""
+    return sorted(str(p) for p in Path(directory).glob(pattern))
 
 
 def _exports(sim: Simulator) -> Callable[[str], Collection[str]]:
@@ -421,14 +428,17 @@ def _duplicate(native: NativeFile, soname: str, new: str, old: str, ctx: Context
 
 def run_doctor(
     env: Environment, sim: Simulator, targets: list[NativeFile], ctx: Context,
-    progress: Progress,
+    progress: Progress, results: list[LoadResult] | None = None,
 ) -> tuple[list[ModuleStatus], list[Finding]]:
-    """Simulate every target module; findings for every problem, the first ones explained deeply."""
+    """Simulate every target module; findings for every problem, the first ones explained deeply.
+    The loader's results are appended to `results` when given."""
     statuses: list[ModuleStatus] = []
     findings: list[Finding] = []
     for n, native in enumerate(targets, 1):
         progress(f"module {n}/{len(targets)} {native.name}")
         result, prerequisites = sim.check(native)
+        if results is not None:
+            results.append(result)
         statuses.append(ModuleStatus(native.name, "plugin" if native.plugin else "extension",
                                      native.path,
                                      native.distribution, result.loads, result.error,

@@ -16,6 +16,11 @@ This module is pure: it reads files only through an `ObjectSource` it is given, 
    defined in the global scope (the executable, its dependencies, LD_PRELOAD and RTLD_GLOBAL
    objects) or in the search list of the object passed to `dlopen`, with glibc's version rules.
 
+A host profile may *assume* libraries that are not there (the NVIDIA driver's `libcuda.so.1` on a
+machine without a GPU): such a soname, when the search finds nothing, maps to a placeholder that
+defines the symbols matching a pattern (the driver API's `cu*` functions), so the rest of the
+load can still be judged.
+
 The first failure is reported with the text `dlerror()` gives; every other problem found is kept
 too. A failed `dlopen` leaves the process as it was, as ld.so does.
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -33,8 +39,11 @@ from typing import Protocol
 from .elf import (
     SHN_UNDEF,
     Binding,
+    DynamicInfo,
     ElfClass,
     ElfImage,
+    FileType,
+    SymbolTable,
     SymbolType,
     Visibility,
 )
@@ -89,6 +98,21 @@ class SearchConfig:
     subdirs: tuple[str, ...] = ()
     hwcaps: tuple[str, ...] = ()
     legacy_hwcaps: tuple[str, ...] = ("tls",)
+    assumed: tuple[tuple[str, str], ...] = ()  # (soname, regex of the names it defines)
+
+
+ASSUMED_DIR = "<assumed>"
+
+
+def placeholder_image(soname: str, like: ElfImage) -> ElfImage:
+    """An empty object standing for an assumed library, of the class and machine of `like`."""
+    empty = SymbolTable((), b"", b"", array("I"), array("Q"), array("Q"), None, {})
+    return ElfImage(
+        name=f"{ASSUMED_DIR}/{soname}", elf_class=like.elf_class, byte_order=like.byte_order,
+        machine=like.machine, file_type=FileType.DYN, osabi=0, interpreter=None, loads=(),
+        dynamic=DynamicInfo((), soname, (), (), 0, 0), symbols=empty, version_needs=(),
+        version_defs=(), sections=(), section_problem=None,
+    )
 
 
 class Via(Enum):
@@ -102,6 +126,7 @@ class Via(Enum):
     RUNPATH = "DT_RUNPATH"
     CACHE = "ld.so.cache"
     SYSTEM = "system directory"
+    ASSUMED = "assumed by the host profile"
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,6 +468,13 @@ class _Session:
             self.add(obj, name)
             self.resolutions.append(Resolution(requester.path, name, path, via, tuple(attempts)))
             return obj
+        if name in dict(self.p._config.assumed):
+            obj = _Obj(f"{ASSUMED_DIR}/{name}", placeholder_image(name, requester.image),
+                       requester, self.p._indexes)
+            self.add(obj, name)
+            self.resolutions.append(Resolution(requester.path, name, obj.path, Via.ASSUMED,
+                                               tuple(attempts)))
+            return obj
         resolution = Resolution(requester.path, name, None, None, tuple(attempts))
         self.resolutions.append(resolution)
         self.problems.append(self._open_problem(name, requester.path, requester, resolution))
@@ -554,6 +586,9 @@ class _Session:
         scope = self.scope()
         scope_paths = tuple(o.path for o in scope)
         indexed = [(o, o.index().last) for o in scope]
+        assumed = dict(self.p._config.assumed)
+        patterns = [re.compile(assumed[o.soname]) for o in scope
+                    if o.path.startswith(ASSUMED_DIR) and o.soname in assumed]
         for obj in reversed(self._dependency_order()):
             table = obj.image.symbols
             refs = obj.image.relocated_symbols
@@ -565,6 +600,8 @@ class _Session:
                 name = names[i]
                 version = table.version_of(i)[0] if table.versym is not None else None
                 if any(name in last and _defines(o, name, version) for o, last in indexed):
+                    continue
+                if any(p.fullmatch(name) for p in patterns):
                     continue
                 suffix = f", version {version}" if version else ""
                 self.problems.append(LoadProblem(

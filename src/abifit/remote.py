@@ -12,6 +12,7 @@ of the member and the back by decoding a tail of the compressed data without its
 
 from __future__ import annotations
 
+import threading
 import zipfile
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
@@ -195,54 +196,107 @@ def open_wheel(file: IndexFile, ctx: RemoteContext) -> tuple[WheelArchive, ReadA
     return WheelArchive(source, file.filename), source
 
 
+class RemoteWheel:
+    """One wheel on an index, read lazily: its ELF candidates, the dynamic view of any member,
+    its core metadata. Everything read is cached by the wheel's sha256; identical members (same
+    CRC and sizes) are read once."""
+
+    def __init__(self, file: IndexFile, ctx: RemoteContext) -> None:
+        self.file = file
+        self.ctx = ctx
+        if file.size is not None:
+            ctx.wheel_sizes[file.filename] = file.size
+        self._opened: tuple[WheelArchive, ReadAhead] | None = None
+        self._members: tuple[Member, ...] | None = None
+        self._same: dict[tuple[int, int, int], ElfImage] = {}
+        self._lock = threading.Lock()
+
+    def _open(self) -> tuple[WheelArchive, ReadAhead]:
+        if self._opened is None:
+            self._opened = open_wheel(self.file, self.ctx)
+        return self._opened
+
+    def members(self) -> tuple[Member, ...]:
+        """The members that may be ELF files (by name)."""
+        with self._lock:
+            if self._members is None:
+                cached = _cached(self.ctx, self.file, _DIRECTORY)
+                if not isinstance(cached, tuple):
+                    cached = tuple(self._open()[0].candidates())
+                    _remember(self.ctx, self.file, _DIRECTORY, cached)
+                self._members = cached
+            return self._members
+
+    def view(self, member: Member) -> ElfImage | FormatError | None:
+        """The member's dynamic view, the error reading it, or None if it is not ELF."""
+        with self._lock:
+            return self._view(member)
+
+    def _view(self, member: Member) -> ElfImage | FormatError | None:
+        key = (member.crc, member.size, member.compressed_size)
+        cached = _cached(self.ctx, self.file, member.path)
+        twin = self._same.get(key)
+        if twin is not None and not isinstance(cached, ElfImage):
+            cached = twin
+            _remember(self.ctx, self.file, member.path, twin)
+        if isinstance(cached, ElfImage):
+            self._same[key] = cached
+            return cached
+        if cached == _NOT_ELF:
+            return None
+        where = f"{self.file.filename}!{member.path}"
+        try:
+            opened = open_member(self._open()[1], member, where)
+            if not is_elf_member(opened):
+                _remember(self.ctx, self.file, member.path, _NOT_ELF)
+                return None
+            image = parse_elf(opened, relocations=False, sections=False)
+        except FormatError as e:
+            return e
+        _remember(self.ctx, self.file, member.path, image)
+        self._same[key] = image
+        return image
+
+    def metadata(self) -> str:
+        """The wheel's core metadata (METADATA): from the index (PEP 658) when offered, else
+        from the wheel's `*.dist-info/METADATA` member."""
+        with self._lock:
+            cached = _cached(self.ctx, self.file, _METADATA)
+            if isinstance(cached, str):
+                return cached
+            data = self.ctx.index.metadata(self.file) if self.ctx.client is not None else None
+            if data is None:
+                archive = self._open()[0]
+                found = [m for m in archive.members if m.path.count("/") == 1
+                         and m.path.split("/")[0].endswith(".dist-info")
+                         and m.path.endswith("/METADATA")]
+                if not found:
+                    raise FormatError(self.file.filename, "no *.dist-info/METADATA member")
+                source = archive.open(found[0])
+                data = source.read_at(0, source.size)
+            text = data.decode("utf-8", "replace")
+            _remember(self.ctx, self.file, _METADATA, text)
+            return text
+
+
 def member_views(
     file: IndexFile, ctx: RemoteContext, progress: Callable[[str], None]
 ) -> Iterator[tuple[str, ElfImage | FormatError]]:
     """(member path, dynamic view or the error reading it) for every ELF member of a wheel."""
-    if file.size is not None:
-        ctx.wheel_sizes[file.filename] = file.size
-    candidates = _cached(ctx, file, _DIRECTORY)
-    opened_wheel: tuple[WheelArchive, ReadAhead] | None = None
-    if not isinstance(candidates, tuple):
-        opened_wheel = open_wheel(file, ctx)
-        candidates = tuple(opened_wheel[0].candidates())
-        _remember(ctx, file, _DIRECTORY, candidates)
-    same: dict[tuple[int, int, int], ElfImage] = {}  # identical members (by CRC and sizes)
-    for n, member in enumerate(candidates, 1):
+    wheel = RemoteWheel(file, ctx)
+    members = wheel.members()
+    for n, member in enumerate(members, 1):
         fetched = ctx.client.transfer.bytes_fetched if ctx.client else 0
-        progress(f"{file.filename}: member {n}/{len(candidates)} {member.path} "
+        progress(f"{file.filename}: member {n}/{len(members)} {member.path} "
                  f"({fetched / 1e6:.1f} MB fetched)")
-        cached = _cached(ctx, file, member.path)
-        twin = same.get((member.crc, member.size, member.compressed_size))
-        if twin is not None and not isinstance(cached, ElfImage):
-            cached = twin
-            _remember(ctx, file, member.path, twin)
-        if isinstance(cached, ElfImage):
-            same[(member.crc, member.size, member.compressed_size)] = cached
-            yield member.path, cached
-            continue
-        if cached == _NOT_ELF:
-            continue
-        if opened_wheel is None:
-            opened_wheel = open_wheel(file, ctx)
-        source = opened_wheel[1]
-        where = f"{file.filename}!{member.path}"
-        try:
-            opened = open_member(source, member, where)
-            if not is_elf_member(opened):
-                _remember(ctx, file, member.path, _NOT_ELF)
-                continue
-            image = parse_elf(opened, relocations=False, sections=False)
-        except FormatError as e:
-            yield member.path, e
-            continue
-        _remember(ctx, file, member.path, image)
-        same[(member.crc, member.size, member.compressed_size)] = image
-        yield member.path, image
+        view = wheel.view(member)
+        if view is not None:
+            yield member.path, view
 
 
 _NOT_ELF = "not-elf"
 _DIRECTORY = "<directory>"
+_METADATA = "<metadata>"
 _DIRECTORY_GUESS = 64 << 10
 
 

@@ -9,6 +9,7 @@ import json
 import textwrap
 from dataclasses import asdict
 
+from .check import CheckReport
 from .diagnose import Finding
 from .doctor import DoctorReport
 from .inspection import InspectReport, ObjectReport, SymbolRow, SymbolSelection
@@ -210,4 +211,57 @@ def doctor_text(report: DoctorReport) -> str:
         f"checked, {len(report.modules) - failing} load, {failing} fail"
         + (f"; {len(report.findings)} problem(s)" if report.findings else "")
     )
+    return "\n\n".join(blocks) + "\n"
+
+
+def check_json(report: CheckReport, transfer: dict[str, int] | None) -> JsonObject:
+    """The `--json` document of `abifit check`: doctor's module and finding fields, plus the
+    wheels, the verdict and the transfer."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "command": "check",
+        "verdict": report.verdict,
+        "target": report.target,
+        "wheels": [{"name": w.name, "version": w.version, "filename": w.filename,
+                    "role": w.role.value, "size": w.size} for w in report.wheels],
+        "notes": list(report.notes),
+        "host_missing": list(report.host_missing),
+        "assumed_driver": report.assumed_driver,
+        "modules": [{**asdict(m), "prerequisites": list(m.prerequisites)}
+                    for m in report.modules],
+        "findings": [_finding_json(f) for f in report.findings],
+        "summary": {
+            "modules": len(report.modules),
+            "loading": len(report.modules) - report.failing,
+            "failing": report.failing,
+            "findings": len(report.findings),
+        },
+        "transfer": transfer,
+    }
+
+
+def _verdict_line(report: CheckReport) -> str:
+    checked = f"{len(report.modules)} extension module(s) checked"
+    if report.verdict == "fails":
+        symbols = sum(1 for f in report.findings if f.kind in ("undefined-symbol",
+                                                               "missing-version"))
+        libraries = sum(1 for f in report.findings if f.kind == "missing-library")
+        return (f"does not fit: {checked}, {report.failing} fail "
+                f"({symbols} symbol and {libraries} library problem(s))")
+    if report.host_missing:
+        missing = ", ".join(report.host_missing)
+        return (f"the ABI fits ({checked}), but {missing} (the NVIDIA driver) is not on this "
+                "machine: the modules load only where the driver is installed")
+    return f"fits: {checked}, all load"
+
+
+def check_text(report: CheckReport) -> str:
+    """The text rendering of `abifit check`: the wheels, the notes, the problems, the verdict."""
+    lines = [f"target: {report.target}"]
+    lines += [f"  {w.role.value:<10} {w.name} {w.version}  ({w.filename})" for w in report.wheels]
+    blocks = ["\n".join(lines)]
+    if report.notes:
+        blocks.append("\n".join(f"note: {n}" for n in report.notes))
+    blocks += ["\n".join(_finding_text(f)) for f in report.findings]
+    blocks.append(_verdict_line(report))
     return "\n\n".join(blocks) + "\n"

@@ -1,0 +1,489 @@
+"""`abifit check`: would these wheels load together, before anything is installed?
+
+The wheels that would be installed for the target (the requirements and local `.whl` files
+given, the `--with` packages, and the dependencies among their Requires-Dist that carry native
+code) are laid out as an installation would place them, under a site-packages directory that no
+host has (`SITE`), so that `$ORIGIN`-relative RPATHs resolve. Nothing is extracted: the
+simulation's `ObjectSource` is a `VirtualTree` that answers "is this a file" from the wheels'
+directories and fetches a member's dynamic view only when the simulated loader opens it. Paths
+outside `SITE` are this machine's (glibc, libstdc++, the driver): the host profile.
+
+Then every extension module of the targets is simulated as `abifit doctor` simulates an
+installed one (prerequisites first, same findings and explanations). The NVIDIA driver's
+libraries are *assumed* when the host lacks them, so that "the ABI fits, but `libcuda.so.1` is
+not on this machine" is told apart from an undefined symbol.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import fnmatch
+import os
+import posixpath
+import sys
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from .diagnose import Context, Finding
+from .doctor import (
+    Environment,
+    ModuleStatus,
+    NativeFile,
+    Simulator,
+    context,
+    defines_init,
+    load_import_rules,
+    load_soname_packages,
+    module_name,
+    run_doctor,
+    search_config,
+)
+from .elf import ElfImage, parse_elf
+from .environment import Distribution, InterpreterFacts
+from .errors import AbifitError, FormatError, UsageError
+from .ldconfig import HostFacts
+from .loader import ASSUMED_DIR, LoadResult, SearchConfig
+from .localfs import LocalObjects
+from .sources import FileSource
+from .wheel import Member, WheelArchive, is_elf_member
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+
+    from .index import IndexFile, Target
+    from .remote import RemoteContext
+
+SITE = "/abifit-wheels/site-packages"
+
+# Libraries of the NVIDIA driver (not in any wheel), with the names they define.
+DRIVER_LIBRARIES: tuple[tuple[str, str], ...] = (
+    ("libcuda.so.1", r"cu[A-Z]\w*"),
+    ("libnvidia-ml.so.1", r"nvml[A-Z]\w*"),
+)
+
+Progress = Callable[[str], None]
+
+
+class Role(Enum):
+    TARGET = "target"
+    WITH = "with"
+    DEPENDENCY = "dependency"
+
+
+class WheelSource(Protocol):
+    """A wheel, read lazily: ELF candidates, a member's dynamic view, the core metadata."""
+
+    def members(self) -> tuple[Member, ...]: ...
+
+    def view(self, member: Member) -> ElfImage | FormatError | None: ...
+
+    def metadata(self) -> str: ...
+
+
+class LocalWheel:
+    """A `.whl` file on this machine."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._source = FileSource(path)
+        self._archive = WheelArchive(self._source)
+
+    def members(self) -> tuple[Member, ...]:
+        return tuple(self._archive.candidates())
+
+    def view(self, member: Member) -> ElfImage | FormatError | None:
+        try:
+            opened = self._archive.open(member)
+            if not is_elf_member(opened):
+                return None
+            return parse_elf(opened, sections=False)
+        except FormatError as e:
+            return e
+
+    def metadata(self) -> str:
+        found = [m for m in self._archive.members if m.path.count("/") == 1
+                 and m.path.endswith(".dist-info/METADATA")]
+        if not found:
+            raise FormatError(self.path, "no *.dist-info/METADATA member")
+        source = self._archive.open(found[0])
+        return source.read_at(0, source.size).decode("utf-8", "replace")
+
+
+@dataclass(frozen=True, slots=True)
+class Wheel:
+    """A wheel of the virtual environment and why it is there."""
+
+    name: str
+    version: str
+    filename: str
+    role: Role
+    requires: tuple[str, ...]
+    source: WheelSource = field(compare=False, repr=False)
+    size: int | None = None
+
+    @property
+    def key(self) -> str:
+        return canonicalize_name(self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckReport:
+    """Everything `abifit check` found."""
+
+    target: str
+    wheels: tuple[Wheel, ...]
+    notes: tuple[str, ...]
+    modules: tuple[ModuleStatus, ...]
+    findings: tuple[Finding, ...]
+    host_missing: tuple[str, ...]  # driver sonames this machine lacks (assumed present)
+    assumed_driver: str | None
+
+    @property
+    def failing(self) -> int:
+        return sum(1 for m in self.modules if not m.loads)
+
+    @property
+    def verdict(self) -> str:
+        if self.findings:
+            return "fails"
+        return "fits-but-host-lacks-driver" if self.host_missing else "fits"
+
+
+# --- choosing the wheels ---------------------------------------------------------------------
+
+
+def target_markers(target: Target) -> dict[str, str]:
+    """Environment markers (PEP 508) of a target interpreter and platform, on Linux."""
+    platform = target.expanded_platforms()[0] if target.platforms else "linux_x86_64"
+    machine = next((m for m in ("x86_64", "aarch64", "ppc64le", "s390x", "armv7l", "i686")
+                    if platform.endswith(m)), "x86_64")
+    version = "{}.{}".format(*target.python_version)
+    implementation = {"cp": "cpython", "pp": "pypy"}.get(target.implementation, "cpython")
+    return {
+        "implementation_name": implementation, "implementation_version": f"{version}.0",
+        "os_name": "posix", "platform_machine": machine, "platform_release": "",
+        "platform_system": "Linux", "platform_version": "", "python_full_version":
+        f"{version}.0", "platform_python_implementation": "CPython" if implementation ==
+        "cpython" else "PyPy", "python_version": version, "sys_platform": "linux",
+    }
+
+
+def requires_dist(metadata: str) -> tuple[str, ...]:
+    """The Requires-Dist entries of core metadata."""
+    message = email.parser.HeaderParser().parsestr(metadata)
+    return tuple(message.get_all("Requires-Dist") or ())
+
+
+def _requirement(text: str) -> Requirement:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        return Requirement(text)
+    except InvalidRequirement as e:
+        reason = str(e).splitlines()[0] if str(e) else "not a requirement"
+        raise UsageError(f"invalid requirement {text!r}: {reason}") from e
+
+
+def _applies(requirement: Requirement, markers: Mapping[str, str]) -> bool:
+    from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
+
+    if requirement.marker is None:
+        return True
+    try:
+        return requirement.marker.evaluate({**markers, "extra": ""})
+    except (UndefinedComparison, UndefinedEnvironmentName):
+        return False
+
+
+def _is_pure(file: IndexFile) -> bool:
+    wheel = file.wheel()
+    return wheel is not None and all(t.platform == "any" for t in wheel[3])
+
+
+class Gatherer:
+    """Chooses the wheels: the pinned ones first, then the native dependencies they require."""
+
+    def __init__(self, ctx: RemoteContext | None, progress: Progress) -> None:
+        self.ctx = ctx
+        self.progress = progress
+        self.chosen: dict[str, Wheel] = {}
+        self.notes: list[str] = []
+        self._skipped: set[str] = set()
+
+    def _remote(self) -> RemoteContext:
+        if self.ctx is None:
+            raise UsageError("requirements need an index: none is configured")
+        return self.ctx
+
+    def open(self, text: str, role: Role, skip_pure: bool = False) -> Wheel | None:
+        """A wheel named on the command line: a local `.whl` path or a requirement (None for
+        a wheel without native code when `skip_pure`)."""
+        if text.endswith(".whl") and os.path.isfile(text):
+            local = LocalWheel(text)
+            name, version, _build, _tags = parse_wheel_filename(os.path.basename(text))
+            return Wheel(name, str(version), os.path.basename(text), role,
+                         requires_dist(local.metadata()), local, os.path.getsize(text))
+        from .index import select_one
+
+        requirement = _requirement(text)
+        ctx = self._remote()
+        files = ctx.index.project_files(requirement.name)
+        file = select_one(files, requirement, ctx.target, prereleases=ctx.prereleases).file
+        if skip_pure and _is_pure(file):
+            return None
+        return self._remote_wheel(file, role)
+
+    def _remote_wheel(self, file: IndexFile, role: Role) -> Wheel:
+        from .remote import RemoteWheel
+
+        ctx = self._remote()
+        wheel = file.wheel()
+        assert wheel is not None
+        self.progress(f"metadata of {file.filename}")
+        source = RemoteWheel(file, ctx)
+        return Wheel(wheel[0], str(wheel[1]), file.filename, role,
+                     requires_dist(source.metadata()), source, file.size)
+
+    def add(self, wheel: Wheel) -> None:
+        known = self.chosen.get(wheel.key)
+        if known is not None and known.version != wheel.version:
+            raise UsageError(f"{wheel.name} is named twice: {known.version} and {wheel.version}")
+        self.chosen[wheel.key] = wheel
+
+    def close(self, markers: Mapping[str, str]) -> None:
+        """Add the native dependencies of every chosen wheel, transitively."""
+        queue = deque(self.chosen.values())
+        while queue:
+            wheel = queue.popleft()
+            for text in wheel.requires:
+                dep = self._dependency(wheel, text, markers)
+                if dep is not None:
+                    self.chosen[dep.key] = dep
+                    queue.append(dep)
+
+    def _dependency(self, wheel: Wheel, text: str, markers: Mapping[str, str]) -> Wheel | None:
+        from packaging.version import Version
+
+        from .index import select_one
+
+        try:
+            requirement = _requirement(text)
+        except UsageError:
+            self.notes.append(f"{wheel.name} {wheel.version}: ignored an invalid requirement "
+                              f"{text!r}")
+            return None
+        if not _applies(requirement, markers):
+            return None
+        key = canonicalize_name(requirement.name)
+        have = self.chosen.get(key)
+        if have is not None:
+            if not requirement.specifier.contains(Version(have.version), prereleases=True):
+                self.notes.append(
+                    f"{wheel.name} {wheel.version} requires {requirement}, but {have.name} "
+                    f"{have.version} ({have.role.value}) is checked: a pairing its metadata "
+                    "forbids")
+            return None
+        if key in self._skipped or self.ctx is None:
+            return None
+        try:
+            files = self.ctx.index.project_files(requirement.name)
+            file = select_one(files, requirement, self.ctx.target,
+                              prereleases=self.ctx.prereleases).file
+        except AbifitError as e:
+            self._skipped.add(key)
+            first = str(e).splitlines()[0]
+            self.notes.append(f"{requirement} (required by {wheel.name}) not checked: {first}")
+            return None
+        if _is_pure(file):
+            self._skipped.add(key)
+            return None
+        return self._remote_wheel(file, Role.DEPENDENCY)
+
+
+def gather(targets: Sequence[str], withs: Sequence[str], ctx: RemoteContext | None,
+           markers: Mapping[str, str], progress: Progress, skip_pure: bool = False
+           ) -> tuple[list[Wheel], list[str]]:
+    """The wheels of the virtual environment, targets first, and notes on how they were chosen.
+    With `skip_pure`, targets without native code (by their tags) are left out."""
+    g = Gatherer(ctx, progress)
+    for text in withs:
+        wheel = g.open(text, Role.WITH)
+        if wheel is not None:
+            g.add(wheel)
+    for text in targets:
+        wheel = g.open(text, Role.TARGET, skip_pure)
+        if wheel is not None:
+            g.add(wheel)
+    g.close(markers)
+    order = {Role.TARGET: 0, Role.WITH: 1, Role.DEPENDENCY: 2}
+    wheels = sorted(g.chosen.values(), key=lambda w: order[w.role])
+    return wheels, g.notes
+
+
+# --- the virtual environment -----------------------------------------------------------------
+
+
+class VirtualTree:
+    """The `ObjectSource` of a virtual environment: wheel members under SITE, the host elsewhere."""
+
+    def __init__(self, host: LocalObjects) -> None:
+        self.host = host
+        self.files: dict[str, tuple[WheelSource, Member]] = {}
+
+    def add(self, wheel: Wheel) -> list[str]:
+        paths = []
+        for member in wheel.source.members():
+            path = posixpath.join(SITE, member.path)
+            self.files[path] = (wheel.source, member)
+            paths.append(path)
+        return paths
+
+    def is_file(self, path: str) -> bool:
+        if path.startswith(SITE + "/"):
+            return posixpath.normpath(path) in self.files
+        return os.path.isfile(path)
+
+    def identity(self, path: str) -> str:
+        if path.startswith(SITE + "/"):
+            return posixpath.normpath(path)
+        return self.host.identity(path)
+
+    def image(self, path: str) -> ElfImage:
+        if not path.startswith(SITE + "/"):
+            return self.host.image(path)
+        found = self.files.get(posixpath.normpath(path))
+        if found is None:
+            raise FormatError(path, "no such member")
+        view = found[0].view(found[1])
+        if view is None:
+            raise FormatError(path, "not an ELF file")
+        if isinstance(view, FormatError):
+            raise view
+        return view
+
+    def image_or_none(self, path: str) -> ElfImage | None:
+        try:
+            return self.image(path)
+        except (OSError, FormatError):
+            return None
+
+    def glob(self, directory: str, pattern: str) -> list[str]:
+        if not directory.startswith(SITE):
+            return []
+        full = posixpath.join(directory, pattern)
+        return sorted(p for p in self.files if fnmatch.fnmatchcase(p, full))
+
+    def named(self, soname: str) -> tuple[str, ...]:
+        return tuple(p for p in self.files if posixpath.basename(p) == soname)
+
+
+def extension_suffixes(target: Target) -> tuple[str, ...]:
+    machine = target_markers(target)["platform_machine"]
+    major, minor = target.python_version
+    tag = f"cpython-{major}{minor}" if target.implementation == "cp" else \
+        f"pypy{major}{minor}-pp73"
+    return (f".{tag}-{machine}-linux-gnu.so", ".abi3.so", ".so")
+
+
+def _natives(wheel: Wheel, paths: list[str], tree: VirtualTree,
+             suffixes: tuple[str, ...]) -> list[NativeFile]:
+    """The wheel's ELF candidates; extension modules are those at an importable name with an
+    extension suffix (for a target also exporting `PyInit_*`; for another wheel, a plain `.so`
+    does not count, so that its libraries need not be read)."""
+    out = []
+    for path in paths:
+        name = module_name(path, [SITE], suffixes)
+        if name is not None and wheel.role is Role.TARGET:
+            if not defines_init(tree.image_or_none(path), name):
+                name = None
+        elif name is not None and not path.endswith(suffixes[:2]):
+            name = None
+        out.append(NativeFile(path, wheel.key, name))
+    return out
+
+
+def build_environment(wheels: Sequence[Wheel], target: Target, executable: str,
+                      tree: VirtualTree) -> Environment:
+    markers = target_markers(target)
+    suffixes = extension_suffixes(target)
+    facts = InterpreterFacts(
+        executable=executable, version="{}.{}".format(*target.python_version),
+        implementation=target.implementation, prefix=posixpath.dirname(SITE),
+        base_prefix=posixpath.dirname(SITE), sys_path=(SITE,), site_packages=(SITE,),
+        dlopen_flags=2, ext_suffix=suffixes[0], extension_suffixes=suffixes,
+        markers=tuple(sorted(markers.items())),
+    )
+    dists = []
+    natives: list[NativeFile] = []
+    for wheel in wheels:
+        paths = tree.add(wheel)
+        dists.append(Distribution(wheel.name, wheel.version,
+                                  Path(SITE) / f"{wheel.name}-{wheel.version}.dist-info",
+                                  tuple(paths), wheel.requires))
+        natives += _natives(wheel, paths, tree, suffixes)
+    return Environment(facts, dists, natives)
+
+
+# --- checking --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HostProfile:
+    """What the wheels do not contain: this machine's loader configuration, and whether the
+    NVIDIA driver may be assumed (`--assume-driver VERSION`)."""
+
+    facts: HostFacts
+    assume_driver: str | None = None
+
+
+def _config(host: HostProfile) -> SearchConfig:
+    base = search_config(host.facts)
+    return SearchConfig(**{**{f: getattr(base, f) for f in base.__dataclass_fields__},
+                           "assumed": DRIVER_LIBRARIES})
+
+
+def _context(sim: Simulator, tree: VirtualTree) -> Context:
+    return context(sim, tree.named, load_soname_packages())
+
+
+def _assumed(results: Iterable[tuple[str, ...]]) -> tuple[str, ...]:
+    found = {posixpath.basename(p) for paths in results for p in paths
+             if p.startswith(ASSUMED_DIR)}
+    return tuple(sorted(found))
+
+
+def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executable: str,
+             progress: Progress) -> tuple[list[ModuleStatus], list[Finding], tuple[str, ...]]:
+    """Simulate every extension module of the target wheels in the virtual environment."""
+    tree = VirtualTree(LocalObjects())
+    env = build_environment(wheels, target, executable, tree)
+    targets = {w.key for w in wheels if w.role is Role.TARGET}
+    modules = [n for n in env.natives if n.distribution in targets and n.module is not None]
+    sim = Simulator(env, tree, _config(host), load_import_rules(), glob=tree.glob)
+    ctx = _context(sim, tree)
+    results: list[LoadResult] = []
+    statuses, findings = run_doctor(env, sim, modules, ctx, progress, results)
+    searched = [tuple(r.path or "" for r in result.resolutions) for result in results]
+    missing = () if host.assume_driver else _assumed(searched)
+    return statuses, findings, missing
+
+
+def check(targets: Sequence[str], withs: Sequence[str], ctx: RemoteContext | None,
+          target: Target, host: HostProfile, progress: Progress,
+          executable: str | None = None, skip_pure: bool = False) -> CheckReport:
+    """Check that the targets' extension modules would load next to the `withs`."""
+    if not targets:
+        raise UsageError("nothing to check: name a requirement or a .whl file")
+    wheels, notes = gather(targets, withs, ctx, target_markers(target), progress, skip_pure)
+    statuses, findings, missing = simulate(wheels, target, host, executable or sys.executable,
+                                           progress)
+    if not statuses:
+        notes.append("the targets hold no extension modules: nothing was simulated")
+    return CheckReport(str(target), tuple(wheels), tuple(notes), tuple(statuses),
+                       tuple(findings), missing, host.assume_driver)
