@@ -221,9 +221,12 @@ class Gatherer:
             raise UsageError("requirements need an index: none is configured")
         return self.ctx
 
-    def open(self, text: str, role: Role, skip_pure: bool = False) -> Wheel | None:
+    def open(self, text: str | IndexFile, role: Role, skip_pure: bool = False
+             ) -> Wheel | None:
         """A wheel named on the command line: a local `.whl` path or a requirement (None for
-        a wheel without native code when `skip_pure`)."""
+        a wheel without native code when `skip_pure`), or a file already chosen on the index."""
+        if not isinstance(text, str):
+            return self._remote_wheel(text, role)
         if text.endswith(".whl") and os.path.isfile(text):
             local = LocalWheel(text)
             name, version, _build, _tags = parse_wheel_filename(os.path.basename(text))
@@ -306,7 +309,7 @@ class Gatherer:
         return self._remote_wheel(file, Role.DEPENDENCY)
 
 
-def gather(targets: Sequence[str], withs: Sequence[str], ctx: RemoteContext | None,
+def gather(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteContext | None,
            markers: Mapping[str, str], progress: Progress, skip_pure: bool = False
            ) -> tuple[list[Wheel], list[str]]:
     """The wheels of the virtual environment, targets first, and notes on how they were chosen.
@@ -474,7 +477,7 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
     return statuses, findings, missing
 
 
-def check(targets: Sequence[str], withs: Sequence[str], ctx: RemoteContext | None,
+def check(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteContext | None,
           target: Target, host: HostProfile, progress: Progress,
           executable: str | None = None, skip_pure: bool = False) -> CheckReport:
     """Check that the targets' extension modules would load next to the `withs`."""

@@ -97,6 +97,29 @@ def _parser() -> argparse.ArgumentParser:
     _host_options(k)
     k.add_argument("--json", action="store_true", help="print one JSON document")
     _index_options(k)
+    m = sub.add_parser(
+        "matrix",
+        help="which versions of a host package does an extension fit?",
+        description="Check an extension against every release (and wheel variant) of a host "
+        "package that a specifier selects.",
+    )
+    m.add_argument("extension", metavar="EXT_REQ", help="the extension, e.g. sgl-kernel==0.3.21")
+    m.add_argument("--against", required=True, metavar="HOST_SPEC",
+                   help="the host releases, e.g. 'torch>=2.8'")
+    m.add_argument("--jobs", type=int, default=4, metavar="N",
+                   help="host releases checked at once (default 4)")
+    m.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
+    _host_options(m)
+    m.add_argument("--json", action="store_true", help="print one JSON document")
+    _index_options(m)
+    v = sub.add_parser(
+        "variants",
+        help="how do the wheels of one release differ?",
+        description="List every wheel of one release and compare their binary members.",
+    )
+    v.add_argument("release", metavar="NAME==VERSION")
+    v.add_argument("--json", action="store_true", help="print one JSON document")
+    _index_options(v)
     return parser
 
 
@@ -280,6 +303,40 @@ def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK if report.verdict == "fits" else EXIT_PROBLEMS
 
 
+def _run_matrix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .matrix import matrix, matrix_html, matrix_json, matrix_text
+    from .report import dumps
+
+    remote = _remote(args)
+    try:
+        report = matrix(args.extension, args.against, remote(), remote().target, _host(args),
+                        _progress(err), args.jobs, args.python)
+    finally:
+        _clear_progress(err)
+    transfer = _transfer(remote)
+    if args.html:
+        Path(args.html).write_text(matrix_html(report), "utf-8")
+    out.write(dumps(matrix_json(report, transfer)) + "\n" if args.json else matrix_text(report))
+    if transfer is not None and not args.json:
+        err.write(f"fetched {transfer['bytes_fetched']:,} bytes in {transfer['requests']} "
+                  f"requests from wheels of {transfer['wheel_bytes']:,} bytes\n")
+    return EXIT_OK if report.fits else EXIT_PROBLEMS
+
+
+def _run_variants(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .report import dumps
+    from .variants import variants, variants_json, variants_text
+
+    remote = _remote(args)
+    try:
+        report = variants(args.release, remote(), _progress(err))
+    finally:
+        _clear_progress(err)
+    out.write(dumps(variants_json(report, _transfer(remote))) + "\n" if args.json
+              else variants_text(report))
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     out, err = sys.stdout, sys.stderr
@@ -290,6 +347,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_cache(args, out)
         if args.command == "check":
             return _run_check(args, out, err)
+        if args.command == "matrix":
+            return _run_matrix(args, out, err)
+        if args.command == "variants":
+            return _run_variants(args, out, err)
         return _run_inspect(args, out, err)
     except AbifitError as e:
         err.write(f"error: {e}\n")
