@@ -1,0 +1,284 @@
+"""`abifit check`, `matrix` and `variants` against a real loopback index serving wheels built
+here: a host package whose 2.0 changes a parameter from `int` to `unsigned int`, an extension
+built against 1.0, and an extension that links the NVIDIA driver directly."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import subprocess
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from abifit.cli import main
+from abifit.pins import pylock_toml, requirements_txt, uv_lock
+from httpserver import LoopbackServer, Reply, Request
+
+SOURCES = Path(__file__).parent / "check_fixtures"
+TAG = "py3-none-linux_x86_64"
+TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+
+
+def _compile(out: Path, source: str, *extra: str, cxx: bool = True) -> bytes:
+    command = ["g++" if cxx else "gcc", "-shared", "-fPIC", "-O1", "-o", str(out),
+               str(SOURCES / source), *extra]
+    subprocess.run(command, check=True, capture_output=True)
+    return out.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    root = tmp_path_factory.mktemp("check")
+    for d in ("v1", "v2", "v2m", "stub"):
+        (root / d).mkdir()
+    soname = "-Wl,-soname,libhost.so"
+    out = {
+        "v1": _compile(root / "v1/libhost.so", "host_v1.cpp", soname),
+        "v2": _compile(root / "v2/libhost.so", "host_v2.cpp", soname),
+        "v2m": _compile(root / "v2m/libhost.so", "host_v2.cpp", soname, "-DHOSTLIB_LOG"),
+    }
+    out["ext"] = _compile(root / "_ops.abi3.so", "ext.cpp", f"-L{root / 'v1'}", "-lhost",
+                          "-Wl,-rpath,$ORIGIN/../hostpkg/lib")
+    stub = root / "stub/libcuda.so.1"
+    _compile(stub, "cuda_stub.c", "-Wl,-soname,libcuda.so.1", cxx=False)
+    out["drv"] = _compile(root / "_drv.abi3.so", "drv.c", str(stub), cxx=False)
+    return out
+
+
+def make_wheel(name: str, version: str, files: dict[str, bytes], requires: tuple[str, ...] = (),
+               build: str | None = None, tag: str = TAG) -> tuple[str, bytes]:
+    dist = f"{name}-{version}.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    metadata += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path, data in files.items():
+            zf.writestr(path, data)
+        zf.writestr(f"{dist}/METADATA", metadata)
+        zf.writestr(f"{dist}/WHEEL", f"Wheel-Version: 1.0\nTag: {tag}\n")
+    filename = "-".join([name, version, *([build] if build else []), *tag.split("-")]) + ".whl"
+    return filename, buffer.getvalue()
+
+
+def wheels(binaries: dict[str, bytes]) -> dict[str, list[tuple[str, bytes]]]:
+    init = {"hostpkg/__init__.py": b""}
+    return {
+        "hostpkg": [
+            make_wheel("hostpkg", "1.0", {**init, "hostpkg/lib/libhost.so": binaries["v1"]}),
+            make_wheel("hostpkg", "2.0", {**init, "hostpkg/lib/libhost.so": binaries["v2"]}),
+            make_wheel("hostpkg", "2.0", {**init, "hostpkg/lib/libhost.so": binaries["v2"]},
+                       build="1"),
+            make_wheel("hostpkg", "2.0", {**init, "hostpkg/lib/libhost.so": binaries["v2m"]},
+                       build="2"),
+        ],
+        "extpkg": [make_wheel("extpkg", "1.0", {"extpkg/__init__.py": b"",
+                                                "extpkg/_ops.abi3.so": binaries["ext"]},
+                              requires=("hostpkg==1.0",), tag="cp310-abi3-linux_x86_64")],
+        "drvpkg": [make_wheel("drvpkg", "1.0", {"drvpkg/__init__.py": b"",
+                                                "drvpkg/_drv.abi3.so": binaries["drv"]},
+                              tag="cp310-abi3-linux_x86_64")],
+    }
+
+
+@pytest.fixture(scope="module")
+def index(binaries: dict[str, bytes]) -> Iterator[tuple[str, dict[str, bytes]]]:
+    """A PEP 503 index on 127.0.0.1 with the three projects."""
+    files: dict[str, bytes] = {}
+    with LoopbackServer() as server:
+        for project, entries in wheels(binaries).items():
+            links = []
+            for filename, data in entries:
+                url = server.add_file(f"/files/{filename}", data)
+                files[filename] = data
+                links.append(f'<a href="{url}#sha256={hashlib.sha256(data).hexdigest()}">'
+                             f"{filename}</a>")
+            page = f"<html><body>{''.join(links)}</body></html>".encode()
+
+            def reply(_request: Request, page: bytes = page) -> Reply:
+                return Reply(200, page, {"Content-Type": "text/html"})
+
+            server.add_handler(f"/simple/{project}/", reply)
+        yield server.url("/simple"), files
+
+
+def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, cache: Path,
+        *args: str) -> tuple[int, str, str]:
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(var, raising=False)
+    code = main([*args, *TARGET, "--cache-dir", str(cache)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_extension_fits_the_host_it_was_built_for(
+        index: tuple[str, dict[str, bytes]], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """extpkg requires hostpkg==1.0; checked alone, the dependency is resolved and it fits."""
+    code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--index-url",
+                          index[0], "--json")
+    doc = json.loads(out)
+    assert code == 0, out
+    assert doc["verdict"] == "fits"
+    assert {(w["name"], w["version"], w["role"]) for w in doc["wheels"]} == {
+        ("extpkg", "1.0", "target"), ("hostpkg", "1.0", "dependency")}
+    assert [m["module"] for m in doc["modules"]] == ["extpkg._ops"]
+    assert doc["modules"][0]["loads"] is True
+    assert doc["transfer"]["bytes_fetched"] > 0
+
+
+def test_new_host_fails_naming_the_parameter(index: tuple[str, dict[str, bytes]],
+                                             tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """With hostpkg 2.0 the symbol is undefined; the finding names it, demangled, with the
+    parameter that changed, and a note says the metadata forbids this pairing."""
+    code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
+                          "hostpkg==2.0", "--index-url", index[0], "--json")
+    doc = json.loads(out)
+    assert code == 1
+    assert doc["verdict"] == "fails"
+    finding = doc["findings"][0]
+    assert finding["kind"] == "undefined-symbol"
+    assert finding["symbol"] == "_ZN7hostlib10check_implEiPKcS1_ib"
+    assert "parameter 4: `int` → `unsigned int`" in finding["explanation"]
+    assert any("requires hostpkg==1.0" in n and "forbids" in n for n in doc["notes"])
+    code, text, _err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
+                           "hostpkg==2.0", "--index-url", index[0])
+    assert "hostlib::check_impl(int, char const*, char const*, int, bool)" in text
+    assert text.rstrip().splitlines()[-1].startswith("does not fit")
+
+
+def test_local_wheel_target(index: tuple[str, dict[str, bytes]], tmp_path: Path,
+                            capsys: pytest.CaptureFixture[str],
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local .whl file is a target like a requirement; its dependency comes from the index."""
+    filename = "extpkg-1.0-cp310-abi3-linux_x86_64.whl"
+    path = tmp_path / filename
+    path.write_bytes(index[1][filename])
+    code, out, _err = run(capsys, monkeypatch, tmp_path / "cache", "check", str(path),
+                          "--index-url", index[0], "--json")
+    assert code == 0 and json.loads(out)["verdict"] == "fits"
+
+
+def test_driver_is_reported_apart(index: tuple[str, dict[str, bytes]], tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """An extension linking libcuda.so.1: on a machine without the driver the verdict says the
+    ABI fits but the driver is missing (exit 1); with --assume-driver it fits (exit 0)."""
+    has_driver = b"libcuda.so.1" in subprocess.run(["/sbin/ldconfig", "-p"],
+                                                   capture_output=True).stdout
+    code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "drvpkg==1.0", "--index-url",
+                          index[0], "--json")
+    doc = json.loads(out)
+    assert doc["findings"] == []
+    if has_driver:
+        assert (code, doc["verdict"]) == (0, "fits")
+    else:
+        assert (code, doc["verdict"], doc["host_missing"]) == (
+            1, "fits-but-host-lacks-driver", ["libcuda.so.1"])
+    code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "drvpkg==1.0", "--index-url",
+                          index[0], "--assume-driver", "580.95", "--json")
+    assert (code, json.loads(out)["verdict"]) == (0, "fits")
+
+
+def test_matrix_singles_out_the_fitting_host(index: tuple[str, dict[str, bytes]],
+                                             tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """`matrix extpkg==1.0 --against hostpkg>=1`: 1.0 fits, 2.0 fails on the changed symbol;
+    the HTML page holds both rows."""
+    page = tmp_path / "m.html"
+    code, out, _err = run(capsys, monkeypatch, tmp_path, "matrix", "extpkg==1.0", "--against",
+                          "hostpkg>=1", "--index-url", index[0], "--json", "--html", str(page))
+    doc = json.loads(out)
+    assert code == 0
+    assert doc["fits"] == ["1.0"]
+    rows = {r["version"]: r for r in doc["rows"]}
+    assert rows["2.0"]["verdict"] == "fails" and rows["2.0"]["failing_symbols"] == 1
+    assert rows["2.0"]["first"] == "hostlib::check_impl(int, char const*, char const*, int, bool)"
+    html = page.read_text()
+    assert html.startswith("<!doctype html>") and 'class="fits"' in html
+    assert "hostlib::check_impl" in html
+
+
+def test_variants_groups_identical_wheels(index: tuple[str, dict[str, bytes]], tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """hostpkg 2.0 has two wheels with identical binaries and one whose library also calls
+    puts: two groups, and the difference is told by needs."""
+    code, out, _err = run(capsys, monkeypatch, tmp_path, "variants", "hostpkg==2.0",
+                          "--index-url", index[0], "--json")
+    doc = json.loads(out)
+    assert code == 0
+    groups = sorted(sorted(g["filenames"]) for g in doc["groups"])
+    assert groups == [["hostpkg-2.0-1-py3-none-linux_x86_64.whl",
+                       "hostpkg-2.0-py3-none-linux_x86_64.whl"],
+                      ["hostpkg-2.0-2-py3-none-linux_x86_64.whl"]]
+    (diff,) = doc["differences"]
+    assert diff["path"] == "hostpkg/lib/libhost.so"
+    assert diff["undefined_added"] == ["puts"] and diff["undefined_removed"] == []
+    assert diff["same_needs"] is False
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["check", "nosuchpkg==1.0"], "nosuchpkg"),
+    (["check", "extpkg==9.9"], "extpkg"),
+    (["check", "extpkg=1.0"], "invalid requirement"),
+    (["variants", "hostpkg==7.0"], "no wheels for 7.0"),
+    (["matrix", "extpkg==1.0", "--against", "hostpkg>=9"], "hostpkg"),
+], ids=["unknown-package", "unknown-version", "typo", "variants-unknown-version",
+        "matrix-no-host-release"])
+def test_errors_are_one_line_with_exit_2(index: tuple[str, dict[str, bytes]], tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch, args: list[str],
+                                         needle: str) -> None:
+    """Unknown packages and versions and malformed requirements are an `error:` line, exit 2."""
+    code, out, err = run(capsys, monkeypatch, tmp_path, *args, "--index-url", index[0])
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and needle in err.splitlines()[0]
+    assert "Traceback" not in err
+
+
+def test_index_down_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index that refuses connections is one error line and exit 2."""
+    with LoopbackServer() as server:
+        url = server.url("/simple")
+    code, _out, err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--index-url",
+                          url)
+    assert code == 2 and err.startswith("error: ")
+
+
+def test_requirement_files() -> None:
+    """requirements.txt lines, uv.lock and pylock.toml packages become pinned requirements."""
+    reqs, included, skipped = requirements_txt(
+        "# comment\ntorch==2.9.1 --hash=sha256:ab\n-r more.txt\n--index-url x\n"
+        "-e ./local\nsgl-kernel==0.3.21 ; sys_platform == 'linux'  # pinned\n\n")
+    assert reqs == ["torch==2.9.1", "sgl-kernel==0.3.21 ; sys_platform == 'linux'"]
+    assert included == ["more.txt"] and skipped == ["-e ./local"]
+    lock = uv_lock('version = 1\n[[package]]\nname = "torch"\nversion = "2.9.1"\n'
+                   'source = { registry = "https://pypi.org/simple" }\n'
+                   '[[package]]\nname = "app"\nversion = "0.1"\nsource = { editable = "." }\n')
+    assert lock.requirements == ("torch==2.9.1",) and lock.skipped == ("app (source editable)",)
+    pylock = pylock_toml('lock-version = "1.0"\n[[packages]]\nname = "numpy"\n'
+                         'version = "2.1.0"\n[[packages.wheels]]\nname = "numpy.whl"\n')
+    assert pylock.requirements == ("numpy==2.1.0",)
+
+
+def test_check_from_a_requirements_file(index: tuple[str, dict[str, bytes]], tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`check -r FILE` checks every native wheel the file pins, with the pinned versions."""
+    pins = tmp_path / "requirements.txt"
+    pins.write_text("extpkg==1.0\nhostpkg==2.0\n")
+    code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "-r", str(pins),
+                          "--index-url", index[0], "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["verdict"] == "fails"
+    assert {w["name"]: w["version"] for w in doc["wheels"]} == {"extpkg": "1.0", "hostpkg": "2.0"}
