@@ -40,6 +40,7 @@ from .doctor import (
     defines_init,
     load_import_rules,
     load_soname_packages,
+    mark_plugins,
     module_name,
     run_doctor,
     search_config,
@@ -124,7 +125,7 @@ class Wheel:
     filename: str
     role: Role
     requires: tuple[str, ...]
-    source: WheelSource = field(compare=False, repr=False)
+    source: WheelSource | None = field(compare=False, repr=False)  # None: not read
     size: int | None = None
 
     @property
@@ -190,13 +191,16 @@ def _requirement(text: str) -> Requirement:
         raise UsageError(f"invalid requirement {text!r}: {reason}") from e
 
 
-def _applies(requirement: Requirement, markers: Mapping[str, str]) -> bool:
+def _applies(requirement: Requirement, markers: Mapping[str, str],
+             extras: frozenset[str] = frozenset()) -> bool:
+    """Whether a Requires-Dist entry applies to the target, with the extras asked for."""
     from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
 
     if requirement.marker is None:
         return True
     try:
-        return requirement.marker.evaluate({**markers, "extra": ""})
+        return any(requirement.marker.evaluate({**markers, "extra": extra})
+                   for extra in (extras or {""}))
     except (UndefinedComparison, UndefinedEnvironmentName):
         return False
 
@@ -215,6 +219,7 @@ class Gatherer:
         self.chosen: dict[str, Wheel] = {}
         self.notes: list[str] = []
         self._skipped: set[str] = set()
+        self._pure: dict[str, Wheel] = {}  # dependencies without native code: followed only
 
     def _remote(self) -> RemoteContext:
         if self.ctx is None:
@@ -260,20 +265,31 @@ class Gatherer:
         self.chosen[wheel.key] = wheel
 
     def close(self, markers: Mapping[str, str]) -> None:
-        """Add the native dependencies of every chosen wheel, transitively."""
-        queue = deque(self.chosen.values())
+        """Add the native dependencies of every chosen wheel, transitively. Dependencies
+        without native code are not part of the environment, but their requirements (with the
+        extras asked for, as in `cuda-toolkit[cublas,cufft]`) are followed: their metadata
+        comes from the index (PEP 658) or from the wheel's end, a few kilobytes."""
+        queue: deque[tuple[Wheel, frozenset[str]]] = deque(
+            (w, frozenset()) for w in self.chosen.values())
+        done: dict[str, set[str]] = {}
         while queue:
-            wheel = queue.popleft()
+            wheel, extras = queue.popleft()
             for text in wheel.requires:
-                dep = self._dependency(wheel, text, markers)
-                if dep is not None:
+                found = self._dependency(wheel, text, markers, extras)
+                if found is None:
+                    continue
+                dep, wanted = found
+                seen = done.setdefault(dep.key, set())
+                if seen and wanted <= seen:
+                    continue
+                seen.update(wanted or {""})
+                if dep.source is not None and dep.key not in self._pure:
                     self.chosen[dep.key] = dep
-                    queue.append(dep)
+                queue.append((dep, wanted))
 
-    def _dependency(self, wheel: Wheel, text: str, markers: Mapping[str, str]) -> Wheel | None:
+    def _dependency(self, wheel: Wheel, text: str, markers: Mapping[str, str],
+                    extras: frozenset[str]) -> tuple[Wheel, frozenset[str]] | None:
         from packaging.version import Version
-
-        from .index import select_one
 
         try:
             requirement = _requirement(text)
@@ -281,19 +297,28 @@ class Gatherer:
             self.notes.append(f"{wheel.name} {wheel.version}: ignored an invalid requirement "
                               f"{text!r}")
             return None
-        if not _applies(requirement, markers):
+        if not _applies(requirement, markers, extras):
             return None
         key = canonicalize_name(requirement.name)
-        have = self.chosen.get(key)
+        wanted = frozenset(requirement.extras)
+        have = self.chosen.get(key) or self._pure.get(key)
         if have is not None:
             if not requirement.specifier.contains(Version(have.version), prereleases=True):
                 self.notes.append(
                     f"{wheel.name} {wheel.version} requires {requirement}, but {have.name} "
                     f"{have.version} ({have.role.value}) is checked: a pairing its metadata "
                     "forbids")
-            return None
+            return have, wanted
         if key in self._skipped or self.ctx is None:
             return None
+        dep = self._resolve(wheel, requirement)
+        return None if dep is None else (dep, wanted)
+
+    def _resolve(self, wheel: Wheel, requirement: Requirement) -> Wheel | None:
+        from .index import select_one
+
+        assert self.ctx is not None
+        key = canonicalize_name(requirement.name)
         try:
             files = self.ctx.index.project_files(requirement.name)
             file = select_one(files, requirement, self.ctx.target,
@@ -303,10 +328,23 @@ class Gatherer:
             first = str(e).splitlines()[0]
             self.notes.append(f"{requirement} (required by {wheel.name}) not checked: {first}")
             return None
-        if _is_pure(file):
-            self._skipped.add(key)
+        if not _is_pure(file):
+            return self._remote_wheel(file, Role.DEPENDENCY)
+        from .remote import RemoteWheel
+
+        self._skipped.add(key)
+        parsed = file.wheel()
+        assert parsed is not None
+        try:
+            metadata = RemoteWheel(file, self.ctx).metadata()
+        except AbifitError as e:
+            self.notes.append(f"{requirement} (required by {wheel.name}): its requirements "
+                              f"are not followed: {str(e).splitlines()[0]}")
             return None
-        return self._remote_wheel(file, Role.DEPENDENCY)
+        pure = Wheel(parsed[0], str(parsed[1]), file.filename, Role.DEPENDENCY,
+                     requires_dist(metadata), None, file.size)
+        self._pure[key] = pure
+        return pure
 
 
 def gather(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteContext | None,
@@ -340,10 +378,13 @@ class VirtualTree:
         self.files: dict[str, tuple[WheelSource, Member]] = {}
 
     def add(self, wheel: Wheel) -> list[str]:
-        paths = []
-        for member in wheel.source.members():
+        paths: list[str] = []
+        source = wheel.source
+        if source is None:
+            return paths
+        for member in source.members():
             path = posixpath.join(SITE, member.path)
-            self.files[path] = (wheel.source, member)
+            self.files[path] = (source, member)
             paths.append(path)
         return paths
 
@@ -381,6 +422,13 @@ class VirtualTree:
             return []
         full = posixpath.join(directory, pattern)
         return sorted(p for p in self.files if fnmatch.fnmatchcase(p, full))
+
+    def is_package_dir(self, directory: str) -> bool:
+        """Whether a directory under SITE is an import package (its path is made of
+        identifiers; `__init__.py` is not among the members listed)."""
+        relative = posixpath.relpath(directory, SITE)
+        return not relative.startswith("..") and all(
+            part.isidentifier() for part in relative.split("/"))
 
     def named(self, soname: str) -> tuple[str, ...]:
         return tuple(p for p in self.files if posixpath.basename(p) == soname)
@@ -429,7 +477,10 @@ def build_environment(wheels: Sequence[Wheel], target: Target, executable: str,
         dists.append(Distribution(wheel.name, wheel.version,
                                   Path(SITE) / f"{wheel.name}-{wheel.version}.dist-info",
                                   tuple(paths), wheel.requires))
-        natives += _natives(wheel, paths, tree, suffixes)
+        found = _natives(wheel, paths, tree, suffixes)
+        if wheel.role is Role.TARGET:
+            found = mark_plugins(found, tree.image_or_none, [SITE], tree.is_package_dir)
+        natives += found
     return Environment(facts, dists, natives)
 
 
@@ -467,7 +518,7 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
     tree = VirtualTree(LocalObjects())
     env = build_environment(wheels, target, executable, tree)
     targets = {w.key for w in wheels if w.role is Role.TARGET}
-    modules = [n for n in env.natives if n.distribution in targets and n.module is not None]
+    modules = [n for n in env.natives if n.distribution in targets and n.checked]
     sim = Simulator(env, tree, _config(host), load_import_rules(), glob=tree.glob)
     ctx = _context(sim, tree)
     results: list[LoadResult] = []

@@ -175,14 +175,19 @@ def scan_native_files(
                 if name is not None and not defines_init(image(path), name):
                     name = None
                 found.append(NativeFile(path, dist.key, name))
-    return _mark_plugins(found, image, roots)
+    return mark_plugins(found, image, roots)
 
 
-def _mark_plugins(natives: list[NativeFile], image: Callable[[str], ElfImage | None],
-                  roots: list[str]) -> list[NativeFile]:
+def _has_init(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, "__init__.py"))
+
+
+def mark_plugins(natives: list[NativeFile], image: Callable[[str], ElfImage | None],
+                 roots: list[str], package_dir: Callable[[str], bool] = _has_init
+                 ) -> list[NativeFile]:
     """Libraries in a package directory that nothing links to are loaded by package code."""
     candidates = {n.path for n in natives if n.module is None
-                  and os.path.isfile(os.path.join(os.path.dirname(n.path), "__init__.py"))}
+                  and package_dir(os.path.dirname(n.path))}
     if not candidates:
         return natives
     linked: set[str] = set()

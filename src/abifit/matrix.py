@@ -124,10 +124,11 @@ def _prefetch(extension: str, ctx: RemoteContext, progress: Progress) -> None:
     from .check import Gatherer, Role
 
     wheel = Gatherer(ctx, progress).open(extension, Role.TARGET)
-    if wheel is not None:
-        for member in wheel.source.members():
+    source = wheel.source if wheel is not None else None
+    if wheel is not None and source is not None:
+        for member in source.members():
             progress(f"{wheel.filename}: {member.path}")
-            wheel.source.view(member)
+            source.view(member)
 
 
 # --- rendering -------------------------------------------------------------------------------

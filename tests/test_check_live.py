@@ -1,0 +1,79 @@
+"""`abifit check` and `abifit matrix` against PyPI itself: the story of DESIGN.md (skipped when
+PyPI cannot be reached). One cache directory serves all tests of the module, so the torch and
+nvidia-* views read by the first test are not fetched again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.network, pytest.mark.slow]
+
+PYPI = "https://pypi.org/simple"
+TARGET = ["--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "--index-url", PYPI]
+CHECK_FUNCTION = ("c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, "
+                  "bool)")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("live-cache")
+
+
+def abifit(cache: Path, *args: str) -> tuple[int, dict[str, object]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = "/dev/null"
+    done = subprocess.run([sys.executable, "-m", "abifit", *args, *TARGET, "--cache-dir",
+                           str(cache), "--json"], capture_output=True, text=True, env=env,
+                          timeout=1200)
+    if done.returncode == 2 and ("pypi.org" in done.stderr or "connect" in done.stderr.lower()):
+        pytest.skip(f"PyPI is not reachable: {done.stderr.strip()}")
+    assert done.returncode in (0, 1), done.stderr
+    doc: dict[str, object] = json.loads(done.stdout)
+    return done.returncode, doc
+
+
+def test_sgl_kernel_with_torch_2_10_fails_on_the_changed_parameter(cache: Path) -> None:
+    """sgl-kernel 0.3.21 with torch 2.10.0: c10_cuda_check_implementation(int, ..., int, bool)
+    is undefined, and the nearest definition changed its 4th parameter to unsigned int."""
+    code, doc = abifit(cache, "check", "sgl-kernel==0.3.21", "--with", "torch==2.10.0")
+    assert code == 1 and doc["verdict"] == "fails"
+    findings = doc["findings"]
+    assert isinstance(findings, list)
+    hit = [f for f in findings if f["symbol"] == "_ZN3c104cuda29c10_cuda_check_implementation"
+           "EiPKcS2_ib"]
+    assert hit, [f["symbol"] for f in findings]
+    assert CHECK_FUNCTION in hit[0]["explanation"]
+    assert "parameter 4: `int` → `unsigned int`" in hit[0]["explanation"]
+    transfer = doc["transfer"]
+    assert isinstance(transfer, dict)
+    assert transfer["bytes_fetched"] < 0.08 * transfer["wheel_bytes"]
+
+
+def test_sgl_kernel_with_torch_2_9_1_fits_but_the_driver_is_apart(cache: Path) -> None:
+    """With torch 2.9.1 the symbols fit; the driver's libcuda.so.1, absent on a machine without
+    a GPU, is reported apart from symbol problems."""
+    code, doc = abifit(cache, "check", "sgl-kernel==0.3.21", "--with", "torch==2.9.1")
+    assert doc["findings"] == []
+    if doc["host_missing"]:
+        assert (code, doc["verdict"], doc["host_missing"]) == (
+            1, "fits-but-host-lacks-driver", ["libcuda.so.1"])
+    else:
+        assert (code, doc["verdict"]) == (0, "fits")
+
+
+def test_matrix_finds_torch_2_9_as_the_only_fits(cache: Path) -> None:
+    """`matrix sgl-kernel==0.3.21 --against 'torch>=2.8,<2.11'`: 2.9.0 and 2.9.1 fit, 2.8.0
+    and 2.10.0 do not."""
+    code, doc = abifit(cache, "matrix", "sgl-kernel==0.3.21", "--against", "torch>=2.8,<2.11")
+    assert code == 0
+    assert doc["fits"] == ["2.9.1", "2.9.0"]
+    rows = doc["rows"]
+    assert isinstance(rows, list)
+    assert {r["version"]: r["verdict"] for r in rows} == {
+        "2.10.0": "fails", "2.9.1": "fits", "2.9.0": "fits", "2.8.0": "fails"}
