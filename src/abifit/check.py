@@ -254,7 +254,7 @@ class Gatherer:
         wheel = file.wheel()
         assert wheel is not None
         self.progress(f"metadata of {file.filename}")
-        source = RemoteWheel(file, ctx)
+        source = RemoteWheel(file, ctx, relocations=role is Role.TARGET)
         return Wheel(wheel[0], str(wheel[1]), file.filename, role,
                      requires_dist(source.metadata()), source, file.size)
 

@@ -201,9 +201,10 @@ class RemoteWheel:
     its core metadata. Everything read is cached by the wheel's sha256; identical members (same
     CRC and sizes) are read once."""
 
-    def __init__(self, file: IndexFile, ctx: RemoteContext) -> None:
+    def __init__(self, file: IndexFile, ctx: RemoteContext, relocations: bool = False) -> None:
         self.file = file
         self.ctx = ctx
+        self.relocations = relocations  # also read the symbols relocations use, in their order
         if file.size is not None:
             ctx.wheel_sizes[file.filename] = file.size
         self._opened: tuple[WheelArchive, ReadAhead] | None = None
@@ -234,11 +235,12 @@ class RemoteWheel:
 
     def _view(self, member: Member) -> ElfImage | FormatError | None:
         key = (member.crc, member.size, member.compressed_size)
-        cached = _cached(self.ctx, self.file, member.path)
+        entry = member.path + (_RELOCATIONS if self.relocations else "")
+        cached = _cached(self.ctx, self.file, entry)
         twin = self._same.get(key)
         if twin is not None and not isinstance(cached, ElfImage):
             cached = twin
-            _remember(self.ctx, self.file, member.path, twin)
+            _remember(self.ctx, self.file, entry, twin)
         if isinstance(cached, ElfImage):
             self._same[key] = cached
             return cached
@@ -248,12 +250,12 @@ class RemoteWheel:
         try:
             opened = open_member(self._open()[1], member, where)
             if not is_elf_member(opened):
-                _remember(self.ctx, self.file, member.path, _NOT_ELF)
+                _remember(self.ctx, self.file, entry, _NOT_ELF)
                 return None
-            image = parse_elf(opened, relocations=False, sections=False)
+            image = parse_elf(opened, relocations=self.relocations, sections=False)
         except FormatError as e:
             return e
-        _remember(self.ctx, self.file, member.path, image)
+        _remember(self.ctx, self.file, entry, image)
         self._same[key] = image
         return image
 
@@ -297,6 +299,7 @@ def member_views(
 _NOT_ELF = "not-elf"
 _DIRECTORY = "<directory>"
 _METADATA = "<metadata>"
+_RELOCATIONS = "\x00relocations"  # cache entry of a view that has relocated_symbols
 _DIRECTORY_GUESS = 64 << 10
 
 
