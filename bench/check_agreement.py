@@ -14,7 +14,8 @@ that already holds the host (torch and its dependencies, installed by pip):
 The NVIDIA driver is assumed present (`--assume-driver`) only where the venv's machine has it;
 this machine has none, and none of these modules links it directly.
 
-Default pairs: torchvision 0.29.1, 0.29.0, 0.27.0, 0.26.0, 0.28.0 with torch 2.14.1 (the PyPI
+Each venv is put back as it was afterwards (the test suite uses them). Default pairs:
+torchvision 0.29.1, 0.29.0, 0.27.0, 0.26.0, 0.28.0 with torch 2.14.1 (the PyPI
 CUDA build in the venv `~/.cache/abifit-tests/torch-2.14.1-cu`), and torchvision 0.28.0 with
 the local CPU wheel torch 2.13.0+cpu (from /opt/wheels, in the test venv
 `~/.cache/abifit-tests/torch-2.13.0`; checked with `--with PATH.whl`). A venv that is missing is
@@ -47,7 +48,7 @@ PAIRS: list[tuple[Path, str, str]] = [
     (CU, "torchvision==0.29.0", "torch==2.14.1"),
     (CU, "torchvision==0.27.0", "torch==2.14.1"),
     (CU, "torchvision==0.26.0", "torch==2.14.1"),
-    (CU, "torchvision==0.28.0", "torch==2.14.1"),  # last: the venv keeps the version it had
+    (CU, "torchvision==0.28.0", "torch==2.14.1"),
 ]
 if CPU_WHEEL:
     PAIRS.append((CPU, "torchvision==0.28.0", CPU_WHEEL))
@@ -75,17 +76,47 @@ def site_packages(venv: Path) -> str:
     return next(iter(glob.glob(str(venv / "lib" / "python3*" / "site-packages"))))
 
 
+def pip(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(venv / "bin" / "python"), "-m", "pip", *args], env=ENV,
+                          capture_output=True, text=True, timeout=1800)
+
+
+def installed(venv: Path, name: str) -> str | None:
+    """The version of `name` installed in the venv, if any."""
+    shown = pip(venv, "show", name)
+    return next((line.split(":", 1)[1].strip() for line in shown.stdout.splitlines()
+                 if line.startswith("Version:")), None)
+
+
 def install(venv: Path, ext: str) -> None:
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
-                    "--force-reinstall", "--index-url", PYPI, ext], check=True, env=ENV,
-                   timeout=1800)
+    done = pip(venv, "install", "-q", "--no-deps", "--force-reinstall", "--index-url", PYPI, ext)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip())
+
+
+def restore(venv: Path, name: str, version: str | None) -> None:
+    """Put the venv back as it was: the test suite uses these venvs too."""
+    if version is None:
+        pip(venv, "uninstall", "-y", "-q", name)
+    elif installed(venv, name) != version:
+        install(venv, f"{name}=={version}")
 
 
 def compare(venv: Path, ext: str, host: str) -> dict[str, object]:
     log(f"{ext} with {Path(host).name}: predicting")
     doc = predict(ext, host)
     log(f"{ext}: installing into {venv.name}")
+    name = ext.split("==")[0]
+    before = installed(venv, name)
     install(venv, ext)
+    try:
+        return _compare_installed(venv, ext, host, doc)
+    finally:
+        restore(venv, name, before)
+
+
+def _compare_installed(venv: Path, ext: str, host: str, doc: dict[str, object]
+                       ) -> dict[str, object]:
     site = site_packages(venv)
     rows = []
     modules = doc["modules"]
@@ -113,7 +144,7 @@ def main() -> int:
             continue
         results.append(compare(venv, ext, host))
     agree = sum(1 for r in results if r["agrees"])
-    modules = sum(len(r["modules"]) for r in results)  # type: ignore[arg-type]
+    modules = sum(len(rows) for r in results if isinstance(rows := r["modules"], list))
     print(json.dumps({"results": results, "pairs_agreeing": agree,
                       "pairs_checked": len(results), "modules": modules}, indent=1))
     fails = sum(1 for r in results if r["verdict"] == "fails")
