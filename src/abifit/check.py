@@ -376,6 +376,7 @@ class VirtualTree:
     def __init__(self, host: LocalObjects) -> None:
         self.host = host
         self.files: dict[str, tuple[WheelSource, Member]] = {}
+        self.packages: set[str] = set()  # top-level import packages
 
     def add(self, wheel: Wheel) -> list[str]:
         paths: list[str] = []
@@ -424,11 +425,14 @@ class VirtualTree:
         return sorted(p for p in self.files if fnmatch.fnmatchcase(p, full))
 
     def is_package_dir(self, directory: str) -> bool:
-        """Whether a directory under SITE is an import package (its path is made of
-        identifiers; `__init__.py` is not among the members listed)."""
+        """Whether a directory under SITE is an import package: its path is made of
+        identifiers under a top-level package of a wheel (`__init__.py` is not among the
+        members listed, so the top-level packages are the wheels' names and the directories
+        holding their extension modules)."""
         relative = posixpath.relpath(directory, SITE)
-        return not relative.startswith("..") and all(
-            part.isidentifier() for part in relative.split("/"))
+        parts = relative.split("/")
+        return (not relative.startswith("..") and parts[0] in self.packages
+                and all(part.isidentifier() for part in parts))
 
     def named(self, soname: str) -> tuple[str, ...]:
         return tuple(p for p in self.files if posixpath.basename(p) == soname)
@@ -478,6 +482,8 @@ def build_environment(wheels: Sequence[Wheel], target: Target, executable: str,
                                   Path(SITE) / f"{wheel.name}-{wheel.version}.dist-info",
                                   tuple(paths), wheel.requires))
         found = _natives(wheel, paths, tree, suffixes)
+        tree.packages.add(wheel.key.replace("-", "_"))
+        tree.packages.update(n.module.split(".")[0] for n in found if n.module)
         if wheel.role is Role.TARGET:
             found = mark_plugins(found, tree.image_or_none, [SITE], tree.is_package_dir)
         natives += found
