@@ -191,12 +191,15 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
 
 
 def run_doctor(venv: Venv, *args: str, env: str = PLAIN) -> tuple[int, Json, str]:
-    """`abifit doctor ARGS --python VENV --json --no-cache`: exit code, document, stderr.
+    """`abifit doctor ARGS --python VENV --json --no-cache --no-index`: exit code, document,
+    stderr; with `--index` among ARGS, without `--no-index` (the live index is asked).
 
     The document is empty when doctor printed none (an analysis error, exit code 2)."""
+    index = "--index" in args
+    args = tuple(a for a in args if a != "--index")
     done = subprocess.run(
         [sys.executable, "-m", "abifit", "doctor", *args, "--python", venv.python, "--json",
-         "--no-cache"],
+         "--no-cache", *(() if index else ("--no-index",))],
         capture_output=True, text=True, env=_env(venv, env), timeout=300, check=False,
     )
     try:
@@ -328,6 +331,17 @@ def test_missing_library_has_trace_and_hint(venv: Venv,
         assert "LD_LIBRARY_PATH" in hint
     else:
         assert "pip install" in hint and "libnvrtc.so.13" in hint
+
+
+@pytest.mark.network
+def test_missing_library_names_the_wheel_on_the_index(venv: Venv) -> None:
+    """With the index (PyPI), the hint names the wheel whose file list holds libnvrtc.so.13."""
+    code, doc, err = run_doctor(venv, "ext_missing_lib", "--index")
+    assert code == 1, err
+    finding = next(f for f in doc["findings"] if f["library"] == "libnvrtc.so.13")
+    assert "pip install 'nvidia-cuda-nvrtc==13." in finding["hint"]
+    assert "provides libnvrtc.so.13 (in nvidia/cu13/lib)" in finding["hint"]
+    assert "nvidia/cu13/lib/libnvrtc.so.13" in finding["explanation"]
 
 
 def test_missing_library_lists_wheel_copy(venv: Venv,

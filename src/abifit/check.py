@@ -38,6 +38,7 @@ from .doctor import (
     Simulator,
     context,
     defines_init,
+    index_library_fix,
     load_import_rules,
     load_soname_packages,
     mark_plugins,
@@ -48,6 +49,8 @@ from .doctor import (
 from .elf import ElfImage, parse_elf
 from .environment import Distribution, InterpreterFacts
 from .errors import AbifitError, FormatError, UsageError
+from .fatbin import GpuCode
+from .gpucode import GpuCheck, GpuTarget, check_gpu_code, read_gpu_code
 from .ldconfig import HostFacts
 from .loader import ASSUMED_DIR, LoadResult, SearchConfig
 from .localfs import LocalObjects
@@ -84,6 +87,8 @@ class WheelSource(Protocol):
 
     def view(self, member: Member) -> ElfImage | FormatError | None: ...
 
+    def gpu_code(self, member: Member) -> GpuCode | FormatError | None: ...
+
     def metadata(self) -> str: ...
 
 
@@ -104,6 +109,15 @@ class LocalWheel:
             if not is_elf_member(opened):
                 return None
             return parse_elf(opened, sections=False)
+        except FormatError as e:
+            return e
+
+    def gpu_code(self, member: Member) -> GpuCode | FormatError | None:
+        try:
+            opened = self._archive.open(member)
+            if not is_elf_member(opened):
+                return None
+            return read_gpu_code(opened, parse_elf(opened, relocations=False))
         except FormatError as e:
             return e
 
@@ -144,6 +158,8 @@ class CheckReport:
     findings: tuple[Finding, ...]
     host_missing: tuple[str, ...]  # driver sonames this machine lacks (assumed present)
     assumed_driver: str | None
+    warnings: tuple[Finding, ...] = ()
+    gpu: GpuCheck | None = None
 
     @property
     def failing(self) -> int:
@@ -508,8 +524,10 @@ def _config(host: HostProfile) -> SearchConfig:
                            "assumed": DRIVER_LIBRARIES})
 
 
-def _context(sim: Simulator, tree: VirtualTree) -> Context:
-    return context(sim, tree.named, load_soname_packages())
+def _context(sim: Simulator, tree: VirtualTree,
+             remote: RemoteContext | None = None) -> Context:
+    fix = index_library_fix(lambda: remote, [SITE]) if remote is not None else None
+    return context(sim, tree.named, load_soname_packages(), fix)
 
 
 def _assumed(results: Iterable[tuple[str, ...]]) -> tuple[str, ...]:
@@ -519,14 +537,15 @@ def _assumed(results: Iterable[tuple[str, ...]]) -> tuple[str, ...]:
 
 
 def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executable: str,
-             progress: Progress) -> tuple[list[ModuleStatus], list[Finding], tuple[str, ...]]:
+             progress: Progress, remote: RemoteContext | None = None,
+             ) -> tuple[list[ModuleStatus], list[Finding], tuple[str, ...]]:
     """Simulate every extension module of the target wheels in the virtual environment."""
     tree = VirtualTree(LocalObjects())
     env = build_environment(wheels, target, executable, tree)
     targets = {w.key for w in wheels if w.role is Role.TARGET}
     modules = [n for n in env.natives if n.distribution in targets and n.checked]
     sim = Simulator(env, tree, _config(host), load_import_rules(), glob=tree.glob)
-    ctx = _context(sim, tree)
+    ctx = _context(sim, tree, remote)
     results: list[LoadResult] = []
     statuses, findings = run_doctor(env, sim, modules, ctx, progress, results)
     searched = [tuple(r.path or "" for r in result.resolutions) for result in results]
@@ -534,16 +553,43 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
     return statuses, findings, missing
 
 
+def target_gpu_codes(wheels: Sequence[Wheel], progress: Progress,
+                     ) -> list[tuple[str, str, GpuCode | FormatError]]:
+    """(name, path, fat binaries) of every ELF member with GPU code of the target wheels (remote
+    members are read whole, up to the end of their fat binaries)."""
+    out: list[tuple[str, str, GpuCode | FormatError]] = []
+    for wheel in wheels:
+        if wheel.role is not Role.TARGET or wheel.source is None:
+            continue
+        members = wheel.source.members()
+        for n, member in enumerate(members, 1):
+            progress(f"{wheel.filename}: fat binaries, member {n}/{len(members)} {member.path} "
+                     f"({member.compressed_size / 1e6:.1f} MB compressed)")
+            code = wheel.source.gpu_code(member)
+            if code is not None:
+                out.append((f"{wheel.name} {member.path}", f"{SITE}/{member.path}", code))
+    return out
+
+
 def check(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteContext | None,
           target: Target, host: HostProfile, progress: Progress,
-          executable: str | None = None, skip_pure: bool = False) -> CheckReport:
-    """Check that the targets' extension modules would load next to the `withs`."""
+          executable: str | None = None, skip_pure: bool = False,
+          gpu: GpuTarget | None = None) -> CheckReport:
+    """Check that the targets' extension modules would load next to the `withs` and, with
+    `gpu`, that the targets' GPU code runs on that GPU."""
     if not targets:
         raise UsageError("nothing to check: name a requirement or a .whl file")
     wheels, notes = gather(targets, withs, ctx, target_markers(target), progress, skip_pure)
     statuses, findings, missing = simulate(wheels, target, host, executable or sys.executable,
-                                           progress)
+                                           progress, ctx)
     if not statuses:
         notes.append("the targets hold no extension modules: nothing was simulated")
+    gpu_check = None
+    if gpu is not None:
+        gpu_check = check_gpu_code(target_gpu_codes(wheels, progress), gpu)
+        findings += gpu_check.findings
+        if not gpu_check.objects:
+            notes.append(f"--gpu {gpu.arch}: the target wheels carry no GPU code")
     return CheckReport(str(target), tuple(wheels), tuple(notes), tuple(statuses),
-                       tuple(findings), missing, host.assume_driver)
+                       tuple(findings), missing, host.assume_driver,
+                       gpu_check.warnings if gpu_check else (), gpu_check)

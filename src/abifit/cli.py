@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, TextIO
 from . import __version__
 from .cache import Cache, default_cache_dir
 from .environment import InterpreterFacts, default_interpreter, query_interpreter
-from .errors import AbifitError
+from .errors import AbifitError, UsageError
 from .inspection import SymbolSelection
 
 if TYPE_CHECKING:
     from .check import HostProfile
+    from .gpucode import GpuTarget
     from .remote import RemoteContext
 
 EXIT_OK = 0
@@ -57,6 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--match", metavar="GLOB",
                    help="only symbols whose mangled or demangled name matches (implies "
                    "--symbols all)")
+    p.add_argument("--gpu", metavar="ARCH",
+                   help="say whether each object's kernels run on this GPU: sm_120, 9.0, "
+                   "9.0@12.4 (with the driver's CUDA release), or 'auto' (this machine's GPUs); "
+                   "for a requirement, members with GPU code are then read whole")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     _index_options(p)
     c = sub.add_parser("cache", help="the cache directory: where, how big, clean it")
@@ -79,7 +84,28 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--no-cache", action="store_true", help="do not read or write the ELF cache")
     d.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: "
                    "$ABIFIT_CACHE_DIR, else the user cache directory)")
+    d.add_argument("--no-index", action="store_true",
+                   help="do not ask the package index which wheel ships a missing library")
+    d.add_argument("--gpu", metavar="ARCH",
+                   help="check the GPU code of the environment for this GPU (sm_120, 9.0, "
+                   "9.0@12.4), instead of this machine's GPUs")
     d.add_argument("--json", action="store_true", help="print one JSON document")
+    u = sub.add_parser(
+        "cuda",
+        help="the CUDA stack: toolkits, driver, GPUs, and what the environment needs of them",
+        description="Report the CUDA toolkits installed side by side and which of their library "
+        "directories the loader searches, the NVIDIA driver and the newest CUDA it supports, the "
+        "GPUs, and the CUDA runtime libraries a Python environment needs and ships; find "
+        "disagreements and kernels missing for the GPU.",
+    )
+    u.add_argument("--python", metavar="PATH",
+                   help="interpreter of the environment (default: $VIRTUAL_ENV, $CONDA_PREFIX, "
+                   "python3 on PATH)")
+    u.add_argument("--gpu", metavar="ARCH",
+                   help="check the environment's GPU code for this GPU instead of this machine's")
+    u.add_argument("--cache-dir", metavar="DIR", help="cache directory")
+    u.add_argument("--no-cache", action="store_true", help="do not read or write the ELF cache")
+    u.add_argument("--json", action="store_true", help="print one JSON document")
     k = sub.add_parser(
         "check",
         help="would these wheels load together? (nothing is installed)",
@@ -94,6 +120,9 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("-r", "--requirement", action="append", default=[], metavar="FILE",
                    help="check every native wheel a requirements file, uv.lock or pylock.toml "
                    "pins (repeatable)")
+    k.add_argument("--gpu", metavar="ARCH",
+                   help="also check that the targets' GPU code runs on this GPU (sm_120, 9.0, "
+                   "9.0@12.4, auto); members with GPU code are read whole")
     _host_options(k)
     k.add_argument("--json", action="store_true", help="print one JSON document")
     _index_options(k)
@@ -214,8 +243,10 @@ def _run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     selection = SymbolSelection(args.symbols or ("all" if args.match else "none"))
     flt = SymbolFilter(selection, args.match)
     remote = _remote(args)
+    gpus = _gpu_targets(args.gpu)
     try:
-        report = inspect(args.targets, flt, _facts(args.python), _progress(err), remote)
+        report = inspect(args.targets, flt, _facts(args.python), _progress(err), remote,
+                         gpus[0] if gpus else None)
     finally:
         _clear_progress(err)
     transfer = _transfer(remote)
@@ -227,7 +258,28 @@ def _run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for obj in report.objects:
         if obj.error is not None:
             err.write(f"error: {obj.error}\n")
-    return EXIT_ERROR if report.failed else EXIT_OK
+    if report.failed:
+        return EXIT_ERROR
+    if any(o.gpu and o.gpu.verdict == "no-kernel-image" for o in report.objects):
+        return EXIT_PROBLEMS
+    return EXIT_OK
+
+
+def _gpu_targets(option: str | None) -> tuple[GpuTarget, ...]:
+    """The GPUs `--gpu` names: one it spells out, or this machine's with 'auto'."""
+    from .gpucode import detect_targets, parse_gpu_option
+
+    if option is None:
+        return ()
+    if option == "auto":
+        found, reason = detect_targets(dict(os.environ))
+        if not found:
+            raise UsageError(f"--gpu auto: no GPU found on this machine ({reason})")
+        return found
+    try:
+        return (parse_gpu_option(option),)
+    except ValueError as e:
+        raise UsageError(f"--gpu {option}: {e}") from e
 
 
 def _transfer(remote: Callable[[], RemoteContext]) -> dict[str, int] | None:
@@ -264,11 +316,52 @@ def _run_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         report = doctor(args.python or default_interpreter(os.environ), args.packages,
                         verify=args.verify, cache_dir=cache, environ=dict(os.environ),
-                        progress=_progress(err))
+                        progress=_progress(err),
+                        gpus=_gpu_targets(args.gpu) if args.gpu else None,
+                        remote=None if args.no_index else _doctor_index(args))
     finally:
         _clear_progress(err)
     out.write(dumps(doctor_json(report)) + "\n" if args.json else doctor_text(report))
     return EXIT_PROBLEMS if report.problems else EXIT_OK
+
+
+def _run_cuda(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .cudacheck import cuda_report
+    from .report import cuda_json, cuda_text, dumps
+
+    cache = None if args.no_cache else Path(args.cache_dir) if args.cache_dir else \
+        default_cache_dir(dict(os.environ))
+    try:
+        report = cuda_report(args.python or default_interpreter(os.environ),
+                             environ=dict(os.environ), cache_dir=cache, progress=_progress(err),
+                             gpus=_gpu_targets(args.gpu) if args.gpu else None)
+    finally:
+        _clear_progress(err)
+    out.write(dumps(cuda_json(report)) + "\n" if args.json else cuda_text(report))
+    return EXIT_PROBLEMS if report.findings else EXIT_OK
+
+
+def _doctor_index(args: argparse.Namespace) -> Callable[[], RemoteContext]:
+    """The index doctor asks which wheel ships a missing library: pip's configuration, the
+    target environment's Python on this machine's platform."""
+
+    @functools.cache
+    def make() -> RemoteContext:
+        from .http import HttpClient
+        from .index import PackageIndex, Target, pip_index_config
+        from .remote import RemoteContext, cached_fetch
+
+        cache = _cache(args)
+        client = HttpClient()
+        config = pip_index_config(os.environ)
+        current = Target.current()
+        major, minor = _facts(args.python)().version.split(".")[:2]
+        target = Target((int(major), int(minor)), platforms=current.platforms,
+                        implementation=current.implementation)
+        return RemoteContext(PackageIndex(cached_fetch(client, cache), config), client, cache,
+                             target)
+
+    return make
 
 
 def _host(args: argparse.Namespace) -> HostProfile:
@@ -290,9 +383,11 @@ def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for entry in pins.skipped:
             err.write(f"warning: {path}: not checked: {entry}\n")
     remote = _remote(args)
+    gpus = _gpu_targets(args.gpu)
     try:
         report = check(targets, args.withs, remote(), remote().target, _host(args),
-                       _progress(err), args.python, skip_pure=bool(args.requirement))
+                       _progress(err), args.python, skip_pure=bool(args.requirement),
+                       gpu=gpus[0] if gpus else None)
     finally:
         _clear_progress(err)
     transfer = _transfer(remote)
@@ -347,6 +442,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_cache(args, out)
         if args.command == "check":
             return _run_check(args, out, err)
+        if args.command == "cuda":
+            return _run_cuda(args, out, err)
         if args.command == "matrix":
             return _run_matrix(args, out, err)
         if args.command == "variants":

@@ -45,6 +45,9 @@ class Context:
     locate: Callable[[str], tuple[str, ...]]
     pip_package: Callable[[str], str | None]
     rebuild_hint: Callable[[str, str], str | None] = lambda _obj, _provider: None
+    # (soname, the object needing it) -> (hint, explanation) from the wheels on the index that
+    # ship the soname; hint None when none was found (the explanation says why)
+    library_fix: Callable[[str, str], tuple[str | None, str] | None] = lambda _s, _o: None
 
 
 def _label(path: str, ctx: Context) -> str:
@@ -179,6 +182,10 @@ def _missing_library(problem: LoadProblem, module: str | None, ctx: Context) -> 
         lines.append("No file with that name was found on this machine.")
         hint = (f"`pip install {package}` provides {name}" if package
                 else f"install the package that provides {name}")
+        fix = ctx.library_fix(name, problem.object)
+        if fix is not None:
+            lines.append(fix[1])
+            hint = fix[0] or hint
     return Finding(
         kind=problem.kind.value, object=problem.object, message=problem.message,
         explanation="\n".join(lines), module=module, library=name, hint=hint, trace=trace,

@@ -12,10 +12,11 @@ does, and every problem becomes a finding with its explanation.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import os
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,13 +26,26 @@ from .diagnose import Context, Finding, diagnose
 from .elf import ElfImage, FileType, might_be_elf
 from .environment import Distribution, InterpreterFacts, list_distributions, query_interpreter
 from .errors import FormatError, UsageError
+from .fatbin import GpuCode
+from .gpucode import (
+    GpuCheck,
+    GpuTarget,
+    check_gpu_code,
+    detect_targets,
+    has_gpu_code,
+    read_gpu_code,
+)
 from .ldconfig import HostFacts, cache_id_for, probe_host
 from .loader import LoadResult, ObjectSource, Process, SearchConfig
 from .localfs import ElfCache, LocalObjects, is_elf_file
 from .locate import Locator, library_dirs
+from .sources import FileSource
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
+
+    from .remote import RemoteContext
+    from .wheelfiles import LibrarySearch
 
 DATA = Path(__file__).parent / "data"
 
@@ -109,6 +123,9 @@ class DoctorReport:
     findings: tuple[Finding, ...]
     verification: tuple[Verification, ...] | None
     libraries: int
+    warnings: tuple[Finding, ...] = ()
+    gpu: tuple[GpuCheck, ...] = ()
+    gpu_reason: str | None = None  # why no GPU was checked
 
     @property
     def failing(self) -> int:
@@ -397,14 +414,46 @@ def _defined_names(image: ElfImage) -> Iterable[str]:
     return (name for i, name in enumerate(table.names) if table.is_defined(i))
 
 
+LibraryFix = Callable[[str, str], "tuple[str | None, str] | None"]
+
+
 def context(sim: Simulator, locate: Callable[[str], tuple[str, ...]],
-            packages: dict[str, str | None]) -> Context:
+            packages: dict[str, str | None], library_fix: LibraryFix | None = None) -> Context:
     def versions(path: str) -> tuple[str, ...]:
         img = sim.image(path)
         return tuple(d.name for d in img.version_defs) if img else ()
 
-    return Context(owner=sim.env.owner, exports=_exports(sim), versions_defined=versions,
-                   locate=locate, pip_package=packages.get, rebuild_hint=sim.env.rebuild_hint)
+    ctx = Context(owner=sim.env.owner, exports=_exports(sim), versions_defined=versions,
+                  locate=locate, pip_package=packages.get, rebuild_hint=sim.env.rebuild_hint)
+    return ctx if library_fix is None else replace(ctx, library_fix=library_fix)
+
+
+def index_library_fix(remote: Callable[[], RemoteContext], roots: list[str]) -> LibraryFix:
+    """The fix for a missing soname from the wheels on the index that ship it (each soname is
+    searched once; nothing is fetched for a soname no wheel of the table may ship)."""
+    from .wheelfiles import find_library_wheels, load_library_table, render_library_fix
+
+    @functools.cache
+    def search(soname: str) -> LibrarySearch | None:
+        if not load_library_table().candidates(soname):
+            return None
+        return find_library_wheels(soname, remote())
+
+    def fix(soname: str, needer: str) -> tuple[str | None, str] | None:
+        found = search(soname)
+        if found is None:
+            return None
+        if not found.wheels:
+            return None, found.reason.rstrip(".") + "."
+        root = next((r for r in sorted(roots, key=len, reverse=True)
+                     if needer.startswith(r.rstrip("/") + "/")), None)
+        text = render_library_fix(found, site_packages=root or "<site-packages>",
+                                  needed_by=os.path.relpath(needer, root) if root else None)
+        hint = " or ".join(f"`{w.command}` provides {soname} (in {w.directory})"
+                           for w in found.wheels)
+        return hint, "From the index: " + text
+
+    return fix
 
 
 def selected(natives: list[NativeFile], packages: list[str],
@@ -455,7 +504,7 @@ def run_doctor(
     return statuses, findings
 
 
-def _image_or_none(source: ObjectSource) -> Callable[[str], ElfImage | None]:
+def image_or_none(source: ObjectSource) -> Callable[[str], ElfImage | None]:
     def image(path: str) -> ElfImage | None:
         try:
             return source.image(path)
@@ -532,16 +581,61 @@ def _disagreement(v: Verification, path: str) -> Finding:
     )
 
 
+def short_name(native: NativeFile, roots: list[str]) -> str:
+    """A module's name, a plugin's label, else the file's path inside its site-packages."""
+    if native.module or native.label:
+        return native.name
+    root = next((r for r in sorted(roots, key=len, reverse=True)
+                 if native.path.startswith(r.rstrip("/") + "/")), None)
+    return os.path.relpath(native.path, root) if root else native.path
+
+
+def read_gpu_codes(natives: Iterable[NativeFile], image: Callable[[str], ElfImage | None],
+                   name: Callable[[NativeFile], str], progress: Progress,
+                   ) -> list[tuple[str, str, GpuCode | FormatError]]:
+    """(name, path, fat binaries or the error reading them) for each file with GPU code."""
+    out: list[tuple[str, str, GpuCode | FormatError]] = []
+    for native in natives:
+        img = image(native.path)
+        if img is None or not has_gpu_code(img):
+            continue
+        progress(f"fat binaries of {native.path}")
+        code: GpuCode | FormatError | None
+        try:
+            with FileSource(native.path) as source:
+                code = read_gpu_code(source, img)
+        except OSError as e:
+            code = FormatError(native.path, e.strerror or str(e))
+        except FormatError as e:
+            code = e
+        if code is not None:
+            out.append((name(native), native.path, code))
+    return out
+
+
+def _gpu_check(env: Environment, natives: list[NativeFile], statuses: list[ModuleStatus],
+               image: Callable[[str], ElfImage | None], progress: Progress,
+               targets: tuple[GpuTarget, ...]) -> tuple[GpuCheck, ...]:
+    """The GPU code of the checked modules' distributions and their prerequisites."""
+    keys = {s.distribution for s in statuses} | {k for s in statuses for k in s.prerequisites}
+    roots = [p for p in env.facts.sys_path if os.path.isdir(p)]
+    codes = read_gpu_codes([n for n in natives if n.distribution in keys], image,
+                           lambda n: short_name(n, roots), progress)
+    return tuple(check_gpu_code(codes, target) for target in targets)
+
+
 def doctor(
     python: str, packages: list[str], *, verify: bool, cache_dir: Path | None,
     environ: Mapping[str, str], progress: Progress,
+    gpus: tuple[GpuTarget, ...] | None = None,
+    remote: Callable[[], RemoteContext] | None = None,
 ) -> DoctorReport:
     """Scan the environment of `python`, simulate every selected module, explain the problems."""
     facts = query_interpreter(python)
     progress("reading distributions")
     dists = list_distributions(facts)
     source = LocalObjects(ElfCache(cache_dir) if cache_dir else None)
-    natives = scan_native_files(facts, dists, _image_or_none(source))
+    natives = scan_native_files(facts, dists, image_or_none(source))
     env = Environment(facts, dists, natives)
     targets = selected(natives, packages, env)
     if packages and not targets:
@@ -550,7 +644,9 @@ def doctor(
     host = probe_host(environ)
     sim = Simulator(env, source, search_config(host), load_import_rules())
     locator = Locator(lambda: library_dirs(facts.sys_path, environ))
-    ctx = context(sim, locator, load_soname_packages())
+    roots = [p for p in facts.sys_path if os.path.isdir(p)]
+    ctx = context(sim, locator, load_soname_packages(),
+                  index_library_fix(remote, roots) if remote is not None else None)
     statuses, findings = run_doctor(env, sim, targets, ctx, progress)
     verification = None
     if verify:
@@ -558,5 +654,13 @@ def doctor(
         by_module = {s.module: s.path for s in statuses}
         findings += [_disagreement(v, by_module[v.module]) for v in verification if not v.agrees]
     libraries = sum(1 for n in natives if n.module is None)
+    gpu_reason = None
+    if gpus is None:
+        gpus, gpu_reason = detect_targets(environ)
+    checks: tuple[GpuCheck, ...] = ()
+    if gpus:
+        checks = _gpu_check(env, natives, statuses, image_or_none(source), progress, gpus)
+        findings += [f for c in checks for f in c.findings]
     return DoctorReport(facts.executable, facts.version, tuple(statuses), tuple(findings),
-                        verification, libraries)
+                        verification, libraries,
+                        tuple(w for c in checks for w in c.warnings), checks, gpu_reason)

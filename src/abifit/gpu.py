@@ -281,7 +281,8 @@ def _object_reason(
 ) -> str:
     if verdict is Verdict.NO_GPU_CODE:
         return "the object carries no SASS and no PTX"
-    held = f"SASS {_names(code.sass_archs) or 'none'}; PTX {_names(code.ptx_archs) or 'none'}"
+    ptx = _names(code.ptx_archs).replace("sm_", "compute_")
+    held = f"SASS {_names(code.sass_archs) or 'none'}; PTX {ptx or 'none'}"
     if verdict is Verdict.NO_KERNEL_IMAGE:
         first = choices[0]
         alike = sum(c.reason == first.reason for c in choices)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 from .elf import ElfImage, might_be_elf, parse_elf
 from .environment import InterpreterFacts, find_distribution
 from .errors import FormatError, UsageError
+from .fatbin import GpuCode
+from .gpucode import GpuTarget, ObjectCoverage, code_or_error, object_coverage
 from .localfs import is_elf_file
 from .sources import ByteSource, FileSource
 from .wheel import ZIP_MAGIC, WheelArchive, is_elf_member
@@ -87,6 +89,9 @@ class ObjectReport:
     required_versions: tuple[RequiredVersions, ...] = ()
     defined_versions: tuple[str, ...] = ()
     symbols: tuple[SymbolRow, ...] | None = None
+    gpu_code: GpuCode | None = None
+    gpu_error: str | None = None
+    gpu: ObjectCoverage | None = None
 
     @property
     def location(self) -> str:
@@ -101,6 +106,7 @@ class InspectReport:
     objects: tuple[ObjectReport, ...]
     symbols: SymbolSelection
     match: str | None
+    gpu: GpuTarget | None = None
 
     @property
     def failed(self) -> int:
@@ -189,9 +195,16 @@ def _inspect_source(
     source: ByteSource, path: str, member: str | None, flt: SymbolFilter
 ) -> ObjectReport:
     try:
-        return summarize(parse_elf(source), path, member, flt)
+        image = parse_elf(source)
     except FormatError as e:
         return ObjectReport(path=path, member=member, error=str(e))
+    return _with_gpu_code(summarize(image, path, member, flt), code_or_error(source, image))
+
+
+def _with_gpu_code(report: ObjectReport, code: GpuCode | FormatError | None) -> ObjectReport:
+    if isinstance(code, FormatError):
+        return replace(report, gpu_error=str(code))
+    return replace(report, gpu_code=code)
 
 
 def _inspect_file(path: str, flt: SymbolFilter) -> ObjectReport:
@@ -243,17 +256,24 @@ def _looks_like_zip(path: Path) -> bool:
 
 
 def _inspect_requirement(
-    text: str, flt: SymbolFilter, ctx: RemoteContext, progress: Progress
+    text: str, flt: SymbolFilter, ctx: RemoteContext, progress: Progress, gpu_code: bool
 ) -> list[ObjectReport]:
-    from .remote import member_views, resolve
+    from .remote import RemoteWheel, member_views, resolve
 
     file = resolve(text, ctx)
+    wheel = RemoteWheel(file, ctx)
+    by_path = {m.path: m for m in wheel.members()}
     out = []
-    for member, view in member_views(file, ctx, progress):
+    for member, view in member_views(file, ctx, progress, wheel):
         if isinstance(view, FormatError):
             out.append(ObjectReport(path=file.filename, member=member, error=str(view)))
-        else:
-            out.append(summarize(view, file.filename, member, flt))
+            continue
+        report = summarize(view, file.filename, member, flt)
+        if gpu_code:
+            progress(f"{file.filename}: fat binaries of {member} "
+                     f"({by_path[member].compressed_size / 1e6:.1f} MB compressed)")
+            report = _with_gpu_code(report, wheel.gpu_code(by_path[member]))
+        out.append(report)
     return out
 
 
@@ -263,8 +283,10 @@ def inspect_target(
     facts: Callable[[], InterpreterFacts],
     progress: Progress,
     remote: Callable[[], RemoteContext] | None = None,
+    remote_gpu_code: bool = False,
 ) -> list[ObjectReport]:
-    """Reports for every ELF object a target names: a file, a directory, a wheel, a distribution."""
+    """Reports for every ELF object a target names: a file, a directory, a wheel, a distribution.
+    The fat binaries of a remote wheel's members are read only with `remote_gpu_code`."""
     path = Path(target)
     if path.is_dir():
         return list(_inspect_files(_walk(path), flt, progress))
@@ -277,7 +299,7 @@ def inspect_target(
     if any(c in target for c in "=<>!~ ;@"):
         if remote is None:
             raise UsageError(f"{target!r} is a requirement, and no index is configured")
-        return _inspect_requirement(target, flt, remote(), progress)
+        return _inspect_requirement(target, flt, remote(), progress, remote_gpu_code)
     dist = find_distribution(target, facts())
     files = [Path(f) for f in dist.files if might_be_elf(os.path.basename(f))]
     return list(_inspect_files(files, flt, progress))
@@ -289,10 +311,15 @@ def inspect(
     facts: Callable[[], InterpreterFacts],
     progress: Progress,
     remote: Callable[[], RemoteContext] | None = None,
+    gpu: GpuTarget | None = None,
 ) -> InspectReport:
     """Inspect every target; raises UsageError/FormatError only for a target that names nothing
-    readable (a bad file inside a readable target is an object report with an error)."""
+    readable (a bad file inside a readable target is an object report with an error). With
+    `gpu`, each object that carries GPU code gets its verdict for that GPU."""
     objects: list[ObjectReport] = []
     for target in targets:
-        objects.extend(inspect_target(target, flt, facts, progress, remote))
-    return InspectReport(tuple(targets), tuple(objects), flt.selection, flt.match)
+        objects.extend(inspect_target(target, flt, facts, progress, remote, gpu is not None))
+    if gpu is not None:
+        objects = [replace(o, gpu=object_coverage(o.gpu_code, gpu)) if o.gpu_code else o
+                   for o in objects]
+    return InspectReport(tuple(targets), tuple(objects), flt.selection, flt.match, gpu)

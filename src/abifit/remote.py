@@ -22,6 +22,8 @@ from .cache import Cache
 from .deflate import TailView, decode_tail
 from .elf import ElfImage, parse_elf
 from .errors import FormatError, UsageError
+from .fatbin import GpuCode
+from .gpucode import has_gpu_code, read_gpu_code
 from .http import HttpClient
 from .index import Fetch, IndexFile, PackageIndex, Target, select_one
 from .sources import ByteSource, BytesSource, InflateSource, SliceSource, check_range
@@ -40,7 +42,7 @@ class ReadAhead:
                  keep: int = 32 << 20) -> None:
         self._base = base
         self._granule = granule
-        self._max_ahead = max_ahead
+        self.max_ahead = max_ahead
         self._keep = keep
         self._spans: OrderedDict[int, bytes] = OrderedDict()
         self._kept = 0
@@ -54,6 +56,10 @@ class ReadAhead:
     @property
     def size(self) -> int:
         return self._base.size
+
+    @property
+    def base(self) -> ByteSource:
+        return self._base
 
     def prime(self, offset: int, data: bytes) -> None:
         """Remember bytes already fetched (a suffix read for the zip directory)."""
@@ -80,14 +86,15 @@ class ReadAhead:
         if known is not None:
             return known
         if offset == self._last_end:
-            self._ahead = min(self._ahead * 2, self._max_ahead)
+            self._ahead = min(self._ahead * 2, self.max_ahead)
         else:
             self._ahead = self._granule
         fetch = max(length, self._ahead)
         fetch = min(self.size - offset, -(-fetch // self._granule) * self._granule)
         data = self._base.read_at(offset, fetch)
         self._remember(offset, data)
-        self._last_end = offset + length
+        # a later read that starts where this fetch ended continues a sequential scan
+        self._last_end = offset + len(data)
         return data[:length]
 
 
@@ -155,6 +162,15 @@ def open_member(archive: ByteSource, member: Member, where: str) -> ByteSource:
         data = archive.read_at(start, member.compressed_size)
         return InflateSource(BytesSource(data, where), member.size, where)
     return RemoteMember(archive, member, start, where)
+
+
+def _stream_member(archive: ByteSource, member: Member, where: str) -> ByteSource:
+    """A member's bytes by inflating from its start (for reads of most of a member)."""
+    start = member_data_start(archive, member, where)
+    if member.method == zipfile.ZIP_STORED:
+        return SliceSource(archive, start, member.compressed_size, where)
+    return InflateSource(SliceSource(archive, start, member.compressed_size, where),
+                         member.size, where)
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +275,31 @@ class RemoteWheel:
         self._same[key] = image
         return image
 
+    def gpu_code(self, member: Member) -> GpuCode | FormatError | None:
+        """The member's fat binaries (None: not ELF, or no GPU code), read by inflating the
+        member up to the end of its fat-binary sections: whole members, in large requests."""
+        with self._lock:
+            entry = member.path + _GPU_CODE
+            cached = _cached(self.ctx, self.file, entry)
+            if isinstance(cached, GpuCode):
+                return cached
+            if cached == _NOT_ELF:
+                return None
+            where = f"{self.file.filename}!{member.path}"
+            try:
+                source = self._open()[1]
+                source.max_ahead = max(source.max_ahead, 8 << 20)  # a whole member follows
+                opened = open_member(source, member, where)
+                code = None
+                if is_elf_member(opened):
+                    image = parse_elf(opened, relocations=False)
+                    if has_gpu_code(image):
+                        code = read_gpu_code(_stream_member(source, member, where), image)
+            except FormatError as e:
+                return e
+            _remember(self.ctx, self.file, entry, _NOT_ELF if code is None else code)
+            return code
+
     def metadata(self) -> str:
         """The wheel's core metadata (METADATA): from the index (PEP 658) when offered, else
         from the wheel's `*.dist-info/METADATA` member."""
@@ -282,10 +323,11 @@ class RemoteWheel:
 
 
 def member_views(
-    file: IndexFile, ctx: RemoteContext, progress: Callable[[str], None]
+    file: IndexFile, ctx: RemoteContext, progress: Callable[[str], None],
+    wheel: RemoteWheel | None = None,
 ) -> Iterator[tuple[str, ElfImage | FormatError]]:
     """(member path, dynamic view or the error reading it) for every ELF member of a wheel."""
-    wheel = RemoteWheel(file, ctx)
+    wheel = RemoteWheel(file, ctx) if wheel is None else wheel
     members = wheel.members()
     for n, member in enumerate(members, 1):
         fetched = ctx.client.transfer.bytes_fetched if ctx.client else 0
@@ -300,6 +342,7 @@ _NOT_ELF = "not-elf"
 _DIRECTORY = "<directory>"
 _METADATA = "<metadata>"
 _RELOCATIONS = "\x00relocations"  # cache entry of a view that has relocated_symbols
+_GPU_CODE = "\x00gpu-code"  # cache entry of a member's fat binaries
 _DIRECTORY_GUESS = 64 << 10
 
 

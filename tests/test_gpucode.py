@@ -1,0 +1,317 @@
+"""GPU code against a GPU, end to end: `inspect --gpu`, `doctor --gpu`, `cuda`, `check --gpu`.
+
+The objects are the nvcc-built fixtures of tests/fixtures/cuda (listing and coverage rules are
+tested against cuobjdump in test_fatbin.py); here they are put where users meet them: a file, an
+installed package in a fresh venv, a local wheel and a wheel on a loopback index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from importlib.resources import files
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from abifit.cli import main
+from abifit.elf import parse_elf
+from abifit.errors import FormatError
+from abifit.fatbin import read_fatbins
+from abifit.gpu import ComputeCapability
+from abifit.gpucode import (
+    GpuTarget,
+    check_gpu_code,
+    object_coverage,
+    parse_gpu_option,
+    summarize,
+)
+from abifit.sources import BytesSource, FileSource
+from httpserver import LoopbackServer, Reply, Request
+from test_check import make_wheel
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "cuda"))
+import build
+
+SCHEMAS = files("abifit").joinpath("schemas")
+INSPECT_SCHEMA = json.loads(SCHEMAS.joinpath("inspect.schema.json").read_text("utf-8"))
+DOCTOR_SCHEMA = json.loads(SCHEMAS.joinpath("doctor.schema.json").read_text("utf-8"))
+TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
+
+Json = dict[str, object]
+
+
+@pytest.fixture(scope="module")
+def cuda() -> dict[str, Path]:
+    built = build.cached_build()
+    if built is None:
+        pytest.skip("needs nvcc")
+    return built[1]
+
+
+def code_of(path: Path):  # type: ignore[no-untyped-def]
+    with FileSource(path) as source:
+        return read_fatbins(source, parse_elf(source))
+
+
+def target(text: str) -> GpuTarget:
+    return parse_gpu_option(text)
+
+
+# --- the pure layer ------------------------------------------------------------------------------
+
+
+def test_parse_gpu_option_forms() -> None:
+    """--gpu takes sm_NN, X.Y and X.Y@CUDA; anything else is a ValueError."""
+    assert target("sm_120").capability == ComputeCapability(12, 0)
+    assert target("9.0").arch == "sm_90"
+    assert target("8.6@12.4").driver_cuda == (12, 4)
+    with pytest.raises(ValueError):
+        target("hopper")
+
+
+def test_summary_groups_fat_binaries_by_architectures(cuda: dict[str, Path]) -> None:
+    """Two translation units built for different archs are two groups: partial coverage shows."""
+    summary = summarize(code_of(cuda["two_units"]))
+    assert summary.sass == ("sm_80", "sm_90", "sm_90a")
+    assert summary.ptx == ()
+    assert {(g.count, g.sass) for g in summary.groups} == {(1, ("sm_80", "sm_90")),
+                                                          (1, ("sm_90a",))}
+
+
+def test_ptx_is_named_as_a_virtual_architecture(cuda: dict[str, Path]) -> None:
+    """PTX-only code lists compute_80, and its verdict on 8.6 says compute_80."""
+    code = code_of(cuda["ptx_only"])
+    assert summarize(code).ptx == ("compute_80",)
+    result = object_coverage(code, target("8.6"))
+    assert result.verdict == "runs-ptx-jit"
+    assert "PTX compute_80" in result.reason and "sm_80" not in result.reason
+
+
+@pytest.mark.parametrize(("fixture", "gpu", "kinds"), [
+    ("sass_mix", "9.0", []),
+    ("sass_mix", "10.0", ["no-kernel-image"]),
+    ("two_units", "8.0", ["partial-kernel-image"]),
+    ("two_units", "9.0", []),
+    ("ptx_only", "12.0", []),
+    ("ptx_only", "7.5", ["no-kernel-image"]),
+], ids=lambda v: str(v))
+def test_findings_and_warnings(cuda: dict[str, Path], fixture: str, gpu: str,
+                               kinds: list[str]) -> None:
+    """No kernel image is a finding; a GPU that only some fat binaries cover is a warning."""
+    checked = check_gpu_code([(fixture, str(cuda[fixture]), code_of(cuda[fixture]))], target(gpu))
+    assert [f.kind for f in (*checked.findings, *checked.warnings)] == kinds
+    assert all(f.kind == "no-kernel-image" for f in checked.findings)
+
+
+def test_ptx_newer_than_the_driver_is_no_kernel_image(cuda: dict[str, Path]) -> None:
+    """PTX ISA 9.0 (CUDA 13) is not JIT-compiled by a CUDA 12.4 driver."""
+    result = object_coverage(code_of(cuda["ptx_only"]), target("9.0@12.4"))
+    assert result.verdict == "no-kernel-image"
+    assert result.error == "the provided PTX was compiled with an unsupported toolchain"
+
+
+def test_corrupt_fat_binary_is_a_warning_not_a_crash(cuda: dict[str, Path]) -> None:
+    """A fat binary whose size runs past its section is reported as unreadable GPU code."""
+    data = bytearray(cuda["sass_mix"].read_bytes())
+    at = data.index(bytes.fromhex("50ed55ba"))
+    data[at + 8:at + 16] = (1 << 40).to_bytes(8, "little")
+    source = BytesSource(bytes(data), "corrupt.so")
+    with pytest.raises(FormatError) as raised:
+        read_fatbins(source, parse_elf(source))
+    checked = check_gpu_code([("corrupt", "corrupt.so", raised.value)], target("9.0"))
+    assert [w.kind for w in checked.warnings] == ["unreadable-gpu-code"]
+    assert checked.findings == ()
+
+
+# --- inspect --------------------------------------------------------------------------------------
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_inspect_shows_gpu_code_without_gpu(cuda: dict[str, Path],
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Plain inspect lists the fat binaries' architectures, in text and in JSON."""
+    code, out, _ = run(capsys, "inspect", str(cuda["two_units"]))
+    assert code == 0
+    assert "gpu code   2 fat binaries, 3 image(s): SASS sm_80 sm_90 sm_90a; PTX -" in out
+    assert "1 x SASS sm_90a; PTX -" in out
+    code, out, _ = run(capsys, "inspect", str(cuda["two_units"]), "--json")
+    doc = json.loads(out)
+    jsonschema.validate(doc, INSPECT_SCHEMA)
+    obj = doc["objects"][0]
+    assert obj["gpu_code"]["sass"] == ["sm_80", "sm_90", "sm_90a"]
+    assert obj["gpu"] is None and doc["gpu"] is None
+
+
+def test_inspect_gpu_verdicts_and_exit_codes(cuda: dict[str, Path],
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """--gpu gives a verdict per object; exit 1 when an object has no kernel image for it."""
+    code, out, _ = run(capsys, "inspect", str(cuda["sass_mix"]), str(cuda["ptx_only"]),
+                       "--gpu", "sm_90", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    jsonschema.validate(doc, INSPECT_SCHEMA)
+    assert [o["gpu"]["verdict"] for o in doc["objects"]] == ["runs-sass", "runs-ptx-jit"]
+    assert doc["gpu"]["arch"] == "sm_90"
+    code, out, _ = run(capsys, "inspect", str(cuda["sass_mix"]), "--gpu", "10.0")
+    assert code == 1
+    assert "no-kernel-image" in out and "no kernel image is available" in out
+
+
+def test_inspect_bad_gpu_is_a_usage_error(cuda: dict[str, Path],
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A --gpu that names no GPU exits 2 with one error line."""
+    code, _, err = run(capsys, "inspect", str(cuda["sass_mix"]), "--gpu", "volta")
+    assert code == 2
+    assert err.startswith("error: --gpu volta: invalid compute capability")
+
+
+# --- an installed package: doctor and cuda ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gpu_venv(cuda: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv holding `gpupkg`, whose plugin library carries two fat binaries: SASS sm_80 and
+    sm_90, and SASS sm_90a."""
+    root = tmp_path_factory.mktemp("gpuvenv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    site = next(root.glob("lib/python3*/site-packages"))
+    pkg = site / "gpupkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    shutil.copy(cuda["two_units_cudart"], pkg / "libkernels.so")
+    info = site / "gpupkg-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gpupkg\nVersion: 1.0\n")
+    (info / "top_level.txt").write_text("gpupkg\n")
+    (info / "RECORD").write_text("gpupkg/__init__.py,,\ngpupkg/libkernels.so,,\n"
+                                 "gpupkg-1.0.dist-info/METADATA,,\n")
+    return root / "bin" / "python"
+
+
+def test_doctor_gpu_no_kernel_image(gpu_venv: Path, capsys: pytest.CaptureFixture[str],
+                                    tmp_path: Path) -> None:
+    """doctor --gpu 10.0: the plugin loads but none of its kernels runs there: exit 1."""
+    code, out, _ = run(capsys, "doctor", "--python", str(gpu_venv), "--gpu", "10.0", "--json",
+                       "--cache-dir", str(tmp_path))
+    doc = json.loads(out)
+    jsonschema.validate(doc, DOCTOR_SCHEMA)
+    assert code == 1
+    assert [f["kind"] for f in doc["findings"]] == ["no-kernel-image"]
+    assert doc["findings"][0]["object"].endswith("gpupkg/libkernels.so")
+    (checked,) = doc["gpu"]["checked"]
+    assert checked["target"]["arch"] == "sm_100"
+    assert checked["objects"][0]["coverage"]["verdict"] == "no-kernel-image"
+
+
+def test_doctor_gpu_partial_is_a_warning(gpu_venv: Path, capsys: pytest.CaptureFixture[str],
+                                         tmp_path: Path) -> None:
+    """doctor --gpu 8.0: fat binaries without sm_80 code are a warning, exit 0."""
+    code, out, _ = run(capsys, "doctor", "--python", str(gpu_venv), "--gpu", "8.0",
+                       "--cache-dir", str(tmp_path))
+    assert code == 0
+    assert "warning: partial-kernel-image: gpupkg/libkernels.so" in out
+    # nvcc links a third fat binary (SASS sm_75, the link step's default) that misses it too
+    assert "2 of 3 fat binaries of gpupkg/libkernels.so carry no code for the GPU sm_80" in out
+
+
+def test_cuda_command_reports_environment_gpu_code(gpu_venv: Path,
+                                                   capsys: pytest.CaptureFixture[str],
+                                                   tmp_path: Path) -> None:
+    """abifit cuda --gpu: the stack sections and the GPU check of the environment, in JSON."""
+    code, out, _ = run(capsys, "cuda", "--python", str(gpu_venv), "--gpu", "12.0", "--json",
+                       "--cache-dir", str(tmp_path))
+    doc = json.loads(out)
+    assert code == 1
+    assert doc["command"] == "cuda"
+    assert {"toolkits", "driver", "gpus", "runtime_sonames", "findings"} <= set(doc)
+    assert [f["kind"] for f in doc["findings"]] == ["no-kernel-image"]
+    code, out, _ = run(capsys, "cuda", "--python", str(gpu_venv), "--gpu", "9.0",
+                       "--cache-dir", str(tmp_path))
+    assert code == 0
+    assert "GPU 9.0 (sm_90, --gpu): 1 object(s) with GPU code: 1 runs-sass" in out
+
+
+# --- wheels: check --gpu -------------------------------------------------------------------------
+
+
+def gpu_wheel(cuda: dict[str, Path]) -> tuple[str, bytes]:
+    return make_wheel("gpupkg", "1.0", {"gpupkg/__init__.py": b"",
+                                        "gpupkg/libkernels.so": cuda["sass_mix"].read_bytes()})
+
+
+@pytest.fixture(scope="module")
+def gpu_index(cuda: dict[str, Path]) -> Iterator[tuple[LoopbackServer, str]]:
+    filename, data = gpu_wheel(cuda)
+    with LoopbackServer() as server:
+        url = server.add_file(f"/files/{filename}", data)
+        page = (f'<a href="{url}#sha256={hashlib.sha256(data).hexdigest()}">{filename}</a>'
+                ).encode()
+
+        def reply(_request: Request) -> Reply:
+            return Reply(200, page, {"Content-Type": "text/html"})
+
+        server.add_handler("/simple/gpupkg/", reply)
+        yield server, server.url("/simple")
+
+
+def test_check_gpu_local_wheel(cuda: dict[str, Path], tmp_path: Path,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    """check WHEEL --gpu: the wheel's kernels against sm_120 (present) and sm_100 (absent)."""
+    filename, data = gpu_wheel(cuda)
+    wheel = tmp_path / filename
+    wheel.write_bytes(data)
+    code, out, _ = run(capsys, "check", str(wheel), "--gpu", "sm_120", "--json",
+                       "--cache-dir", str(tmp_path / "c"), *TARGET)
+    doc = json.loads(out)
+    assert code == 0 and doc["verdict"] == "fits"
+    assert doc["gpu"]["objects"][0]["coverage"]["verdict"] == "runs-sass"
+    code, out, _ = run(capsys, "check", str(wheel), "--gpu", "sm_100",
+                       "--cache-dir", str(tmp_path / "c"), *TARGET)
+    assert code == 1
+    assert "no-kernel-image: gpupkg gpupkg/libkernels.so" in out
+    assert "1 object(s) without a kernel image for sm_100" in out
+
+
+def test_check_gpu_remote_wheel_reads_member_once(
+        gpu_index: tuple[LoopbackServer, str], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """check REQ --gpu over a loopback index: the member is fetched (once), its verdict cached."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    server, index = gpu_index
+    args = ["check", "gpupkg==1.0", "--gpu", "10.0", "--json", "--index-url", index,
+            "--cache-dir", str(tmp_path), *TARGET]
+    code, out, _ = run(capsys, *args)
+    doc = json.loads(out)
+    assert code == 1 and doc["verdict"] == "fails"
+    assert [f["kind"] for f in doc["findings"]] == ["no-kernel-image"]
+    assert doc["transfer"]["bytes_fetched"] <= doc["transfer"]["wheel_bytes"] * 1.5
+    sent = server.bytes_sent
+    code, out, _ = run(capsys, *args)
+    assert code == 1 and json.loads(out)["findings"][0]["kind"] == "no-kernel-image"
+    assert server.bytes_sent == sent  # the second run reads the cache only
+
+
+def test_inspect_requirement_gpu_reads_fat_binaries(
+        gpu_index: tuple[LoopbackServer, str], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """inspect REQ --gpu lists the remote member's fat binaries like a local read does."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    _, index = gpu_index
+    code, out, _ = run(capsys, "inspect", "gpupkg==1.0", "--gpu", "9.0", "--json",
+                       "--index-url", index, "--cache-dir", str(tmp_path), *TARGET)
+    assert code == 0
+    (obj,) = json.loads(out)["objects"]
+    assert obj["gpu_code"]["sass"] == ["sm_80", "sm_90", "sm_90a", "sm_120"]
+    assert obj["gpu"]["verdict"] == "runs-sass"
+
