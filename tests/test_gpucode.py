@@ -22,13 +22,14 @@ import pytest
 from abifit.cli import main
 from abifit.elf import parse_elf
 from abifit.errors import FormatError
-from abifit.fatbin import read_fatbins
+from abifit.fatbin import ptx_has_kernels, read_fatbins
 from abifit.gpu import ComputeCapability
 from abifit.gpucode import (
     GpuTarget,
     check_gpu_code,
     object_coverage,
     parse_gpu_option,
+    read_gpu_code,
     summarize,
 )
 from abifit.sources import BytesSource, FileSource
@@ -129,6 +130,48 @@ def test_corrupt_fat_binary_is_a_warning_not_a_crash(cuda: dict[str, Path]) -> N
     assert checked.findings == ()
 
 
+def test_containers_without_kernels_are_found(cuda: dict[str, Path]) -> None:
+    """nvcc's link step adds a fat binary whose cubin has no .text section: kernels False."""
+    code = code_of(cuda["two_units_cudart"])
+    assert [(sorted(map(str, c.sass_archs)), c.kernels) for c in code.containers] == [
+        (["sm_75"], False), (["sm_80", "sm_90"], True), (["sm_90a"], True)]
+    summary = summarize(code)
+    assert summary.without_kernels == 1 and len(summary.groups) == 2
+
+
+def test_ptx_has_kernels() -> None:
+    """An .entry directive (visible or not) is a kernel; a .func alone is not."""
+    assert ptx_has_kernels(b".version 9.0\n.visible .entry _Z4fillPii(\n")
+    assert ptx_has_kernels(b"  .entry k()\n{\n}")
+    assert not ptx_has_kernels(b".version 9.0\n.target sm_75\n.visible .func f()\n")
+
+
+def test_fat_binaries_embedded_in_data_are_read_when_needed(cuda: dict[str, Path]) -> None:
+    """A library whose .nv_fatbin holds no kernels is searched for fat binaries in its data."""
+    path = cuda["embedded"]
+    assert code_of(path).embedded == ()  # a plain read leaves the data sections alone
+    with FileSource(path) as source:
+        code = read_gpu_code(source, parse_elf(source))
+    assert code is not None
+    assert all(c.kernels is False for c in code.containers)
+    ((section, sass, ptx),) = [(c.section, sorted(map(str, c.sass_archs)),
+                                sorted(map(str, c.ptx_archs))) for c in code.embedded]
+    assert (section, sass, ptx) == (".rodata", ["sm_80"], ["sm_90"])
+    assert object_coverage(code, target("8.0")).verdict == "runs-sass"
+    assert object_coverage(code, target("9.0")).verdict == "runs-ptx-jit"
+    missing = object_coverage(code, target("7.5"))
+    assert missing.verdict == "no-kernel-image" and not missing.partial
+
+
+def test_embedded_coverage_is_not_partial(cuda: dict[str, Path]) -> None:
+    """A library chooses among its embedded fat binaries: some missing a GPU is no warning."""
+    with FileSource(cuda["embedded"]) as source:
+        code = read_gpu_code(source, parse_elf(source))
+    assert code is not None
+    checked = check_gpu_code([("embedded", "x.so", code)], target("9.0"))
+    assert checked.findings == () and checked.warnings == ()
+
+
 # --- inspect --------------------------------------------------------------------------------------
 
 
@@ -221,8 +264,8 @@ def test_doctor_gpu_partial_is_a_warning(gpu_venv: Path, capsys: pytest.CaptureF
                        "--cache-dir", str(tmp_path))
     assert code == 0
     assert "warning: partial-kernel-image: gpupkg/libkernels.so" in out
-    # nvcc links a third fat binary (SASS sm_75, the link step's default) that misses it too
-    assert "2 of 3 fat binaries of gpupkg/libkernels.so carry no code for the GPU sm_80" in out
+    # nvcc's link step adds a third fat binary (SASS sm_75) without kernels: it does not count
+    assert "1 of 2 fat binaries of gpupkg/libkernels.so carry no code for the GPU sm_80" in out
 
 
 def test_cuda_command_reports_environment_gpu_code(gpu_venv: Path,

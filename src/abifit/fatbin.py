@@ -51,6 +51,7 @@ corrupt data raises `FormatError` (file, problem, offset) and nothing else.
 from __future__ import annotations
 
 import importlib
+import re
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -78,6 +79,11 @@ FLAG_LZ4 = 0x2000
 FLAG_ZSTD = 0x8000
 FLAG_ARCH_SPECIFIC = 0x100000
 FLAG_FAMILY = 0x200000
+
+STUB_LIMIT = 16 << 10  # containers of cubins up to this size are opened to look for kernels
+DATA_SECTIONS = (".rodata", ".lrodata", ".ldata", ".data", ".data.rel.ro", ".nvFatBinSegment")
+_MAGIC_BYTES = struct.pack("<I", CONTAINER_MAGIC)
+_SCAN_CHUNK = 16 << 20
 
 ELF_HEAD_SIZE = 64
 PTX_HEAD_SIZE = 4096
@@ -186,13 +192,20 @@ class FatbinEntry:
 
 @dataclass(frozen=True, slots=True)
 class FatbinContainer:
-    """One fat binary (usually one translation unit, or one device link): its entries."""
+    """One fat binary (usually one translation unit, or one device link): its entries.
+
+    `kernels` says whether its cubins define any kernel (a `.text.<kernel>` section): False for
+    the small container nvcc's link step adds (registration only, no kernel), None when not
+    examined (containers with a cubin over `STUB_LIMIT` bytes, or PTX, are assumed to hold
+    kernels).
+    """
 
     section: str
     offset: int
     size: int
     version: int
     entries: tuple[FatbinEntry, ...]
+    kernels: bool | None = None
 
     @property
     def sass_archs(self) -> frozenset[Arch]:
@@ -205,11 +218,18 @@ class FatbinContainer:
 
 @dataclass(frozen=True, slots=True)
 class GpuCode:
-    """All fat binaries of one object, in file order, and what could not be checked."""
+    """All fat binaries of one object, in file order, and what could not be checked.
+
+    `containers` are those of `.nv_fatbin` (or `__nv_relfatbin`), the ones the CUDA runtime
+    registers and `cuobjdump` lists. `embedded` are fat binaries found inside data sections
+    (`.ldata`, `.rodata`, ...), which a library loads itself (cuFFT keeps its kernels so); they
+    are read only when asked for, and are not part of the listing.
+    """
 
     name: str
     containers: tuple[FatbinContainer, ...]
     notes: tuple[str, ...] = ()
+    embedded: tuple[FatbinContainer, ...] = ()
 
     @property
     def entries(self) -> tuple[FatbinEntry, ...]:
@@ -235,22 +255,29 @@ class GpuCode:
 
 def read_fatbins(
     source: ByteSource, image: ElfImage, *, all_sections: bool = False,
-    check_images: bool = False,
+    check_images: bool = False, embedded: bool = False,
 ) -> GpuCode:
     """The fat binaries of the ELF object in `source`, whose parsed headers are `image`.
 
     As `cuobjdump` does, reads `.nv_fatbin` when there is one, else `__nv_relfatbin`;
     `all_sections=True` reads both (`cuobjdump -all`). `check_images=True` also reads the head
-    of every payload (see the module docstring). Raises FormatError on corrupt data.
+    of every payload (see the module docstring). Small containers are opened to see whether
+    they hold kernels (`FatbinContainer.kernels`). `embedded=True` also looks for fat binaries
+    in the data sections (`GpuCode.embedded`). Raises FormatError on corrupt data.
     """
     if not image.sections and image.section_problem is not None:
         raise FormatError(source.name, "cannot locate the fat binaries: the section headers are "
                           f"unreadable ({image.section_problem})")
-    reader = _Reader(source, check_images, _zstd_codec() if check_images else None)
+    reader = _Reader(source, check_images, _zstd_codec())
     containers: list[FatbinContainer] = []
     for section in _fatbin_sections(image, all_sections):
         containers.extend(reader.section(section))
-    return GpuCode(source.name, tuple(containers), tuple(reader.notes()))
+    found: list[FatbinContainer] = []
+    if embedded:
+        for section in image.sections:
+            if section.name in DATA_SECTIONS and section.type != SHT_NOBITS:
+                found.extend(reader.embedded(section))
+    return GpuCode(source.name, tuple(containers), tuple(reader.notes()), tuple(found))
 
 
 def _fatbin_sections(image: ElfImage, all_sections: bool) -> list[Section]:
@@ -313,7 +340,8 @@ class _Reader:
             pos += len(chunk)
         return end
 
-    def container(self, section: str, pos: int, end: int) -> FatbinContainer:
+    def container(self, section: str, pos: int, end: int,
+                  examine: bool = True) -> FatbinContainer:
         if end - pos < _CONTAINER.size:
             raise self.fail(f"fat binary container header ({_CONTAINER.size} bytes) extends past "
                             f"the end of section {section} ({end - pos} bytes left)", pos)
@@ -330,7 +358,46 @@ class _Reader:
             raise self.fail(f"fat binary container of {total} bytes extends past the end of "
                             f"section {section} ({end - pos} bytes left)", pos)
         entries = tuple(self._entries(pos + header_size, pos + total))
-        return FatbinContainer(section, pos, total, version, entries)
+        kernels = self._kernels(entries) if examine else None
+        return FatbinContainer(section, pos, total, version, entries, kernels)
+
+    def _kernels(self, entries: tuple[FatbinEntry, ...]) -> bool | None:
+        """Whether a container of small cubins defines kernels; None when not examined."""
+        images = [e for e in entries if e.is_sass or e.is_ptx]
+        if not images or any(e.uncompressed_size > STUB_LIMIT for e in images):
+            return None
+        first = next((e for e in images if e.is_sass), images[0])
+        if first.compression is Compression.ZSTD and self.zstd is None:
+            return None
+        data = self.payload_prefix(first, first.uncompressed_size)
+        if data is None:
+            return None
+        return cubin_has_kernels(data) if first.is_sass else ptx_has_kernels(data)
+
+    def embedded(self, section: Section) -> Iterator[FatbinContainer]:
+        """Fat binaries inside a data section: each 8-byte aligned container magic whose
+        container parses (anything else there is data, not an error)."""
+        end = min(section.offset + section.size, self.source.size)
+        pos, chunk_start, chunk = section.offset, -1, b""
+        while pos < end:
+            if not chunk_start <= pos < chunk_start + len(chunk) - 3:
+                chunk_start = pos
+                chunk = self.source.read_at(pos, min(_SCAN_CHUNK, end - pos))
+            at = chunk.find(_MAGIC_BYTES, pos - chunk_start)
+            if at < 0:
+                pos = chunk_start + max(len(chunk) - 3, 1)
+                continue
+            pos = chunk_start + at
+            if (section.addr + pos - section.offset) % 8:  # aligned in memory
+                pos += 1
+                continue
+            try:
+                container = self.container(section.name, pos, end, examine=False)
+            except FormatError:
+                pos += 8
+                continue
+            yield container
+            pos += max(container.size, 8)
 
     def _entries(self, pos: int, end: int) -> Iterator[FatbinEntry]:
         while pos < end:
@@ -397,6 +464,32 @@ class _Reader:
         except self.zstd.error as e:
             raise self.fail(f"fat binary entry ({entry.listed_arch}): corrupt zstd data ({e})",
                             entry.offset) from e
+
+
+def cubin_has_kernels(data: bytes) -> bool | None:
+    """Whether a 64-bit little-endian cubin has a `.text.<name>` section (a kernel or device
+    function); None when its section headers cannot be read."""
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2:
+        return None
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    entsize, count, names_index = struct.unpack_from("<HHH", data, 0x3A)
+    if entsize < 64 or names_index >= count or shoff + count * entsize > len(data):
+        return None
+    names_at = struct.unpack_from("<Q", data, shoff + names_index * entsize + 24)[0]
+    for i in range(count):
+        name_offset = struct.unpack_from("<I", data, shoff + i * entsize)[0]
+        start = names_at + name_offset
+        if data.startswith(b".text.", start):
+            return True
+    return False
+
+
+_PTX_ENTRY = re.compile(rb"^\s*(?:\.visible\s+|\.weak\s+)?\.entry\s", re.M)
+
+
+def ptx_has_kernels(text: bytes) -> bool:
+    """Whether PTX text declares a kernel (an `.entry`)."""
+    return _PTX_ENTRY.search(text) is not None
 
 
 def _build_entry(r: _Reader, pos: int, fields: tuple[int, ...], header: bytes) -> FatbinEntry:

@@ -175,6 +175,7 @@ class Coverage:
     verdict: Verdict
     containers: tuple[ContainerCoverage, ...]
     reason: str
+    embedded: tuple[ContainerCoverage, ...] = ()
 
     @property
     def partial(self) -> bool:
@@ -200,13 +201,46 @@ def coverage(
     """
     table = ptx_isa_table() if table is None else table
     choices = tuple(choose_image(c, gpu, driver_cuda, table) for c in code.containers
-                    if _has_images(c))
+                    if _has_kernels(c))
+    if not choices and code.embedded:
+        return _embedded_coverage(code, gpu, driver_cuda, table)
     verdict = _object_verdict(choices)
     return Coverage(gpu, driver_cuda, verdict, choices, _object_reason(code, gpu, verdict, choices))
 
 
+def _has_kernels(container: FatbinContainer) -> bool:
+    """A container with images that may hold kernels (not one known to hold none)."""
+    return container.kernels is not False and _has_images(container)
+
+
 def _has_images(container: FatbinContainer) -> bool:
     return any(e.is_sass or e.is_ptx for e in container.entries)
+
+
+def _embedded_coverage(code: GpuCode, gpu: ComputeCapability, driver_cuda: Release | None,
+                       table: Mapping[Release, Release]) -> Coverage:
+    """Fat binaries a library keeps in its data and loads itself, choosing by the GPU: it runs
+    when any of them has code for the GPU."""
+    choices = tuple(choose_image(c, gpu, driver_cuda, table) for c in code.embedded
+                    if _has_images(c))
+    covered = [c for c in choices if c.covered]
+    sections = ", ".join(sorted({c.section for c in code.embedded}))
+    sass = _names({a for c in code.embedded for a in c.sass_archs}) or "none"
+    ptx = _names({a for c in code.embedded for a in c.ptx_archs}).replace("sm_", "compute_")
+    held = f"SASS {sass}; PTX {ptx or 'none'}"
+    where = (f"its kernels are in {len(choices)} fat binaries embedded in {sections}, which the "
+             "library loads itself")
+    if not covered:
+        first = choices[0] if choices else None
+        error = first.error if first else NO_KERNEL_IMAGE
+        return Coverage(gpu, driver_cuda, Verdict.NO_KERNEL_IMAGE, (), (
+            f"Because the GPU is {gpu} and none of the fat binaries has code for it ({where}; "
+            f"{held}), launching a kernel fails: {error}"), choices)
+    verdict = (Verdict.RUNS_SASS if any(c.verdict is Verdict.RUNS_SASS for c in covered)
+               else Verdict.RUNS_PTX_JIT)
+    return Coverage(gpu, driver_cuda, verdict, (), (
+        f"{len(covered)} of {len(choices)} fat binaries have code for {gpu} ({where}, choosing "
+        f"by the GPU; {held})"), choices)
 
 
 def choose_image(
@@ -280,6 +314,8 @@ def _object_reason(
     choices: tuple[ContainerCoverage, ...],
 ) -> str:
     if verdict is Verdict.NO_GPU_CODE:
+        if any(_has_images(c) for c in code.containers):
+            return "its fat binaries hold no kernels (registration code only)"
         return "the object carries no SASS and no PTX"
     ptx = _names(code.ptx_archs).replace("sm_", "compute_")
     held = f"SASS {_names(code.sass_archs) or 'none'}; PTX {ptx or 'none'}"

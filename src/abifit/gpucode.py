@@ -71,7 +71,9 @@ class ContainerGroup:
 
 @dataclass(frozen=True, slots=True)
 class CodeSummary:
-    """An object's GPU code as a report shows it."""
+    """An object's GPU code as a report shows it. `groups` leave out the containers known to
+    hold no kernel (`without_kernels` counts them); `embedded` summarizes the fat binaries
+    found in data sections, when they were looked for."""
 
     containers: int
     entries: int
@@ -79,6 +81,18 @@ class CodeSummary:
     ptx: tuple[str, ...]
     groups: tuple[ContainerGroup, ...]
     notes: tuple[str, ...] = ()
+    without_kernels: int = 0
+    embedded: EmbeddedSummary | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedSummary:
+    """Fat binaries a library keeps in data sections: how many, where, which architectures."""
+
+    containers: int
+    sections: tuple[str, ...]
+    sass: tuple[str, ...]
+    ptx: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +108,11 @@ class ObjectCoverage:
     reason: str
     uncovered_reason: str | None
     error: str | None
+    embedded: bool = False  # the fat binaries counted are embedded ones the library chooses from
 
     @property
     def partial(self) -> bool:
-        return 0 < self.covered < self.containers
+        return not self.embedded and 0 < self.covered < self.containers
 
 
 def _arch_names(archs: Iterable[Arch], ptx: bool = False) -> tuple[str, ...]:
@@ -108,9 +123,16 @@ def _arch_names(archs: Iterable[Arch], ptx: bool = False) -> tuple[str, ...]:
 def summarize(code: GpuCode) -> CodeSummary:
     """The architectures of `code`, overall and grouped by fat binary (largest group first)."""
     sets = Counter((_arch_names(c.sass_archs), _arch_names(c.ptx_archs, ptx=True))
-                   for c in code.containers if c.sass_archs or c.ptx_archs)
+                   for c in code.containers
+                   if (c.sass_archs or c.ptx_archs) and c.kernels is not False)
     groups = tuple(ContainerGroup(n, sass, ptx) for (sass, ptx), n in
                    sorted(sets.items(), key=lambda item: (-item[1], item[0])))
+    embedded = None
+    if code.embedded:
+        embedded = EmbeddedSummary(
+            len(code.embedded), tuple(sorted({c.section for c in code.embedded})),
+            _arch_names({a for c in code.embedded for a in c.sass_archs}),
+            _arch_names({a for c in code.embedded for a in c.ptx_archs}, ptx=True))
     return CodeSummary(
         containers=len(code.containers),
         entries=sum(1 for e in code.entries if e.is_sass or e.is_ptx),
@@ -118,6 +140,8 @@ def summarize(code: GpuCode) -> CodeSummary:
         ptx=_arch_names(code.ptx_archs, ptx=True),
         groups=groups,
         notes=code.notes,
+        without_kernels=sum(1 for c in code.containers if c.kernels is False),
+        embedded=embedded,
     )
 
 
@@ -128,14 +152,16 @@ def _dotted(release: Release | None) -> str | None:
 def object_coverage(code: GpuCode, target: GpuTarget) -> ObjectCoverage:
     """The verdict for one object's code on the target GPU."""
     found: Coverage = coverage(code, target.capability, target.driver_cuda)
-    first = found.uncovered[0] if found.uncovered else None
+    pool = found.containers or found.embedded
+    first = next((c for c in pool if not c.covered), None)
     return ObjectCoverage(
         gpu=str(target.capability), driver_cuda=_dotted(target.driver_cuda),
         verdict=found.verdict.value,
-        covered=sum(1 for c in found.containers if c.covered),
-        containers=len(found.containers), reason=found.reason,
+        covered=sum(1 for c in pool if c.covered),
+        containers=len(pool), reason=found.reason,
         uncovered_reason=first.reason if first else None,
         error=first.error if first else None,
+        embedded=not found.containers and bool(found.embedded),
     )
 
 
@@ -217,10 +243,15 @@ def has_gpu_code(image: ElfImage) -> bool:
 
 
 def read_gpu_code(source: ByteSource, image: ElfImage) -> GpuCode | None:
-    """The object's fat binaries, or None when it has none. Raises FormatError."""
+    """The object's fat binaries, or None when it has none. When none of them holds a kernel,
+    the data sections are searched for fat binaries the library loads itself (cuFFT's are in
+    `.ldata`). Raises FormatError."""
     if not has_gpu_code(image):
         return None
-    return read_fatbins(source, image)
+    code = read_fatbins(source, image)
+    if any(c.kernels is not False and (c.sass_archs or c.ptx_archs) for c in code.containers):
+        return code
+    return read_fatbins(source, image, embedded=True)
 
 
 # ---------------------------------------------------------------------------------------------

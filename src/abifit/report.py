@@ -69,6 +69,11 @@ def _gpu_code_json(obj: ObjectReport) -> JsonObject | None:
         "ptx": list(summary.ptx),
         "groups": [{"containers": g.count, "sass": list(g.sass), "ptx": list(g.ptx)}
                    for g in summary.groups],
+        "without_kernels": summary.without_kernels,
+        "embedded": None if summary.embedded is None else {
+            "containers": summary.embedded.containers,
+            "sections": list(summary.embedded.sections),
+            "sass": list(summary.embedded.sass), "ptx": list(summary.embedded.ptx)},
         "notes": list(summary.notes),
     }
 
@@ -163,9 +168,15 @@ def _gpu_code_text(obj: ObjectReport) -> list[str]:
     summary = summarize_gpu_code(obj.gpu_code)
     lines = _field("gpu code", [f"{summary.containers} fat binaries, {summary.entries} image(s):",
                                 *_archs(summary.sass, summary.ptx)])
-    if len(summary.groups) > 1:  # partial coverage is visible: fat binaries differ
+    if len(summary.groups) > 1 or summary.without_kernels:  # fat binaries differ: show how
         for group in summary.groups:
             lines += _field("", [f"{group.count} x", *_archs(group.sass, group.ptx)])
+    if summary.without_kernels:
+        lines += _field("", [f"{summary.without_kernels} x no kernels (registration code only)"])
+    if summary.embedded is not None:
+        e = summary.embedded
+        lines += _field("embedded", [f"{e.containers} fat binaries in {', '.join(e.sections)} "
+                                     "(loaded by the library itself):", *_archs(e.sass, e.ptx)])
     lines += [f"  {'':<10} note: {note}" for note in summary.notes]
     if obj.gpu is not None:
         lines += _field(f"on {obj.gpu.gpu}", [f"{obj.gpu.verdict}:", obj.gpu.reason])
