@@ -338,7 +338,8 @@ def test_check_gpu_remote_wheel_reads_member_once(
     doc = json.loads(out)
     assert code == 1 and doc["verdict"] == "fails"
     assert [f["kind"] for f in doc["findings"]] == ["no-kernel-image"]
-    assert doc["transfer"]["bytes_fetched"] <= doc["transfer"]["wheel_bytes"] * 1.5
+    # the loader's view (a prefix and a tail of the member), then the whole member once
+    assert doc["transfer"]["bytes_fetched"] <= doc["transfer"]["wheel_bytes"] * 3
     sent = server.bytes_sent
     code, out, _ = run(capsys, *args)
     assert code == 1 and json.loads(out)["findings"][0]["kind"] == "no-kernel-image"

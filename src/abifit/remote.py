@@ -16,6 +16,7 @@ import threading
 import zipfile
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .cache import Cache
@@ -30,7 +31,10 @@ from .sources import ByteSource, BytesSource, InflateSource, SliceSource, check_
 from .wheel import Member, WheelArchive, is_elf_member, member_data_start
 
 WHOLE_MEMBER = 256 << 10
+READ_JOBS = 4  # members read at once (network waits and zlib overlap)
+WHOLE_GPU_MEMBER = 64 << 20  # members read for their GPU code in one request up to this size
 FIRST_TAIL = 128 << 10
+RATIO_TRUSTED = 4 << 20  # a compressed tail this long predicts the rest of the member
 
 
 class ReadAhead:
@@ -133,11 +137,20 @@ class RemoteMember:
                     return data
             if self._tail_bytes >= min(self._max_tail, self._member.compressed_size):
                 return self._prefix.read_at(offset, length)  # give up on the tail: inflate
-            self._widen()
+            self._widen(offset)
 
-    def _widen(self) -> None:
-        """Double the compressed tail, fetching only the bytes in front of what is held."""
+    def _widen(self, offset: int) -> None:
+        """Widen the compressed tail (fetching only the bytes in front of what is held): to
+        double, or at once to what should reach `offset` at the compression ratio seen so
+        far, with a margin."""
         wanted = max(FIRST_TAIL, self._tail_bytes * 2)
+        if self._tail is not None and self._tail.start < self._member.size:
+            # the ratio of a short tail (the file's very end) misleads: aim short, then again
+            # with the ratio of the longer tail, closely
+            ratio = self._tail_bytes / (self._member.size - self._tail.start)
+            margin = 1.05 if self._tail_bytes >= RATIO_TRUSTED else 0.8
+            wanted = max(int(self._tail_bytes * 1.25),
+                         int((self._member.size - offset) * ratio * margin))
         take = min(wanted, self._member.compressed_size, self._max_tail)
         end = self._start + self._member.compressed_size - len(self._tail_data)
         self._tail_data = self._archive.read_at(
@@ -171,6 +184,28 @@ def _stream_member(archive: ByteSource, member: Member, where: str) -> ByteSourc
         return SliceSource(archive, start, member.compressed_size, where)
     return InflateSource(SliceSource(archive, start, member.compressed_size, where),
                          member.size, where)
+
+
+def _read_gpu_member(archive: ByteSource, member: Member, where: str) -> GpuCode | None:
+    source = ReadAhead(archive, max_ahead=8 << 20)
+    if member.compressed_size <= WHOLE_GPU_MEMBER:
+        start = member_data_start(source, member, where)
+        whole = BytesSource(archive.read_at(start, member.compressed_size), where)
+        opened: ByteSource = whole
+        if member.method == zipfile.ZIP_DEFLATED:
+            opened = InflateSource(whole, member.size, where)
+        elif member.method != zipfile.ZIP_STORED:
+            raise FormatError(where, f"unsupported zip compression method {member.method}")
+        if not is_elf_member(opened):
+            return None
+        return read_gpu_code(opened, parse_elf(opened, relocations=False))
+    opened = open_member(source, member, where)
+    if not is_elf_member(opened):
+        return None
+    image = parse_elf(opened, relocations=False)
+    if not has_gpu_code(image):
+        return None
+    return read_gpu_code(_stream_member(source, member, where), image)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +262,7 @@ class RemoteWheel:
         self._members: tuple[Member, ...] | None = None
         self._same: dict[tuple[int, int, int], ElfImage] = {}
         self._lock = threading.Lock()
+        self._member_locks: dict[tuple[int, int, int], threading.Lock] = {}
 
     def _open(self) -> tuple[WheelArchive, ReadAhead]:
         if self._opened is None:
@@ -245,9 +281,19 @@ class RemoteWheel:
             return self._members
 
     def view(self, member: Member) -> ElfImage | FormatError | None:
-        """The member's dynamic view, the error reading it, or None if it is not ELF."""
+        """The member's dynamic view, the error reading it, or None if it is not ELF. Threads
+        may read different members at once (each through its own read-ahead); identical
+        members are read once."""
+        key = (member.crc, member.size, member.compressed_size)
         with self._lock:
+            lock = self._member_locks.setdefault(key, threading.Lock())
+        with lock:
             return self._view(member)
+
+    def _archive(self) -> ByteSource:
+        """The wheel's bytes, for a reader of its own (the directory is read on first use)."""
+        with self._lock:
+            return self._open()[1].base
 
     def _view(self, member: Member) -> ElfImage | FormatError | None:
         key = (member.crc, member.size, member.compressed_size)
@@ -264,7 +310,7 @@ class RemoteWheel:
             return None
         where = f"{self.file.filename}!{member.path}"
         try:
-            opened = open_member(self._open()[1], member, where)
+            opened = open_member(ReadAhead(self._archive()), member, where)
             if not is_elf_member(opened):
                 _remember(self.ctx, self.file, entry, _NOT_ELF)
                 return None
@@ -276,29 +322,23 @@ class RemoteWheel:
         return image
 
     def gpu_code(self, member: Member) -> GpuCode | FormatError | None:
-        """The member's fat binaries (None: not ELF, or no GPU code), read by inflating the
-        member up to the end of its fat-binary sections: whole members, in large requests."""
-        with self._lock:
-            entry = member.path + _GPU_CODE
-            cached = _cached(self.ctx, self.file, entry)
-            if isinstance(cached, GpuCode):
-                return cached
-            if cached == _NOT_ELF:
-                return None
-            where = f"{self.file.filename}!{member.path}"
-            try:
-                source = self._open()[1]
-                source.max_ahead = max(source.max_ahead, 8 << 20)  # a whole member follows
-                opened = open_member(source, member, where)
-                code = None
-                if is_elf_member(opened):
-                    image = parse_elf(opened, relocations=False)
-                    if has_gpu_code(image):
-                        code = read_gpu_code(_stream_member(source, member, where), image)
-            except FormatError as e:
-                return e
-            _remember(self.ctx, self.file, entry, _NOT_ELF if code is None else code)
-            return code
+        """The member's fat binaries (None: not ELF, or no GPU code). A member up to
+        `WHOLE_GPU_MEMBER` compressed bytes is fetched in one request and read in memory; a
+        larger one has its headers read from its ends, then is inflated from its start up to
+        the end of its fat binaries, in large requests."""
+        entry = member.path + _GPU_CODE
+        cached = _cached(self.ctx, self.file, entry)
+        if isinstance(cached, GpuCode):
+            return cached
+        if cached == _NOT_ELF:
+            return None
+        where = f"{self.file.filename}!{member.path}"
+        try:
+            code = _read_gpu_member(self._archive(), member, where)
+        except FormatError as e:
+            return e
+        _remember(self.ctx, self.file, entry, _NOT_ELF if code is None else code)
+        return code
 
     def metadata(self) -> str:
         """The wheel's core metadata (METADATA): from the index (PEP 658) when offered, else
@@ -324,18 +364,23 @@ class RemoteWheel:
 
 def member_views(
     file: IndexFile, ctx: RemoteContext, progress: Callable[[str], None],
-    wheel: RemoteWheel | None = None,
+    wheel: RemoteWheel | None = None, jobs: int = READ_JOBS,
 ) -> Iterator[tuple[str, ElfImage | FormatError]]:
-    """(member path, dynamic view or the error reading it) for every ELF member of a wheel."""
+    """(member path, dynamic view or the error reading it) for every ELF member of a wheel,
+    `jobs` members read at once."""
     wheel = RemoteWheel(file, ctx) if wheel is None else wheel
     members = wheel.members()
-    for n, member in enumerate(members, 1):
-        fetched = ctx.client.transfer.bytes_fetched if ctx.client else 0
-        progress(f"{file.filename}: member {n}/{len(members)} {member.path} "
-                 f"({fetched / 1e6:.1f} MB fetched)")
-        view = wheel.view(member)
-        if view is not None:
-            yield member.path, view
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        # largest first, so that the long reads overlap; results in the wheel's order
+        order = sorted(members, key=lambda m: -m.compressed_size)
+        futures = {m.path: pool.submit(wheel.view, m) for m in order}
+        for n, member in enumerate(members, 1):
+            view = futures[member.path].result()
+            fetched = ctx.client.transfer.bytes_fetched if ctx.client else 0
+            progress(f"{file.filename}: member {n}/{len(members)} {member.path} "
+                     f"({fetched / 1e6:.1f} MB fetched)")
+            if view is not None:
+                yield member.path, view
 
 
 _NOT_ELF = "not-elf"
