@@ -23,12 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from abifit.elf import parse_elf  # noqa: E402
-from abifit.errors import FormatError  # noqa: E402
-from abifit.fatbin import read_fatbins  # noqa: E402
-from abifit.gpucode import has_gpu_code  # noqa: E402
-from abifit.localfs import is_elf_file  # noqa: E402
-from abifit.sources import FileSource  # noqa: E402
+from abifit.elf import parse_elf
+from abifit.errors import FormatError
+from abifit.fatbin import read_fatbins
+from abifit.gpucode import has_gpu_code
+from abifit.localfs import is_elf_file
+from abifit.sources import FileSource
 
 LINE = re.compile(r"^(ELF|PTX) file\s+\d+: \S+?\.((?:sm|compute)_\d+[af]?)\.(?:cubin|ptx)$", re.M)
 
