@@ -155,6 +155,30 @@ def test_new_host_fails_naming_the_parameter(index: tuple[str, dict[str, bytes]]
     assert text.rstrip().splitlines()[-1].startswith("does not fit")
 
 
+def test_a_check_is_not_simulated_twice(index: tuple[str, dict[str, bytes]], tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same wheels (by sha256) on the same host give the stored answer without a second
+    simulation; --refresh simulates again."""
+    import abifit.check
+
+    args = ("check", "extpkg==1.0", "--with", "hostpkg==2.0", "--index-url", index[0], "--json")
+    code, first, _err = run(capsys, monkeypatch, tmp_path, *args)
+    assert code == 1
+
+    def simulate_again(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("simulated a second time")
+
+    monkeypatch.setattr(abifit.check, "simulate", simulate_again)
+    code, second, _err = run(capsys, monkeypatch, tmp_path, *args)
+    assert code == 1
+    strip = lambda doc: {k: v for k, v in json.loads(doc).items() if k != "transfer"}  # noqa: E731
+    assert strip(second) == strip(first)
+    assert len(list((tmp_path / "checks-v1").rglob("*"))) >= 1
+    with pytest.raises(AssertionError, match="simulated a second time"):
+        run(capsys, monkeypatch, tmp_path, *args, "--refresh")
+
+
 def test_local_wheel_target(index: tuple[str, dict[str, bytes]], tmp_path: Path,
                             capsys: pytest.CaptureFixture[str],
                             monkeypatch: pytest.MonkeyPatch) -> None:

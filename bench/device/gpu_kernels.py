@@ -71,17 +71,16 @@ def cuobjdump_listing(path: Path) -> list[str] | None:
     return sorted(f"{kind} {arch}" for kind, arch in found)
 
 
-def abifit_listing(obj: dict[str, object]) -> list[str]:
-    code = obj["gpu_code"]
-    assert isinstance(code, dict)
-    groups = code["groups"]
-    assert isinstance(groups, list)
-    entries = []
-    for group in groups:
-        for _ in range(group["containers"]):
-            entries += [f"ELF {a}" for a in group["sass"]]
-            entries += [f"PTX {a.replace('compute_', 'sm_', 1)}" for a in group["ptx"]]
-    return sorted(entries)
+def abifit_listing(path: Path) -> list[str]:
+    """abifit's listing of every cubin and PTX image, as cuobjdump names them."""
+    sys.path.insert(0, str(REPO / "src"))
+    from abifit.elf import parse_elf
+    from abifit.fatbin import read_fatbins
+    from abifit.sources import FileSource
+
+    with FileSource(path) as source:
+        code = read_fatbins(source, parse_elf(source))
+    return sorted(f"{kind} {arch.replace('compute_', 'sm_')}" for kind, arch in code.listing())
 
 
 def real_run(path: Path) -> str:
@@ -99,7 +98,7 @@ def one(name: str, path: Path, gpu_option: str) -> dict[str, object]:
     actual = real_run(path)
     actual_runs = actual == "ok"
     agrees = predicted_runs == actual_runs and (actual_runs or gpu.get("error") == actual)
-    listing = abifit_listing(obj)
+    listing = abifit_listing(path)
     reference = cuobjdump_listing(path)
     return {
         "target": name, "gpu": doc["gpu"], "verdict": gpu.get("verdict"),

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-BUCKETS = ("elf-v1", "views-v1", "index-v1")
+BUCKETS = ("elf-v1", "views-v1", "index-v1", "checks-v1")
 
 
 def default_cache_dir(env: dict[str, str] | None = None) -> Path:
@@ -96,6 +96,15 @@ class Cache:
 
     def put_view(self, sha256: str, member: str, view: object) -> None:
         write_pickle(key_path(self.bucket("views-v1"), sha256, member), view)
+
+    def get_result(self, key: str) -> object | None:
+        """A stored result of a computation keyed by the digest of all its inputs."""
+        if self.refresh:
+            return None
+        return read_pickle(key_path(self.bucket("checks-v1"), key))
+
+    def put_result(self, key: str, value: object) -> None:
+        write_pickle(key_path(self.bucket("checks-v1"), key), value)
 
     def get_page(self, url: str, max_age: float) -> tuple[str, bytes] | None:
         """A cached index page younger than `max_age` seconds (any age when max_age < 0)."""

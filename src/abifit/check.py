@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import email.parser
 import fnmatch
+import hashlib
 import os
 import posixpath
 import sys
@@ -516,6 +517,20 @@ class HostProfile:
 
     facts: HostFacts
     assume_driver: str | None = None
+    fingerprint: str = ""  # digest of the host's loader state; empty: results are not cached
+
+
+def host_fingerprint(facts: HostFacts, ld_so_cache: str = "/etc/ld.so.cache") -> str:
+    """A digest of what the simulation reads from this machine beyond the wheels: the loader
+    settings and the ld.so.cache file (rebuilt by ldconfig whenever system libraries change)."""
+    digest = hashlib.sha256(repr((facts.ld_library_path, facts.ld_preload, facts.ld_so_preload,
+                                  facts.conf_dirs, facts.defaults)).encode())
+    try:
+        with open(ld_so_cache, "rb") as f:
+            digest.update(f.read())
+    except OSError:
+        digest.update(b"no ld.so.cache")
+    return digest.hexdigest()
 
 
 def _config(host: HostProfile) -> SearchConfig:
@@ -571,6 +586,25 @@ def target_gpu_codes(wheels: Sequence[Wheel], progress: Progress,
     return out
 
 
+def _result_key(wheels: Sequence[Wheel], target: Target, host: HostProfile,
+                executable: str) -> str | None:
+    """The digest of every input of a simulation, or None when one is not content-addressed
+    (a local wheel, an index without hashes, an unknown host)."""
+    from . import __version__
+
+    hashes = []
+    for wheel in wheels:
+        sha = getattr(getattr(wheel.source, "file", None), "sha256", None)
+        if wheel.source is not None and not sha:
+            return None
+        hashes.append((wheel.key, wheel.role.value, wheel.filename, sha or ""))
+    if not host.fingerprint:
+        return None
+    inputs = (__version__, str(target), target.platforms, host.assume_driver, host.fingerprint,
+              executable, sorted(hashes))
+    return hashlib.sha256(repr(inputs).encode()).hexdigest()
+
+
 def check(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteContext | None,
           target: Target, host: HostProfile, progress: Progress,
           executable: str | None = None, skip_pure: bool = False,
@@ -580,8 +614,15 @@ def check(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteC
     if not targets:
         raise UsageError("nothing to check: name a requirement or a .whl file")
     wheels, notes = gather(targets, withs, ctx, target_markers(target), progress, skip_pure)
-    statuses, findings, missing = simulate(wheels, target, host, executable or sys.executable,
-                                           progress, ctx)
+    key = _result_key(wheels, target, host, executable or sys.executable)
+    stored = ctx.cache.get_result(key) if ctx and ctx.cache and key else None
+    if isinstance(stored, tuple) and len(stored) == 3:
+        statuses, findings, missing = list(stored[0]), list(stored[1]), tuple(stored[2])
+    else:
+        statuses, findings, missing = simulate(wheels, target, host,
+                                               executable or sys.executable, progress, ctx)
+        if ctx and ctx.cache and key:
+            ctx.cache.put_result(key, (tuple(statuses), tuple(findings), missing))
     if not statuses:
         notes.append("the targets hold no extension modules: nothing was simulated")
     gpu_check = None

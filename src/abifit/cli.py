@@ -365,10 +365,11 @@ def _doctor_index(args: argparse.Namespace) -> Callable[[], RemoteContext]:
 
 
 def _host(args: argparse.Namespace) -> HostProfile:
-    from .check import HostProfile
+    from .check import HostProfile, host_fingerprint
     from .ldconfig import probe_host
 
-    return HostProfile(probe_host(dict(os.environ)), args.assume_driver)
+    facts = probe_host(dict(os.environ))
+    return HostProfile(facts, args.assume_driver, host_fingerprint(facts))
 
 
 def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
