@@ -24,6 +24,7 @@ import posixpath
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from .remote import RemoteContext
 
 SITE = "/abifit-wheels/site-packages"
+PREFETCH_JOBS = 6  # member views read at once before a simulation
 
 # Libraries of the NVIDIA driver (not in any wheel), with the names they define.
 DRIVER_LIBRARIES: tuple[tuple[str, str], ...] = (
@@ -551,14 +553,43 @@ def _assumed(results: Iterable[tuple[str, ...]]) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+def prefetch_views(tree: VirtualTree, paths: Sequence[str], progress: Progress,
+                   jobs: int = PREFETCH_JOBS) -> None:
+    """Read the views of `paths` and, level by level, of the members their DT_NEEDED names
+    (what the simulated loader will open), `jobs` at a time, so that the simulation, which
+    opens one object after another, finds them read."""
+    by_name: dict[str, list[str]] = {}
+    for path in tree.files:
+        by_name.setdefault(posixpath.basename(path), []).append(path)
+    seen = set(paths)
+    level = list(dict.fromkeys(paths))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        while level:
+            progress(f"reading {len(level)} libraries ({len(seen)} so far)")
+            following = []
+            for image in pool.map(tree.image_or_none, level):
+                for soname in image.needed if image is not None else ():
+                    for path in by_name.get(soname, ()):
+                        if path not in seen:
+                            seen.add(path)
+                            following.append(path)
+            level = following
+
+
 def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executable: str,
              progress: Progress, remote: RemoteContext | None = None,
              ) -> tuple[list[ModuleStatus], list[Finding], tuple[str, ...]]:
     """Simulate every extension module of the target wheels in the virtual environment."""
     tree = VirtualTree(LocalObjects())
+    for wheel in wheels:
+        tree.add(wheel)
+    first = [posixpath.join(SITE, m.path) for w in wheels if w.role is Role.TARGET and w.source
+             for m in w.source.members()]
+    prefetch_views(tree, first, progress)
     env = build_environment(wheels, target, executable, tree)
     targets = {w.key for w in wheels if w.role is Role.TARGET}
     modules = [n for n in env.natives if n.distribution in targets and n.checked]
+    prefetch_views(tree, [n.path for n in modules], progress)
     sim = Simulator(env, tree, _config(host), load_import_rules(), glob=tree.glob)
     ctx = _context(sim, tree, remote)
     results: list[LoadResult] = []
