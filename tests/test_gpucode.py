@@ -42,6 +42,7 @@ import build
 SCHEMAS = files("abifit").joinpath("schemas")
 INSPECT_SCHEMA = json.loads(SCHEMAS.joinpath("inspect.schema.json").read_text("utf-8"))
 DOCTOR_SCHEMA = json.loads(SCHEMAS.joinpath("doctor.schema.json").read_text("utf-8"))
+CUDA_SCHEMA = json.loads(SCHEMAS.joinpath("cuda.schema.json").read_text("utf-8"))
 TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
 
 Json = dict[str, object]
@@ -275,6 +276,7 @@ def test_cuda_command_reports_environment_gpu_code(gpu_venv: Path,
     code, out, _ = run(capsys, "cuda", "--python", str(gpu_venv), "--gpu", "12.0", "--json",
                        "--cache-dir", str(tmp_path))
     doc = json.loads(out)
+    jsonschema.validate(doc, CUDA_SCHEMA)
     assert code == 1
     assert doc["command"] == "cuda"
     assert {"toolkits", "driver", "gpus", "runtime_sonames", "findings"} <= set(doc)
@@ -359,3 +361,20 @@ def test_inspect_requirement_gpu_reads_fat_binaries(
     assert obj["gpu_code"]["sass"] == ["sm_80", "sm_90", "sm_90a", "sm_120"]
     assert obj["gpu"]["verdict"] == "runs-sass"
 
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_cuda_command_finds_the_nvcc_toolkit(gpu_venv: Path, capsys: pytest.CaptureFixture[str],
+                                             tmp_path: Path) -> None:
+    """The toolkit the nvcc on PATH compiles with is reported, with the version nvcc prints."""
+    said = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=True)
+    version = said.stdout.rsplit("V", 1)[-1].split()[0]
+    code, out, _ = run(capsys, "cuda", "--python", str(gpu_venv), "--gpu", "9.0", "--json",
+                       "--cache-dir", str(tmp_path))
+    doc = json.loads(out)
+    jsonschema.validate(doc, CUDA_SCHEMA)
+    assert code == 0
+    assert doc["nvcc"]["version"] == version
+    toolkit = next(t for t in doc["toolkits"] if t["root"] == doc["nvcc"]["root"])
+    assert toolkit["version"] == version
+    assert toolkit["lib_dirs"], toolkit
