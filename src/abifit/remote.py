@@ -102,6 +102,26 @@ class ReadAhead:
         return data[:length]
 
 
+class _Locked:
+    """A ByteSource whose reads take a lock (a shared read-ahead, used from threads)."""
+
+    def __init__(self, base: ByteSource, lock: threading.Lock) -> None:
+        self._base = base
+        self._lock = lock
+
+    @property
+    def name(self) -> str:
+        return self._base.name
+
+    @property
+    def size(self) -> int:
+        return self._base.size
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        with self._lock:
+            return self._base.read_at(offset, length)
+
+
 class RemoteMember:
     """The uncompressed bytes of one DEFLATE member, from a prefix inflate and a decoded tail."""
 
@@ -263,6 +283,7 @@ class RemoteWheel:
         self._same: dict[tuple[int, int, int], ElfImage] = {}
         self._lock = threading.Lock()
         self._member_locks: dict[tuple[int, int, int], threading.Lock] = {}
+        self._shared_lock = threading.Lock()  # the wheel's read-ahead, shared by small members
 
     def _open(self) -> tuple[WheelArchive, ReadAhead]:
         if self._opened is None:
@@ -295,6 +316,14 @@ class RemoteWheel:
         with self._lock:
             return self._open()[1].base
 
+    def _reader(self, member: Member) -> ByteSource:
+        """A large member gets a read-ahead of its own; small ones share the wheel's, so that
+        neighbours come with one request."""
+        if member.compressed_size > WHOLE_MEMBER:
+            return ReadAhead(self._archive())
+        with self._lock:
+            return _Locked(self._open()[1], self._shared_lock)
+
     def _view(self, member: Member) -> ElfImage | FormatError | None:
         key = (member.crc, member.size, member.compressed_size)
         entry = member.path + (_RELOCATIONS if self.relocations else "")
@@ -310,7 +339,7 @@ class RemoteWheel:
             return None
         where = f"{self.file.filename}!{member.path}"
         try:
-            opened = open_member(ReadAhead(self._archive()), member, where)
+            opened = open_member(self._reader(member), member, where)
             if not is_elf_member(opened):
                 _remember(self.ctx, self.file, entry, _NOT_ELF)
                 return None
@@ -371,8 +400,11 @@ def member_views(
     wheel = RemoteWheel(file, ctx) if wheel is None else wheel
     members = wheel.members()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        # largest first, so that the long reads overlap; results in the wheel's order
-        order = sorted(members, key=lambda m: -m.compressed_size)
+        # large members first, largest first, so that the long reads overlap; then the small
+        # ones in file order, which share read-ahead spans; results in the wheel's order
+        order = sorted(members, key=lambda m: (m.compressed_size <= WHOLE_MEMBER,
+                                               -m.compressed_size if m.compressed_size
+                                               > WHOLE_MEMBER else m.header_offset))
         futures = {m.path: pool.submit(wheel.view, m) for m in order}
         for n, member in enumerate(members, 1):
             view = futures[member.path].result()
