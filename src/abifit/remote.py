@@ -27,7 +27,14 @@ from .fatbin import GpuCode
 from .gpucode import has_gpu_code, read_gpu_code
 from .http import HttpClient
 from .index import Fetch, IndexFile, PackageIndex, Target, select_one
-from .sources import ByteSource, BytesSource, InflateSource, SliceSource, check_range
+from .sources import (
+    ByteSource,
+    BytesSource,
+    InflateSource,
+    Layered,
+    SliceSource,
+    check_range,
+)
 from .wheel import Member, WheelArchive, is_elf_member, member_data_start
 
 WHOLE_MEMBER = 256 << 10
@@ -37,14 +44,14 @@ FIRST_TAIL = 128 << 10
 RATIO_TRUSTED = 4 << 20  # a compressed tail this long predicts the rest of the member
 
 
-class ReadAhead:
+class ReadAhead(Layered):
     """A ByteSource over a slow one: small reads are rounded up, sequential reads fetch ever
     larger spans ahead, and recent spans are kept, so a zip parse or a streaming inflate costs a
     handful of requests."""
 
     def __init__(self, base: ByteSource, granule: int = 16 << 10, max_ahead: int = 1 << 20,
                  keep: int = 32 << 20) -> None:
-        self._base = base
+        super().__init__(base)
         self._granule = granule
         self.max_ahead = max_ahead
         self._keep = keep
@@ -52,18 +59,6 @@ class ReadAhead:
         self._kept = 0
         self._last_end = -1
         self._ahead = granule
-
-    @property
-    def name(self) -> str:
-        return self._base.name
-
-    @property
-    def size(self) -> int:
-        return self._base.size
-
-    @property
-    def base(self) -> ByteSource:
-        return self._base
 
     def prime(self, offset: int, data: bytes) -> None:
         """Remember bytes already fetched (a suffix read for the zip directory)."""
@@ -102,20 +97,12 @@ class ReadAhead:
         return data[:length]
 
 
-class _Locked:
+class _Locked(Layered):
     """A ByteSource whose reads take a lock (a shared read-ahead, used from threads)."""
 
     def __init__(self, base: ByteSource, lock: threading.Lock) -> None:
-        self._base = base
+        super().__init__(base)
         self._lock = lock
-
-    @property
-    def name(self) -> str:
-        return self._base.name
-
-    @property
-    def size(self) -> int:
-        return self._base.size
 
     def read_at(self, offset: int, length: int) -> bytes:
         with self._lock:

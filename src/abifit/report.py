@@ -284,16 +284,22 @@ def _finding_text(finding: Finding) -> list[str]:
     return lines
 
 
+def _problem_blocks(findings: tuple[Finding, ...], warnings: tuple[Finding, ...],
+                    checks: tuple[GpuCheck, ...], gpu_reason: str | None) -> list[str]:
+    """Findings, then warnings, then one line per GPU checked (or why none was)."""
+    blocks = ["\n".join(_finding_text(f)) for f in findings]
+    blocks += ["\n".join(["warning: " + line if i == 0 else line
+                          for i, line in enumerate(_finding_text(f))]) for f in warnings]
+    gpu_lines = [_gpu_check_line(c) for c in checks]
+    if gpu_reason:
+        gpu_lines.append(f"GPU code not checked: {gpu_reason} (give --gpu ARCH to check "
+                         "for a GPU)")
+    return [*blocks, "\n".join(gpu_lines)] if gpu_lines else blocks
+
+
 def doctor_text(report: DoctorReport) -> str:
     """The text rendering of `abifit doctor`: problems first, then one summary line."""
-    blocks = ["\n".join(_finding_text(f)) for f in report.findings]
-    blocks += ["\n".join(["warning: " + line if i == 0 else line
-                          for i, line in enumerate(_finding_text(f))]) for f in report.warnings]
-    gpu_lines = [_gpu_check_line(c) for c in report.gpu]
-    if report.gpu_reason:
-        gpu_lines.append(f"GPU code not checked: {report.gpu_reason} (give --gpu ARCH to check "
-                         "for a GPU)")
-    blocks += ["\n".join(gpu_lines)] if gpu_lines else []
+    blocks = _problem_blocks(report.findings, report.warnings, report.gpu, report.gpu_reason)
     if report.verification is not None:
         agree = sum(1 for v in report.verification if v.agrees)
         lines = [f"verified by real loading: {agree} of {len(report.verification)} predictions "
@@ -367,11 +373,8 @@ def check_text(report: CheckReport) -> str:
     blocks = ["\n".join(lines)]
     if report.notes:
         blocks.append("\n".join(f"note: {n}" for n in report.notes))
-    blocks += ["\n".join(_finding_text(f)) for f in report.findings]
-    blocks += ["\n".join(["warning: " + line if i == 0 else line
-                          for i, line in enumerate(_finding_text(f))]) for f in report.warnings]
-    if report.gpu is not None:
-        blocks.append(_gpu_check_line(report.gpu))
+    blocks += _problem_blocks(report.findings, report.warnings,
+                              (report.gpu,) if report.gpu else (), None)
     blocks.append(_verdict_line(report))
     return "\n\n".join(blocks) + "\n"
 
@@ -432,7 +435,7 @@ def cuda_json(report: CudaReport) -> JsonObject:
     }
 
 
-def _toolkit_text(t: Toolkit, default_link: str | None) -> list[str]:
+def _toolkit_text(t: Toolkit) -> list[str]:
     version = f"{t.version} ({t.version_source.value})" if t.version and t.version_source \
         else "version unknown"
     names = ", ".join(n for n in t.names if n != t.root)
@@ -488,21 +491,14 @@ def cuda_text(report: CudaReport) -> str:
     stack = report.stack
     head = ["CUDA toolkits" + (f" (/usr/local/cuda -> {stack.default_link})"
                                if stack.default_link else "")]
-    head += [line for t in stack.toolkits for line in _toolkit_text(t, stack.default_link)]
+    head += [line for t in stack.toolkits for line in _toolkit_text(t)]
     if not stack.toolkits:
         head.append("  none found")
     if stack.nvcc is not None:
         head.append(f"nvcc       {stack.nvcc.path} (CUDA {stack.nvcc.version or '?'})")
     head += _driver_text(report) + _gpus_text(report)
     blocks = ["\n".join(head), "\n".join(_sonames_text(report))]
-    blocks += ["\n".join(_finding_text(f)) for f in report.findings]
-    blocks += ["\n".join(["warning: " + line if i == 0 else line
-                          for i, line in enumerate(_finding_text(f))]) for f in report.warnings]
-    gpu_lines = [_gpu_check_line(c) for c in report.gpu]
-    if report.gpu_reason:
-        gpu_lines.append(f"GPU code not checked: {report.gpu_reason} (give --gpu ARCH to check "
-                         "for a GPU)")
-    blocks += ["\n".join(gpu_lines)] if gpu_lines else []
+    blocks += _problem_blocks(report.findings, report.warnings, report.gpu, report.gpu_reason)
     blocks.append(f"{report.python} ({report.python_version}): "
                   + (f"{len(report.findings)} CUDA problem(s)" if report.findings
                      else "no CUDA problems found"))

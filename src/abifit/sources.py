@@ -75,6 +75,25 @@ class _Described:
         return self._size
 
 
+class Layered:
+    """A source over another one (a cache, a lock): its name and size are the base's."""
+
+    def __init__(self, base: ByteSource) -> None:
+        self._base = base
+
+    @property
+    def base(self) -> ByteSource:
+        return self._base
+
+    @property
+    def name(self) -> str:
+        return self._base.name
+
+    @property
+    def size(self) -> int:
+        return self._base.size
+
+
 class BytesSource(_Described):
     """Bytes already in memory."""
 
