@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import configparser
 import difflib
+import functools
 import hashlib
 import json
 import os
@@ -147,12 +148,7 @@ class IndexFile:
 
     def wheel(self) -> WheelName | None:
         """(name, version, build tag, tags) from the file name; None for sdists and bad names."""
-        if not self.is_wheel:
-            return None
-        try:
-            return parse_wheel_filename(self.filename)
-        except (InvalidWheelFilename, InvalidVersion):
-            return None
+        return _wheel_name(self.filename) if self.is_wheel else None
 
     def project(self) -> NormalizedName | None:
         """The canonical project name the file name carries, when it can be read."""
@@ -585,6 +581,9 @@ class Target:
 
     def supported_tags(self) -> tuple[_tags.Tag, ...]:
         """Every tag this target accepts, best first (the order of `packaging.tags.sys_tags`)."""
+        return _supported_tags(self)
+
+    def _supported_tags(self) -> tuple[_tags.Tag, ...]:
         platforms = self.expanded_platforms()
         if self.implementation == "cp":
             abis = self.abis if self.abis is not None else (self.interpreter,)
@@ -612,6 +611,19 @@ class Target:
         if len(platforms) > 2:
             return f"{self.interpreter} on {platforms[0]} (and {len(platforms) - 1} older)"
         return f"{self.interpreter} on {', '.join(platforms)}"
+
+
+@functools.lru_cache(maxsize=64)
+def _supported_tags(target: Target) -> tuple[_tags.Tag, ...]:
+    return target._supported_tags()
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _wheel_name(filename: str) -> WheelName | None:
+    try:
+        return parse_wheel_filename(filename)
+    except (InvalidWheelFilename, InvalidVersion):
+        return None
 
 
 @dataclass(frozen=True, slots=True)
