@@ -169,3 +169,38 @@ def test_unknown_project_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("error: ") and "nosuchproject" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+class _CountingSource:
+    """Bytes in memory that count the reads made of them (the requests a remote source makes)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self.reads: list[tuple[int, int]] = []
+
+    @property
+    def name(self) -> str:
+        return "<counted>"
+
+    @property
+    def size(self) -> int:
+        return len(self._data)
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        self.reads.append((offset, length))
+        return self._data[offset:offset + length]
+
+
+def test_read_ahead_widens_over_a_sequential_scan() -> None:
+    """Reading 16 MiB front to back in 64 KiB pieces takes a few requests of up to 1 MiB each,
+    not one per piece: a read that starts where the last fetch ended continues the scan."""
+    data = bytes(range(256)) * (64 << 10)
+    base = _CountingSource(data)
+    source = ReadAhead(base)
+    pieces = [source.read_at(offset, 64 << 10) for offset in range(0, len(data), 64 << 10)]
+    assert b"".join(pieces) == data
+    assert max(length for _offset, length in base.reads) == 1 << 20
+    assert len(base.reads) <= 24, len(base.reads)
+    base.reads.clear()
+    assert source.read_at(0, 100) == data[:100]  # recent spans are kept: no request
+    assert base.reads == []

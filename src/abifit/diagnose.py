@@ -180,7 +180,8 @@ def _missing_library(problem: LoadProblem, module: str | None, ctx: Context) -> 
     else:
         package = ctx.pip_package(name)
         lines.append("No file with that name was found on this machine.")
-        hint = (f"`pip install {package}` provides {name}" if package
+        quoted = f"'{package}'" if package and any(c in package for c in "<>=!~ ;") else package
+        hint = (f"`pip install {quoted}` provides {name}" if package
                 else f"install the package that provides {name}")
         fix = ctx.library_fix(name, problem.object)
         if fix is not None:
