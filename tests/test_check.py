@@ -13,6 +13,7 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from abifit.cli import main
@@ -20,6 +21,8 @@ from abifit.pins import pylock_toml, requirements_txt, uv_lock
 from httpserver import LoopbackServer, Reply, Request
 
 SOURCES = Path(__file__).parent / "check_fixtures"
+SCHEMA = json.loads((Path(__file__).parent.parent / "src/abifit/schemas/check.schema.json")
+                    .read_text("utf-8"))
 TAG = "py3-none-linux_x86_64"
 TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
 
@@ -125,6 +128,7 @@ def test_extension_fits_the_host_it_was_built_for(
     code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--index-url",
                           index[0], "--json")
     doc = json.loads(out)
+    jsonschema.validate(doc, SCHEMA)
     assert code == 0, out
     assert doc["verdict"] == "fits"
     assert {(w["name"], w["version"], w["role"]) for w in doc["wheels"]} == {
@@ -142,6 +146,7 @@ def test_new_host_fails_naming_the_parameter(index: tuple[str, dict[str, bytes]]
     code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
                           "hostpkg==2.0", "--index-url", index[0], "--json")
     doc = json.loads(out)
+    jsonschema.validate(doc, SCHEMA)
     assert code == 1
     assert doc["verdict"] == "fails"
     finding = doc["findings"][0]

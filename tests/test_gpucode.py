@@ -43,6 +43,7 @@ SCHEMAS = files("abifit").joinpath("schemas")
 INSPECT_SCHEMA = json.loads(SCHEMAS.joinpath("inspect.schema.json").read_text("utf-8"))
 DOCTOR_SCHEMA = json.loads(SCHEMAS.joinpath("doctor.schema.json").read_text("utf-8"))
 CUDA_SCHEMA = json.loads(SCHEMAS.joinpath("cuda.schema.json").read_text("utf-8"))
+CHECK_SCHEMA = json.loads(SCHEMAS.joinpath("check.schema.json").read_text("utf-8"))
 TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
 
 Json = dict[str, object]
@@ -319,6 +320,7 @@ def test_check_gpu_local_wheel(cuda: dict[str, Path], tmp_path: Path,
     code, out, _ = run(capsys, "check", str(wheel), "--gpu", "sm_120", "--json",
                        "--cache-dir", str(tmp_path / "c"), *TARGET)
     doc = json.loads(out)
+    jsonschema.validate(doc, CHECK_SCHEMA)
     assert code == 0 and doc["verdict"] == "fits"
     assert doc["gpu"]["objects"][0]["coverage"]["verdict"] == "runs-sass"
     code, out, _ = run(capsys, "check", str(wheel), "--gpu", "sm_100",
@@ -338,6 +340,7 @@ def test_check_gpu_remote_wheel_reads_member_once(
             "--cache-dir", str(tmp_path), *TARGET]
     code, out, _ = run(capsys, *args)
     doc = json.loads(out)
+    jsonschema.validate(doc, CHECK_SCHEMA)
     assert code == 1 and doc["verdict"] == "fails"
     assert [f["kind"] for f in doc["findings"]] == ["no-kernel-image"]
     # the loader's view (a prefix and a tail of the member), then the whole member once
@@ -378,3 +381,18 @@ def test_cuda_command_finds_the_nvcc_toolkit(gpu_venv: Path, capsys: pytest.Capt
     toolkit = next(t for t in doc["toolkits"] if t["root"] == doc["nvcc"]["root"])
     assert toolkit["version"] == version
     assert toolkit["lib_dirs"], toolkit
+
+
+def test_runtime_sonames_by_cuda_major() -> None:
+    """CUDA runtime sonames are grouped by major with who needs and ships them; others drop."""
+    from abifit.cudacheck import runtime_sonames
+
+    needed = {"libcudart.so.12": {"sgl_kernel.common_ops"}, "libc.so.6": {"x"},
+              "libcublas.so.13": {"torch/lib/libtorch_cuda.so"}}
+    provided = {"libcudart.so.13": {"nvidia-cuda-runtime"}, "libcublas.so.13": {"nvidia-cublas"}}
+    uses = runtime_sonames(needed, provided)
+    assert [(u.soname, u.major, u.needed_by, u.provided_by) for u in uses] == [
+        ("libcudart.so.12", 12, ("sgl_kernel.common_ops",), ()),
+        ("libcublas.so.13", 13, ("torch/lib/libtorch_cuda.so",), ("nvidia-cublas",)),
+        ("libcudart.so.13", 13, (), ("nvidia-cuda-runtime",)),
+    ]
