@@ -311,3 +311,66 @@ def test_check_from_a_requirements_file(index: tuple[str, dict[str, bytes]], tmp
     doc = json.loads(out)
     assert code == 1 and doc["verdict"] == "fails"
     assert {w["name"]: w["version"] for w in doc["wheels"]} == {"extpkg": "1.0", "hostpkg": "2.0"}
+
+
+@pytest.fixture(scope="module")
+def host_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This machine's host profile, saved by `abifit doctor --save-host` on a bare venv."""
+    import sys
+
+    root = tmp_path_factory.mktemp("profiled")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")],
+                   check=True)
+    profile = root / "host.profile"
+    code = main(["doctor", "--python", str(root / "venv" / "bin" / "python"), "--no-index",
+                 "--no-cache", "--save-host", str(profile)])
+    assert code == 0
+    return profile
+
+
+def test_check_against_a_saved_host_profile(index: tuple[str, dict[str, bytes]],
+                                            host_profile: Path, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profile of this machine gives the same modules and findings as this machine itself;
+    the report says which host it checked for."""
+    capsys.readouterr()
+    args = ("check", "extpkg==1.0", "--with", "hostpkg==2.0", "--index-url", index[0], "--json")
+    code, here, _err = run(capsys, monkeypatch, tmp_path / "a", *args)
+    code_p, there, _err = run(capsys, monkeypatch, tmp_path / "b", *args, "--host",
+                              str(host_profile))
+    here_doc, there_doc = json.loads(here), json.loads(there)
+    jsonschema.validate(there_doc, SCHEMA)
+    assert code == code_p == 1
+    assert there_doc["modules"] == here_doc["modules"]
+    assert [f["symbol"] for f in there_doc["findings"]] == [f["symbol"]
+                                                             for f in here_doc["findings"]]
+    assert any(n.startswith("host: a saved profile of an ELF64") for n in there_doc["notes"])
+    code, out, _err = run(capsys, monkeypatch, tmp_path / "c", "check", "drvpkg==1.0",
+                          "--index-url", index[0], "--json", "--host", str(host_profile))
+    assert json.loads(out)["verdict"] in ("fits", "fits-but-host-lacks-driver")
+
+
+def test_a_host_profile_that_is_not_one_is_refused(index: tuple[str, dict[str, bytes]],
+                                                   tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file that is not a profile, or a pickle that would run code, is one error line, exit 2."""
+    import gzip
+    import pickle
+
+    class Evil:
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return (print, ("pwned",))
+
+    bad = tmp_path / "text.profile"
+    bad.write_text("hello")
+    evil = tmp_path / "evil.profile"
+    evil.write_bytes(gzip.compress(pickle.dumps({"format": "abifit-host-profile", "version": 1,
+                                                 "snapshot": Evil()})))
+    for path in (bad, evil):
+        code, out, err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0",
+                             "--index-url", index[0], "--host", str(path))
+        assert code == 2 and out == ""
+        assert err.startswith(f"error: {path}: not an abifit host profile"), err
+        assert "pwned" not in out + err

@@ -53,8 +53,9 @@ from .environment import Distribution, InterpreterFacts
 from .errors import AbifitError, FormatError, UsageError
 from .fatbin import GpuCode
 from .gpucode import GpuCheck, GpuTarget, check_gpu_code, read_gpu_code
+from .hostprofile import HostSnapshot, ProfileObjects
 from .ldconfig import HostFacts
-from .loader import ASSUMED_DIR, LoadResult, SearchConfig
+from .loader import ASSUMED_DIR, LoadResult, ObjectSource, SearchConfig
 from .localfs import LocalObjects
 from .sources import FileSource
 from .wheel import Member, WheelArchive, is_elf_member
@@ -392,7 +393,7 @@ def gather(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: Remote
 class VirtualTree:
     """The `ObjectSource` of a virtual environment: wheel members under SITE, the host elsewhere."""
 
-    def __init__(self, host: LocalObjects) -> None:
+    def __init__(self, host: ObjectSource) -> None:
         self.host = host
         self.files: dict[str, tuple[WheelSource, Member]] = {}
         self.packages: set[str] = set()  # top-level import packages
@@ -411,7 +412,7 @@ class VirtualTree:
     def is_file(self, path: str) -> bool:
         if path.startswith(SITE + "/"):
             return posixpath.normpath(path) in self.files
-        return os.path.isfile(path)
+        return self.host.is_file(path)
 
     def identity(self, path: str) -> str:
         if path.startswith(SITE + "/"):
@@ -520,6 +521,11 @@ class HostProfile:
     facts: HostFacts
     assume_driver: str | None = None
     fingerprint: str = ""  # digest of the host's loader state; empty: results are not cached
+    snapshot: HostSnapshot | None = None  # another machine, from its profile; None: this one
+
+    def objects(self) -> ObjectSource:
+        """Where the simulation finds the files that are not in the wheels."""
+        return ProfileObjects(self.snapshot) if self.snapshot else LocalObjects()
 
 
 def host_fingerprint(facts: HostFacts, ld_so_cache: str = "/etc/ld.so.cache") -> str:
@@ -548,8 +554,10 @@ def _context(sim: Simulator, tree: VirtualTree,
 
 
 def _assumed(results: Iterable[tuple[str, ...]]) -> tuple[str, ...]:
+    """The driver libraries the simulation had to assume (the host lacks them)."""
+    drivers = {soname for soname, _names in DRIVER_LIBRARIES}
     found = {posixpath.basename(p) for paths in results for p in paths
-             if p.startswith(ASSUMED_DIR)}
+             if p.startswith(ASSUMED_DIR) and posixpath.basename(p) in drivers}
     return tuple(sorted(found))
 
 
@@ -580,7 +588,9 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
              progress: Progress, remote: RemoteContext | None = None,
              ) -> tuple[list[ModuleStatus], list[Finding], tuple[str, ...]]:
     """Simulate every extension module of the target wheels in the virtual environment."""
-    tree = VirtualTree(LocalObjects())
+    tree = VirtualTree(host.objects())
+    if host.snapshot is not None:
+        executable = host.snapshot.executable
     for wheel in wheels:
         tree.add(wheel)
     first = [posixpath.join(SITE, m.path) for w in wheels if w.role is Role.TARGET and w.source
@@ -656,6 +666,10 @@ def check(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteC
             ctx.cache.put_result(key, (tuple(statuses), tuple(findings), missing))
     if not statuses:
         notes.append("the targets hold no extension modules: nothing was simulated")
+    if host.snapshot is not None:
+        snap = host.snapshot
+        notes.append(f"host: a saved profile of an {snap.machine} machine ({snap.executable},"
+                     f" {len(snap.libraries)} system libraries)")
     gpu_check = None
     if gpu is not None:
         gpu_check = check_gpu_code(target_gpu_codes(wheels, progress), gpu)

@@ -84,6 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--no-cache", action="store_true", help="do not read or write the ELF cache")
     d.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: "
                    "$ABIFIT_CACHE_DIR, else the user cache directory)")
+    d.add_argument("--save-host", metavar="FILE",
+                   help="also save this machine's host profile (loader settings, system "
+                   "libraries), for `check --host FILE` elsewhere")
     d.add_argument("--no-index", action="store_true",
                    help="do not ask the package index which wheel ships a missing library")
     d.add_argument("--gpu", metavar="ARCH",
@@ -153,6 +156,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _host_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", metavar="FILE",
+                   help="check for the machine whose profile `abifit doctor --save-host FILE` "
+                   "saved (its loader settings and system libraries) instead of this one")
     p.add_argument("--assume-driver", metavar="VERSION",
                    help="check for a machine with this NVIDIA driver (its libcuda.so.1 is assumed "
                    "present)")
@@ -318,7 +324,8 @@ def _run_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                         verify=args.verify, cache_dir=cache, environ=dict(os.environ),
                         progress=_progress(err),
                         gpus=_gpu_targets(args.gpu) if args.gpu else None,
-                        remote=None if args.no_index else _doctor_index(args))
+                        remote=None if args.no_index else _doctor_index(args),
+                        save_host=Path(args.save_host) if args.save_host else None)
     finally:
         _clear_progress(err)
     out.write(dumps(doctor_json(report)) + "\n" if args.json else doctor_text(report))
@@ -368,6 +375,11 @@ def _host(args: argparse.Namespace) -> HostProfile:
     from .check import HostProfile, host_fingerprint
     from .ldconfig import probe_host
 
+    if args.host:
+        from .hostprofile import load
+
+        snapshot, digest = load(args.host)
+        return HostProfile(snapshot.facts, args.assume_driver, digest, snapshot)
     facts = probe_host(dict(os.environ))
     return HostProfile(facts, args.assume_driver, host_fingerprint(facts))
 

@@ -126,6 +126,7 @@ class DoctorReport:
     warnings: tuple[Finding, ...] = ()
     gpu: tuple[GpuCheck, ...] = ()
     gpu_reason: str | None = None  # why no GPU was checked
+    saved_host: str | None = None  # what --save-host wrote
 
     @property
     def failing(self) -> int:
@@ -629,6 +630,7 @@ def doctor(
     environ: Mapping[str, str], progress: Progress,
     gpus: tuple[GpuTarget, ...] | None = None,
     remote: Callable[[], RemoteContext] | None = None,
+    save_host: Path | None = None,
 ) -> DoctorReport:
     """Scan the environment of `python`, simulate every selected module, explain the problems."""
     facts = query_interpreter(python)
@@ -647,7 +649,11 @@ def doctor(
     roots = [p for p in facts.sys_path if os.path.isdir(p)]
     ctx = context(sim, locator, load_soname_packages(),
                   index_library_fix(remote, roots) if remote is not None else None)
-    statuses, findings = run_doctor(env, sim, targets, ctx, progress)
+    results: list[LoadResult] = []
+    statuses, findings = run_doctor(env, sim, targets, ctx, progress, results)
+    saved = None
+    if save_host is not None:
+        saved = _save_host(save_host, host, facts.executable, results, roots, source, progress)
     verification = None
     if verify:
         verification = tuple(_verify(env, statuses, progress))
@@ -663,4 +669,24 @@ def doctor(
         findings += [f for c in checks for f in c.findings]
     return DoctorReport(facts.executable, facts.version, tuple(statuses), tuple(findings),
                         verification, libraries,
-                        tuple(w for c in checks for w in c.warnings), checks, gpu_reason)
+                        tuple(w for c in checks for w in c.warnings), checks, gpu_reason, saved)
+
+
+def _save_host(path: Path, host: HostFacts, executable: str, results: list[LoadResult],
+               roots: list[str], source: ObjectSource, progress: Progress) -> str:
+    """Write this machine's host profile; the line that says so."""
+    from . import __version__
+    from .hostprofile import dumps, snapshot_host
+
+    progress("saving the host profile")
+    used = {r.path for result in results for r in result.resolutions
+            if r.path and not any(r.path.startswith(root.rstrip("/") + "/") for root in roots)}
+    snapshot = snapshot_host(host, executable, sorted(used), image_or_none(source),
+                             os.path.realpath, __version__)
+    data = dumps(snapshot)
+    try:
+        path.write_bytes(data)
+    except OSError as e:
+        raise UsageError(f"--save-host {path}: {e.strerror or e}") from e
+    return (f"host profile saved to {path}: {len(snapshot.libraries)} system libraries, "
+            f"{len(data):,} bytes")

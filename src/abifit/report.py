@@ -300,6 +300,8 @@ def _problem_blocks(findings: tuple[Finding, ...], warnings: tuple[Finding, ...]
 def doctor_text(report: DoctorReport) -> str:
     """The text rendering of `abifit doctor`: problems first, then one summary line."""
     blocks = _problem_blocks(report.findings, report.warnings, report.gpu, report.gpu_reason)
+    if report.saved_host:
+        blocks.append(report.saved_host)
     if report.verification is not None:
         agree = sum(1 for v in report.verification if v.agrees)
         lines = [f"verified by real loading: {agree} of {len(report.verification)} predictions "

@@ -1,0 +1,170 @@
+"""A host profile: what a target machine's loader would find outside the wheels, saved there and
+checked against elsewhere (`abifit doctor --save-host FILE`, then `abifit check --host FILE`).
+
+It holds the machine's loader facts (`ldconfig.HostFacts`: LD_* settings, ld.so.cache, default
+directories), the interpreter that starts the process, and the dynamic views of the libraries a
+process there can find outside the wheels: every library the ld.so cache lists (of the
+interpreter's ELF class and machine), everything the profiled environment's modules loaded from
+outside its site-packages, and what those need in turn. A check against the profile sees exactly
+these files; the NVIDIA driver's libraries are assumed as on any host that lacks them.
+
+The file is a gzip-compressed pickle in a versioned envelope. Unpickling admits only abifit's own
+types and a few builtins, so a profile from elsewhere cannot run code.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import pickle
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .elf import ElfImage
+from .errors import FormatError
+from .ldconfig import HostFacts
+
+FORMAT = "abifit-host-profile"
+VERSION = 1
+
+
+
+@dataclass(frozen=True, slots=True)
+class HostSnapshot:
+    """A target machine as a check sees it: loader facts, the interpreter, system libraries
+    (path -> (identity, dynamic view))."""
+
+    facts: HostFacts
+    executable: str
+    libraries: Mapping[str, tuple[str, ElfImage]]
+    machine: str
+    abifit_version: str
+
+    def uncaptured(self) -> tuple[str, ...]:
+        """Sonames the ld.so cache lists but the profile holds no view of (unreadable files,
+        or of another ELF class or machine)."""
+        if self.facts.cache is None:
+            return ()
+        held = set(self.libraries)
+        return tuple(sorted({e.soname for e in self.facts.cache.entries if e.path not in held}))
+
+
+class ProfileObjects:
+    """The `ObjectSource` of a host profile: its captured files, and nothing else."""
+
+    def __init__(self, snapshot: HostSnapshot) -> None:
+        self._libraries = snapshot.libraries
+
+    def is_file(self, path: str) -> bool:
+        return os.path.normpath(path) in self._libraries
+
+    def identity(self, path: str) -> str:
+        found = self._libraries.get(os.path.normpath(path))
+        return found[0] if found else path
+
+    def image(self, path: str) -> ElfImage:
+        found = self._libraries.get(os.path.normpath(path))
+        if found is None:
+            raise FormatError(path, "not in the host profile")
+        return found[1]
+
+
+def capture_paths(facts: HostFacts, used: Iterable[str], executable: str) -> list[str]:
+    """The system files to capture: the interpreter, the files the environment's modules used
+    from outside it, and every library the ld.so cache lists (what a wheel may ask for)."""
+    paths = [executable, *used]
+    if facts.cache is not None:
+        paths += [e.path for e in facts.cache.entries]
+    return list(dict.fromkeys(paths))
+
+
+def snapshot_host(facts: HostFacts, executable: str, used: Iterable[str],
+                  image: Callable[[str], ElfImage | None], identity: Callable[[str], str],
+                  version: str) -> HostSnapshot:
+    """Capture this machine for a profile: the interpreter, the base libraries and those `used`
+    (paths the environment loaded from the system), closed over DT_NEEDED through the ld.so
+    cache. Files of another ELF class or machine than the interpreter's are left out."""
+    exe = image(executable)
+    if exe is None:
+        raise FormatError(executable, "the interpreter is not a readable ELF file")
+    seen: dict[str, ElfImage | None] = {}
+
+    def fitting(path: str) -> ElfImage | None:
+        if path not in seen:
+            found = image(path)
+            same = found is not None and (found.elf_class, found.machine) == (exe.elf_class,
+                                                                             exe.machine)
+            seen[path] = found if same else None
+        return seen[path]
+
+    by_soname: dict[str, list[str]] = {}
+    for entry in facts.cache.entries if facts.cache else ():
+        by_soname.setdefault(entry.soname, []).append(entry.path)
+    libraries: dict[str, tuple[str, ElfImage]] = {}
+    queue = capture_paths(facts, used, executable)
+    while queue:
+        path = queue.pop(0)
+        found = fitting(path)
+        if found is None or os.path.normpath(path) in libraries:
+            continue
+        libraries[os.path.normpath(path)] = (identity(path), found)
+        for soname in found.needed:
+            target = next((p for p in by_soname.get(soname, ()) if fitting(p)), None)
+            if target is not None:
+                queue.append(target)
+    return HostSnapshot(facts, executable, libraries, f"{exe.elf_class.name} {exe.machine_name}",
+                        version)
+
+
+def dumps(snapshot: HostSnapshot) -> bytes:
+    envelope = {"format": FORMAT, "version": VERSION, "snapshot": snapshot}
+    return gzip.compress(pickle.dumps(envelope, protocol=pickle.HIGHEST_PROTOCOL), mtime=0)
+
+
+class _Restricted(pickle.Unpickler):
+    """Unpickles abifit's own types and plain data only."""
+
+    _BUILTINS = frozenset({"frozenset", "set", "tuple", "list", "dict", "bytes", "bytearray",
+                           "str", "int", "float", "bool", "complex", "slice", "getattr"})
+
+    def find_class(self, module: str, name: str) -> object:
+        if module == "abifit" or module.startswith("abifit."):
+            return super().find_class(module, name)
+        if module == "builtins" and name in self._BUILTINS:
+            return super().find_class(module, name)
+        if (module, name) in (("array", "_array_reconstructor"), ("array", "array"),
+                              ("copyreg", "_reconstructor"), ("copyreg", "__newobj__"),
+                              ("collections", "OrderedDict"), ("enum", "Enum")):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"a host profile may not hold {module}.{name}")
+
+
+def loads(data: bytes, name: str) -> HostSnapshot:
+    """The snapshot in a profile file's bytes; FormatError for anything else."""
+    try:
+        raw = gzip.decompress(data)
+        envelope = _Restricted(io.BytesIO(raw)).load()
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError,
+            ValueError) as e:
+        raise FormatError(name, f"not an abifit host profile ({e})") from e
+    if not isinstance(envelope, dict) or envelope.get("format") != FORMAT:
+        raise FormatError(name, "not an abifit host profile")
+    if envelope.get("version") != VERSION:
+        raise FormatError(name, f"host profile format {envelope.get('version')} (this abifit "
+                          f"reads {VERSION}): save it again with this abifit")
+    snapshot = envelope.get("snapshot")
+    if not isinstance(snapshot, HostSnapshot):
+        raise FormatError(name, "the host profile holds no snapshot")
+    return snapshot
+
+
+def load(path: str) -> tuple[HostSnapshot, str]:
+    """The profile at `path` and the sha256 of its bytes."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise FormatError(path, e.strerror or str(e)) from e
+    return loads(data, path), hashlib.sha256(data).hexdigest()
