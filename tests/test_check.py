@@ -52,6 +52,7 @@ def binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     stub = root / "stub/libcuda.so.1"
     _compile(stub, "cuda_stub.c", "-Wl,-soname,libcuda.so.1", cxx=False)
     out["drv"] = _compile(root / "_drv.abi3.so", "drv.c", str(stub), cxx=False)
+    out["new_glibc"] = _compile(root / "_newglibc.abi3.so", "new_glibc.c", cxx=False)
     return out
 
 
@@ -87,6 +88,9 @@ def wheels(binaries: dict[str, bytes]) -> dict[str, list[tuple[str, bytes]]]:
         "drvpkg": [make_wheel("drvpkg", "1.0", {"drvpkg/__init__.py": b"",
                                                 "drvpkg/_drv.abi3.so": binaries["drv"]},
                               tag="cp310-abi3-linux_x86_64")],
+        "newglibc": [make_wheel("newglibc", "1.0", {
+            "newglibc/__init__.py": b"", "newglibc/_newglibc.abi3.so": binaries["new_glibc"]},
+            tag="cp310-abi3-linux_x86_64")],
     }
 
 
@@ -374,3 +378,44 @@ def test_a_host_profile_that_is_not_one_is_refused(index: tuple[str, dict[str, b
         assert code == 2 and out == ""
         assert err.startswith(f"error: {path}: not an abifit host profile"), err
         assert "pwned" not in out + err
+
+
+@pytest.mark.parametrize(("host", "fits"), [("manylinux_2_28", False), ("manylinux2014", False),
+                                            ("manylinux_2_34", True)])
+def test_manylinux_presets_check_symbol_versions(index: tuple[str, dict[str, bytes]],
+                                                 tmp_path: Path, host: str, fits: bool,
+                                                 capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module that calls close_range (GLIBC_2.34) does not load on a manylinux_2_28 host
+    and does on a manylinux_2_34 one; the finding names the version and libc.so.6."""
+    code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "newglibc==1.0",
+                          "--index-url", index[0], "--json", "--host", host)
+    doc = json.loads(out)
+    jsonschema.validate(doc, SCHEMA)
+    assert any(n.startswith(f"host: the {host.replace('manylinux2014', 'manylinux_2_17')} "
+                            "preset") for n in doc["notes"]), doc["notes"]
+    if fits:
+        assert code == 0 and doc["verdict"] == "fits", doc["findings"]
+    else:
+        assert code == 1 and doc["verdict"] == "fails"
+        (finding,) = doc["findings"]
+        assert finding["kind"] == "missing-version"
+        assert finding["version"] == "GLIBC_2.34"
+        assert finding["library"].endswith("libc.so.6")
+
+
+def _glibc() -> tuple[int, ...]:
+    import os
+
+    version = os.confstr("CS_GNU_LIBC_VERSION") or "glibc 0"
+    return tuple(int(part) for part in version.split()[-1].split("."))
+
+
+@pytest.mark.skipif(_glibc() < (2, 34), reason="needs glibc >= 2.34 on this machine")
+def test_this_machine_has_the_newer_glibc(index: tuple[str, dict[str, bytes]], tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a preset, the module loads here (this machine's glibc is at least 2.34)."""
+    code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "newglibc==1.0",
+                          "--index-url", index[0], "--json")
+    assert code == 0 and json.loads(out)["verdict"] == "fits"

@@ -53,7 +53,12 @@ from .environment import Distribution, InterpreterFacts
 from .errors import AbifitError, FormatError, UsageError
 from .fatbin import GpuCode
 from .gpucode import GpuCheck, GpuTarget, check_gpu_code, read_gpu_code
-from .hostprofile import HostSnapshot, ProfileObjects
+from .hostprofile import (
+    HostSnapshot,
+    Preset,
+    PresetObjects,
+    ProfileObjects,
+)
 from .ldconfig import HostFacts
 from .loader import ASSUMED_DIR, LoadResult, ObjectSource, SearchConfig
 from .localfs import LocalObjects
@@ -522,10 +527,21 @@ class HostProfile:
     assume_driver: str | None = None
     fingerprint: str = ""  # digest of the host's loader state; empty: results are not cached
     snapshot: HostSnapshot | None = None  # another machine, from its profile; None: this one
+    preset: Preset | None = None  # a manylinux host known by its policy only
 
-    def objects(self) -> ObjectSource:
-        """Where the simulation finds the files that are not in the wheels."""
+    def objects(self, executable: str) -> ObjectSource:
+        """Where the simulation finds the files that are not in the wheels (`executable`: the
+        interpreter, whose installation a preset host keeps)."""
+        if self.preset is not None:
+            prefix = os.path.dirname(os.path.dirname(os.path.realpath(executable)))
+            return PresetObjects(self.preset, self.facts, LocalObjects(),
+                                 (prefix, os.path.dirname(executable)))
         return ProfileObjects(self.snapshot) if self.snapshot else LocalObjects()
+
+    @property
+    def executable(self) -> str | None:
+        """The interpreter of the host, when it is not this machine's."""
+        return self.snapshot.executable if self.snapshot else None
 
 
 def host_fingerprint(facts: HostFacts, ld_so_cache: str = "/etc/ld.so.cache") -> str:
@@ -588,9 +604,8 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
              progress: Progress, remote: RemoteContext | None = None,
              ) -> tuple[list[ModuleStatus], list[Finding], tuple[str, ...]]:
     """Simulate every extension module of the target wheels in the virtual environment."""
-    tree = VirtualTree(host.objects())
-    if host.snapshot is not None:
-        executable = host.snapshot.executable
+    executable = host.executable or executable
+    tree = VirtualTree(host.objects(executable))
     for wheel in wheels:
         tree.add(wheel)
     first = [posixpath.join(SITE, m.path) for w in wheels if w.role is Role.TARGET and w.source
@@ -666,6 +681,10 @@ def check(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteC
             ctx.cache.put_result(key, (tuple(statuses), tuple(findings), missing))
     if not statuses:
         notes.append("the targets hold no extension modules: nothing was simulated")
+    if host.preset is not None:
+        notes.append(f"host: the {host.preset.name} preset: glibc {host.preset.glibc} and "
+                     f"the libstdc++ and libgcc_s of {host.preset.distribution}, as this "
+                     "machine's copies limited to those versions; no other system library")
     if host.snapshot is not None:
         snap = host.snapshot
         notes.append(f"host: a saved profile of an {snap.machine} machine ({snap.executable},"

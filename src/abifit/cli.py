@@ -156,9 +156,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _host_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", metavar="FILE",
+    p.add_argument("--host", metavar="FILE|PRESET",
                    help="check for the machine whose profile `abifit doctor --save-host FILE` "
-                   "saved (its loader settings and system libraries) instead of this one")
+                   "saved (its loader settings and system libraries) instead of this one, or "
+                   "for a manylinux host: manylinux2014, manylinux_2_28, manylinux_2_34")
     p.add_argument("--assume-driver", metavar="VERSION",
                    help="check for a machine with this NVIDIA driver (its libcuda.so.1 is assumed "
                    "present)")
@@ -376,8 +377,13 @@ def _host(args: argparse.Namespace) -> HostProfile:
     from .ldconfig import probe_host
 
     if args.host:
-        from .hostprofile import load
+        from .hostprofile import load, load_presets
 
+        preset = load_presets().get(args.host)
+        if preset is not None and not os.path.exists(args.host):
+            facts = preset.facts(probe_host({}))
+            return HostProfile(facts, args.assume_driver,
+                               f"preset:{preset.name}:{host_fingerprint(facts)}", preset=preset)
         snapshot, digest = load(args.host)
         return HostProfile(snapshot.facts, args.assume_driver, digest, snapshot)
     facts = probe_host(dict(os.environ))

@@ -14,18 +14,26 @@ types and a few builtins, so a profile from elsewhere cannot run code.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import io
+import json
 import os
 import pickle
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .elf import ElfImage
 from .errors import FormatError
 from .ldconfig import HostFacts
+
+if TYPE_CHECKING:
+    from .loader import ObjectSource
+
+DATA = Path(__file__).parent / "data"
 
 FORMAT = "abifit-host-profile"
 VERSION = 1
@@ -168,3 +176,93 @@ def load(path: str) -> tuple[HostSnapshot, str]:
     except OSError as e:
         raise FormatError(path, e.strerror or str(e)) from e
     return loads(data, path), hashlib.sha256(data).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# manylinux presets: a host known only by its policy
+
+
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    """A manylinux host: the version nodes its system libraries define (soname -> names)."""
+
+    name: str
+    distribution: str
+    glibc: str
+    versions: Mapping[str, tuple[str, ...]]
+
+    def facts(self, host: HostFacts) -> HostFacts:
+        """This machine's loader, with an ld.so cache of the preset's libraries only and no
+        LD_* settings."""
+        cache = host.cache
+        if cache is not None:
+            cache = replace(cache, entries=tuple(e for e in cache.entries
+                                                 if e.soname in self.versions))
+        return replace(host, ld_library_path=(), ld_preload=(), ld_so_preload=(), conf_dirs=(),
+                       cache=cache)
+
+
+class PresetObjects:
+    """The `ObjectSource` of a preset host: this machine's interpreter (the files under its
+    installation prefix) and this machine's copies of the preset's libraries (glibc,
+    libstdc++, libgcc_s), which define only the versions the preset allows. Nothing else exists
+    there. What these files need of each other is taken as met, as it is on such a host."""
+
+    def __init__(self, preset: Preset, facts: HostFacts, local: ObjectSource,
+                 interpreter_prefixes: tuple[str, ...]) -> None:
+        self._preset = preset
+        self._local = local
+        self._prefixes = tuple(p.rstrip("/") + "/" for p in interpreter_prefixes)
+        self._paths = {os.path.normpath(e.path): e.soname
+                       for e in (facts.cache.entries if facts.cache else ())}
+        self._images: dict[str, ElfImage] = {}
+
+    def _allowed(self, path: str) -> bool:
+        normal = os.path.normpath(path)
+        return normal in self._paths or normal.startswith(self._prefixes)
+
+    def is_file(self, path: str) -> bool:
+        return self._allowed(path) and self._local.is_file(path)
+
+    def identity(self, path: str) -> str:
+        return self._local.identity(path)
+
+    def image(self, path: str) -> ElfImage:
+        if not self._allowed(path):
+            raise FormatError(path, f"not on a {self._preset.name} host")
+        if path not in self._images:
+            image = self._local.image(path)
+            soname = self._paths.get(os.path.normpath(path))
+            defs = image.version_defs
+            if soname is not None:
+                allowed = set(self._preset.versions[soname])
+                defs = tuple(d for d in defs if d.is_base or d.name in allowed)
+            self._images[path] = replace(image, version_needs=(), version_defs=defs)
+        return self._images[path]
+
+
+def _key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+@functools.cache
+def load_presets() -> dict[str, Preset]:
+    """The presets of `data/manylinux.json`, by name and alias."""
+    raw = json.loads((DATA / "manylinux.json").read_text("utf-8"))
+    nodes: dict[str, list[str]] = raw["nodes"]
+    out: dict[str, Preset] = {}
+    for name, spec in raw["presets"].items():
+        def upto(prefix: str, spec: Mapping[str, str] = spec) -> tuple[str, ...]:
+            top = _key(spec[prefix])
+            return tuple(f"{prefix}_{v}" for v in nodes[prefix] if _key(v) <= top)
+
+        glibc = upto("GLIBC")
+        versions = {soname: glibc for soname in raw["glibc_libraries"]}
+        versions["libstdc++.so.6"] = (*upto("GLIBCXX"), *upto("CXXABI"), "CXXABI_TM_1")
+        versions["libgcc_s.so.1"] = upto("GCC")
+        preset = Preset(name, spec["distribution"], spec["GLIBC"], versions)
+        for alias in (name, *spec["aliases"]):
+            out[alias] = preset
+    return out
