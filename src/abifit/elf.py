@@ -418,7 +418,9 @@ _SO_NAME = re.compile(r"\.so(\.[0-9]+)*$|\.so\.")
 _NOT_BINARY = frozenset(
     (
         ".py .pyi .pyc .txt .md .rst .json .yaml .yml .toml .cfg .ini .h .hpp .hh .cuh .c .cc "
-        ".cpp .cu .typed .html .css .js .csv .pem .pxd .pyx"
+        ".cpp .cu .typed .html .css .js .csv .pem .pxd .pyx .inl .inc .ipp .tcc .hxx .cxx .cmake "
+        ".sh .xml .svg .png .jpg .jpeg .gif .ico .ptx .fatbin .ll .bc .mlir .td .proto .a .pkl "
+        ".pt .pth .npy .npz .safetensors .zip .gz .tar .whl .pc .la"
     ).split()
 )
 
