@@ -670,13 +670,13 @@ def check(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteC
     if not targets:
         raise UsageError("nothing to check: name a requirement or a .whl file")
     wheels, notes = gather(targets, withs, ctx, target_markers(target), progress, skip_pure)
-    key = _result_key(wheels, target, host, executable or sys.executable)
+    executable = executable or sys.executable
+    key = _result_key(wheels, target, host, executable)
     stored = ctx.cache.get_result(key) if ctx and ctx.cache and key else None
     if isinstance(stored, tuple) and len(stored) == 3:
         statuses, findings, missing = list(stored[0]), list(stored[1]), tuple(stored[2])
     else:
-        statuses, findings, missing = simulate(wheels, target, host,
-                                               executable or sys.executable, progress, ctx)
+        statuses, findings, missing = simulate(wheels, target, host, executable, progress, ctx)
         if ctx and ctx.cache and key:
             ctx.cache.put_result(key, (tuple(statuses), tuple(findings), missing))
     if not statuses:

@@ -168,6 +168,12 @@ def module_name(path: str, roots: Iterable[str], suffixes: Iterable[str]) -> str
     return None
 
 
+def site_root(path: str, roots: Iterable[str]) -> str | None:
+    """The deepest of `roots` (site-packages directories) that holds `path`, if any."""
+    return next((r for r in sorted(roots, key=len, reverse=True)
+                 if path.startswith(r.rstrip("/") + "/")), None)
+
+
 def defines_init(image: ElfImage | None, module: str) -> bool:
     """Whether an object exports the `PyInit_<name>` function that makes it an extension module."""
     if image is None:
@@ -221,8 +227,7 @@ def mark_plugins(natives: list[NativeFile], image: Callable[[str], ElfImage | No
                 and img.file_type == FileType.DYN
                 and os.path.basename(n.path) not in linked
                 and (img.soname or "") not in linked):
-            root = next((r for r in sorted(roots, key=len, reverse=True)
-                         if n.path.startswith(r.rstrip("/") + "/")), directory)
+            root = site_root(n.path, roots) or directory
             n = NativeFile(n.path, n.distribution, None, True, os.path.relpath(n.path, root))
         out.append(n)
     return out
@@ -446,8 +451,7 @@ def index_library_fix(remote: Callable[[], RemoteContext], roots: list[str]) -> 
             return None
         if not found.wheels:
             return None, found.reason.rstrip(".") + "."
-        root = next((r for r in sorted(roots, key=len, reverse=True)
-                     if needer.startswith(r.rstrip("/") + "/")), None)
+        root = site_root(needer, roots)
         text = render_library_fix(found, site_packages=root or "<site-packages>",
                                   needed_by=os.path.relpath(needer, root) if root else None)
         hint = " or ".join(f"`{w.command}` provides {soname} (in {w.directory})"
@@ -586,8 +590,7 @@ def short_name(native: NativeFile, roots: list[str]) -> str:
     """A module's name, a plugin's label, else the file's path inside its site-packages."""
     if native.module or native.label:
         return native.name
-    root = next((r for r in sorted(roots, key=len, reverse=True)
-                 if native.path.startswith(r.rstrip("/") + "/")), None)
+    root = site_root(native.path, roots)
     return os.path.relpath(native.path, root) if root else native.path
 
 
@@ -614,12 +617,11 @@ def read_gpu_codes(natives: Iterable[NativeFile], image: Callable[[str], ElfImag
     return out
 
 
-def _gpu_check(env: Environment, natives: list[NativeFile], statuses: list[ModuleStatus],
+def _gpu_check(natives: list[NativeFile], statuses: list[ModuleStatus], roots: list[str],
                image: Callable[[str], ElfImage | None], progress: Progress,
                targets: tuple[GpuTarget, ...]) -> tuple[GpuCheck, ...]:
     """The GPU code of the checked modules' distributions and their prerequisites."""
     keys = {s.distribution for s in statuses} | {k for s in statuses for k in s.prerequisites}
-    roots = [p for p in env.facts.sys_path if os.path.isdir(p)]
     codes = read_gpu_codes([n for n in natives if n.distribution in keys], image,
                            lambda n: short_name(n, roots), progress)
     return tuple(check_gpu_code(codes, target) for target in targets)
@@ -665,7 +667,7 @@ def doctor(
         gpus, gpu_reason = detect_targets(environ)
     checks: tuple[GpuCheck, ...] = ()
     if gpus:
-        checks = _gpu_check(env, natives, statuses, image_or_none(source), progress, gpus)
+        checks = _gpu_check(natives, statuses, roots, image_or_none(source), progress, gpus)
         findings += [f for c in checks for f in c.findings]
     return DoctorReport(facts.executable, facts.version, tuple(statuses), tuple(findings),
                         verification, libraries,
@@ -680,7 +682,7 @@ def _save_host(path: Path, host: HostFacts, executable: str, results: list[LoadR
 
     progress("saving the host profile")
     used = {r.path for result in results for r in result.resolutions
-            if r.path and not any(r.path.startswith(root.rstrip("/") + "/") for root in roots)}
+            if r.path and site_root(r.path, roots) is None}
     snapshot = snapshot_host(host, executable, sorted(used), image_or_none(source),
                              os.path.realpath, __version__)
     data = dumps(snapshot)

@@ -129,6 +129,11 @@ class Arch:
     def __str__(self) -> str:
         return f"sm_{self.sm}{self.variant.value}"
 
+    @property
+    def virtual(self) -> str:
+        """The name of PTX for this architecture: `compute_90a`."""
+        return f"compute_{self.sm}{self.variant.value}"
+
 
 @dataclass(frozen=True, slots=True)
 class CubinHead:

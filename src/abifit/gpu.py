@@ -226,7 +226,7 @@ def _embedded_coverage(code: GpuCode, gpu: ComputeCapability, driver_cuda: Relea
     covered = [c for c in choices if c.covered]
     sections = ", ".join(sorted({c.section for c in code.embedded}))
     sass = _names({a for c in code.embedded for a in c.sass_archs}) or "none"
-    ptx = _names({a for c in code.embedded for a in c.ptx_archs}).replace("sm_", "compute_")
+    ptx = _names({a for c in code.embedded for a in c.ptx_archs}, ptx=True)
     held = f"SASS {sass}; PTX {ptx or 'none'}"
     where = (f"its kernels are in {len(choices)} fat binaries embedded in {sections}, which the "
              "library loads itself")
@@ -274,7 +274,7 @@ def _preference(entry: FatbinEntry) -> tuple[int, int]:
 
 
 def _ptx_name(entry: FatbinEntry) -> str:
-    return f"compute_{entry.arch.sm}{entry.arch.variant.value} (ISA {_dotted(entry.code_version)})"
+    return f"{entry.arch.virtual} (ISA {_dotted(entry.code_version)})"
 
 
 def _dotted(version: Release) -> str:
@@ -294,8 +294,9 @@ def _missing_reason(
             f"for it (PTX: {ptx})")
 
 
-def _names(archs: Iterable[Arch]) -> str:
-    return ", ".join(str(a) for a in sorted(archs, key=lambda a: (a.sm, a.variant.value)))
+def _names(archs: Iterable[Arch], ptx: bool = False) -> str:
+    ordered = sorted(archs, key=lambda a: (a.sm, a.variant.value))
+    return ", ".join(a.virtual if ptx else str(a) for a in ordered)
 
 
 def _object_verdict(choices: tuple[ContainerCoverage, ...]) -> Verdict:
@@ -317,7 +318,7 @@ def _object_reason(
         if any(_has_images(c) for c in code.containers):
             return "its fat binaries hold no kernels (registration code only)"
         return "the object carries no SASS and no PTX"
-    ptx = _names(code.ptx_archs).replace("sm_", "compute_")
+    ptx = _names(code.ptx_archs, ptx=True)
     held = f"SASS {_names(code.sass_archs) or 'none'}; PTX {ptx or 'none'}"
     if verdict is Verdict.NO_KERNEL_IMAGE:
         first = choices[0]

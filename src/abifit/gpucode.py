@@ -51,6 +51,11 @@ class GpuTarget:
     def arch(self) -> str:
         return f"sm_{self.capability.major}{self.capability.minor}"
 
+    @property
+    def driver_release(self) -> str | None:
+        """The driver's CUDA release as written ('12.4'), when known."""
+        return f"{self.driver_cuda[0]}.{self.driver_cuda[1]}" if self.driver_cuda else None
+
 
 def parse_gpu_option(text: str, driver_cuda: Release | None = None) -> GpuTarget:
     """`--gpu sm_120`, `--gpu 9.0`; `--gpu 9.0@12.4` also sets the driver's CUDA release.
@@ -117,7 +122,7 @@ class ObjectCoverage:
 
 def _arch_names(archs: Iterable[Arch], ptx: bool = False) -> tuple[str, ...]:
     ordered = sorted(archs, key=lambda a: (a.sm, a.variant.value))
-    return tuple(str(a).replace("sm_", "compute_", 1) if ptx else str(a) for a in ordered)
+    return tuple(a.virtual if ptx else str(a) for a in ordered)
 
 
 def summarize(code: GpuCode) -> CodeSummary:
@@ -145,17 +150,13 @@ def summarize(code: GpuCode) -> CodeSummary:
     )
 
 
-def _dotted(release: Release | None) -> str | None:
-    return f"{release[0]}.{release[1]}" if release else None
-
-
 def object_coverage(code: GpuCode, target: GpuTarget) -> ObjectCoverage:
     """The verdict for one object's code on the target GPU."""
     found: Coverage = coverage(code, target.capability, target.driver_cuda)
     pool = found.containers or found.embedded
     first = next((c for c in pool if not c.covered), None)
     return ObjectCoverage(
-        gpu=str(target.capability), driver_cuda=_dotted(target.driver_cuda),
+        gpu=str(target.capability), driver_cuda=target.driver_release,
         verdict=found.verdict.value,
         covered=sum(1 for c in pool if c.covered),
         containers=len(pool), reason=found.reason,

@@ -24,7 +24,7 @@ from .deflate import TailView, decode_tail
 from .elf import ElfImage, parse_elf
 from .errors import FormatError, UsageError
 from .fatbin import GpuCode
-from .gpucode import has_gpu_code, read_gpu_code
+from .gpucode import read_gpu_code
 from .http import HttpClient
 from .index import Fetch, IndexFile, PackageIndex, Target, select_one
 from .sources import (
@@ -184,35 +184,32 @@ def open_member(archive: ByteSource, member: Member, where: str) -> ByteSource:
     return RemoteMember(archive, member, start, where)
 
 
-def _stream_member(archive: ByteSource, member: Member, where: str) -> ByteSource:
-    """A member's bytes by inflating from its start (for reads of most of a member)."""
-    start = member_data_start(archive, member, where)
+def _inflated(compressed: ByteSource, member: Member, where: str) -> ByteSource:
+    """A member's bytes, inflated from its start, over a source of its stored bytes."""
     if member.method == zipfile.ZIP_STORED:
-        return SliceSource(archive, start, member.compressed_size, where)
-    return InflateSource(SliceSource(archive, start, member.compressed_size, where),
-                         member.size, where)
+        return compressed
+    if member.method != zipfile.ZIP_DEFLATED:
+        raise FormatError(where, f"unsupported zip compression method {member.method}")
+    return InflateSource(compressed, member.size, where)
 
 
 def _read_gpu_member(archive: ByteSource, member: Member, where: str) -> GpuCode | None:
+    """A member's fat binaries: a small member fetched in one request; a large one with its
+    headers read from its ends, then inflated from its start up to its fat binaries' end."""
     source = ReadAhead(archive, max_ahead=8 << 20)
+    start = member_data_start(source, member, where)
+    stored: ByteSource = SliceSource(source, start, member.compressed_size, where)
     if member.compressed_size <= WHOLE_GPU_MEMBER:
-        start = member_data_start(source, member, where)
-        whole = BytesSource(archive.read_at(start, member.compressed_size), where)
-        opened: ByteSource = whole
-        if member.method == zipfile.ZIP_DEFLATED:
-            opened = InflateSource(whole, member.size, where)
-        elif member.method != zipfile.ZIP_STORED:
-            raise FormatError(where, f"unsupported zip compression method {member.method}")
+        stored = BytesSource(archive.read_at(start, member.compressed_size), where)
+        opened = _inflated(stored, member, where)
         if not is_elf_member(opened):
             return None
         return read_gpu_code(opened, parse_elf(opened, relocations=False))
-    opened = open_member(source, member, where)
-    if not is_elf_member(opened):
+    headers = open_member(source, member, where)
+    if not is_elf_member(headers):
         return None
-    image = parse_elf(opened, relocations=False)
-    if not has_gpu_code(image):
-        return None
-    return read_gpu_code(_stream_member(source, member, where), image)
+    return read_gpu_code(_inflated(stored, member, where),
+                         parse_elf(headers, relocations=False))
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,8 +103,7 @@ def _target_json(target: GpuTarget | None) -> JsonObject | None:
     if target is None:
         return None
     return {"compute_capability": str(target.capability), "arch": target.arch,
-            "driver_cuda": f"{target.driver_cuda[0]}.{target.driver_cuda[1]}"
-            if target.driver_cuda else None, "source": target.source}
+            "driver_cuda": target.driver_release, "source": target.source}
 
 
 def dumps(doc: JsonObject) -> str:
