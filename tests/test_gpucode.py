@@ -213,6 +213,13 @@ def test_inspect_gpu_verdicts_and_exit_codes(cuda: dict[str, Path],
     assert "no-kernel-image" in out and "no kernel image is available" in out
 
 
+def test_inspect_gpu_without_gpu_code_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """--gpu on an object without fat binaries does not claim that everything runs."""
+    code, out, _ = run(capsys, "inspect", sys.executable, "--gpu", "9.0")
+    assert code == 0
+    assert out.rstrip().endswith("; no GPU code to check on sm_90"), out[-200:]
+
+
 def test_inspect_bad_gpu_is_a_usage_error(cuda: dict[str, Path],
                                           capsys: pytest.CaptureFixture[str]) -> None:
     """A --gpu that names no GPU exits 2 with one error line."""

@@ -215,8 +215,13 @@ def inspect_text(report: InspectReport) -> str:
         summary += f", {with_code} with GPU code"
     if report.gpu is not None:
         missing = sum(1 for o in report.objects if o.gpu and o.gpu.verdict == "no-kernel-image")
-        summary += (f"; on {report.gpu.arch} ({report.gpu.source}): {missing} without a kernel "
-                    "image" if missing else f"; all run on {report.gpu.arch}")
+        if missing:
+            summary += (f"; on {report.gpu.arch} ({report.gpu.source}): {missing} without a "
+                        "kernel image")
+        elif with_code:
+            summary += f"; all run on {report.gpu.arch}"
+        else:
+            summary += f"; no GPU code to check on {report.gpu.arch}"
     if report.failed:
         summary += f", {report.failed} could not be read"
     return "\n\n".join([*blocks, summary]) + "\n"
