@@ -149,13 +149,75 @@ def decode_tail(tail: bytes, total_size: int, name: str = "<member>") -> TailVie
     raise FormatError(name, f"{problem} in the last {len(tail)} compressed bytes")
 
 
+@dataclass(frozen=True, slots=True)
+class WindowView:
+    """Output decoded from a stretch of compressed bytes in the middle of a stream, at an
+    unknown place in the member: `data` is the output from bit `bit` of the stretch to the end
+    of its input, `mask` marks its uncertain bytes as in `TailView`. Where `data` lies in the
+    member must be learnt from its content."""
+
+    bit: int
+    data: bytes
+    mask: bytes = b""
+
+    def known(self, lo: int, hi: int) -> bool:
+        """Whether `data[lo:hi]` is in view and certain."""
+        if lo < 0 or hi > len(self.data) or lo > hi:
+            return False
+        covered = self.mask[lo:hi]
+        return covered.count(0) == len(covered)
+
+
+def decode_window(data: bytes, max_output: int, name: str = "<member>") -> WindowView:
+    """Decode compressed bytes from the middle of a raw DEFLATE stream: from the second block
+    start found (the first is its witness, as in `decode_tail`) to the end of `data`, which
+    must not hold the stream's end. Raises FormatError when no such start decodes the rest
+    of `data` with at most `max_output` bytes of output."""
+    witness: int | None = None
+    for bit in _block_starts(data):
+        if witness is None:
+            witness = bit if _probe(data, bit, _WITNESS_BYTES) else None
+            continue
+        out = _decode_through(data, bit, WINDOW_A, max_output)
+        if not out:
+            continue
+        mask = _vouched_mask(data, max_output, witness, bit, out)
+        if mask is not None:
+            return WindowView(bit, out, mask)
+        witness = bit
+    problem = "no DEFLATE block start" if witness is None else "no two consistent block starts"
+    raise FormatError(name, f"{problem} in {len(data)} compressed bytes")
+
+
+def expansion(data: bytes) -> float | None:
+    """Output bytes per input byte of compressed bytes from the middle of a raw DEFLATE stream,
+    from the first block start in the first half of `data` that decodes the rest without error
+    (None if there is none, or if the stream ends inside `data`). For estimates only: a false
+    start that happens to decode through is not ruled out."""
+    for bit in _block_starts(data):
+        if bit > 4 * len(data):
+            return None
+        produced = _through_length(data, bit)
+        if produced is not None:
+            return produced / (len(data) - bit / 8)
+    return None
+
+
 def _vouched(tail: bytes, total_size: int, witness: int, bit: int, data: bytes) -> TailView | None:
     """The view decoded from `bit` (output `data` with WINDOW_A), if `bit` lies on the parse
     from `witness` (see the module docstring), else None."""
     start = total_size - len(data)
+    mask = _vouched_mask(tail, start + min(_OVERLAP_BYTES, len(data)), witness, bit, data)
+    return None if mask is None else TailView(start, data, mask)
+
+
+def _vouched_mask(tail: bytes, limit: int, witness: int, bit: int, data: bytes) -> bytes | None:
+    """The uncertainty mask of `data` (the output from `bit` with WINDOW_A), if `bit` lies on
+    the parse from `witness`, whose output before `bit` may be at most `limit` bytes; else
+    None."""
     after = min(_OVERLAP_BYTES, len(data))
-    crossed_a = _decode_across(tail, witness, WINDOW_A, start + after, bit, after)
-    crossed_b = _decode_across(tail, witness, WINDOW_B, start + after, bit, after)
+    crossed_a = _decode_across(tail, witness, WINDOW_A, limit, bit, after)
+    crossed_b = _decode_across(tail, witness, WINDOW_B, limit, bit, after)
     if crossed_a is None or crossed_b is None or crossed_a[0] != crossed_b[0]:
         return None
     drop, witness_a = crossed_a
@@ -165,7 +227,7 @@ def _vouched(tail: bytes, total_size: int, witness: int, bit: int, data: bytes) 
     data_b = _decode_until_agreeing(tail, bit, data, after)
     if data_b is None or not _vouches(witness_a, witness_b, drop, data[:after], data_b[:after]):
         return None
-    return TailView(start, data, _difference_mask(data[: len(data_b)], data_b))
+    return _difference_mask(data[: len(data_b)], data_b)
 
 
 # Finding block starts ---------------------------------------------------------------------------
@@ -406,6 +468,31 @@ def _decode_to_end(tail: bytes, bit: int, window: bytes, limit: int) -> bytes | 
     inflater = _Inflater(tail, bit, window)  # afresh, so that the output is one bytes object
     out = inflater.feed(len(tail), limit + 1)
     return out if out is not None and len(out) <= limit and inflater.ended_at_end else None
+
+
+def _through_length(data: bytes, bit: int) -> int | None:
+    """The output length from `bit` to the end of `data`, or None on an error or the stream's
+    end."""
+    if not _probe(data, bit, _PROBE_BYTES):
+        return None
+    inflater = _Inflater(data, bit, WINDOW_A)
+    produced = 0
+    for end in range(bit // 8 + _COMPARE_BYTES, len(data) + _COMPARE_BYTES, _COMPARE_BYTES):
+        out = inflater.feed(min(end, len(data)), 0)
+        if out is None or inflater.ended:
+            return None
+        produced += len(out)
+    return produced
+
+
+def _decode_through(data: bytes, bit: int, window: bytes, limit: int) -> bytes | None:
+    """The output from `bit` to the end of `data`, or None unless `bit` starts a block, the
+    stream goes on past `data` and the output is at most `limit` bytes."""
+    if not _probe(data, bit, _PROBE_BYTES):
+        return None
+    inflater = _Inflater(data, bit, window)
+    out = inflater.feed(len(data), limit + 1)
+    return out if out is not None and len(out) <= limit and not inflater.ended else None
 
 
 def _decode_until_agreeing(tail: bytes, bit: int, data_a: bytes, least: int) -> bytes | None:

@@ -875,6 +875,36 @@ def parse_elf(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ElfLayout:
+    """Where an ELF file's parts lie: its program headers and, when read, its section headers.
+    `dyn_entry` and `word` are the struct formats of a dynamic entry and of an address."""
+
+    elf_class: ElfClass
+    byte_order: ByteOrder
+    section_headers_at: int
+    segments: tuple[Segment, ...]
+    sections: tuple[Section, ...]
+
+    @property
+    def dyn_entry(self) -> struct.Struct:
+        return _layout(self.elf_class, self.byte_order).dyn
+
+    @property
+    def word(self) -> struct.Struct:
+        p = "<" if self.byte_order is ByteOrder.LITTLE else ">"
+        return struct.Struct(p + ("Q" if self.elf_class is ElfClass.ELF64 else "I"))
+
+
+def parse_layout(source: ByteSource, *, sections: bool = True) -> ElfLayout:
+    """The ELF header's, program headers' and (with `sections`) section headers' view of the
+    file in `source`; raises ElfError if they are not readable."""
+    r = _Reader(source)
+    h, lay = _parse_header(r)
+    return ElfLayout(h.elf_class, h.order, h.shoff, tuple(_parse_segments(r, h, lay)),
+                     _parse_sections(r, h, lay) if sections else ())
+
+
 def _parse_dynamic(
     r: _Reader, amap: _AddressMap, lay: _Layout, h: _Header, seg: Segment, relocations: bool
 ) -> tuple[DynamicInfo, SymbolTable, list[VersionNeed], list[VersionDef], array[int] | None]:

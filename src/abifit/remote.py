@@ -20,13 +20,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .cache import Cache
-from .deflate import TailView, decode_tail
-from .elf import ElfImage, parse_elf
+from .deflate import TailView, WindowView, decode_tail, decode_window, expansion
+from .elf import ElfImage, parse_elf, parse_layout
 from .errors import FormatError, UsageError
 from .fatbin import GpuCode
 from .gpucode import read_gpu_code
 from .http import HttpClient
 from .index import Fetch, IndexFile, PackageIndex, Target, select_one
+from .middle import dynamic_site, place
 from .sources import (
     ByteSource,
     BytesSource,
@@ -42,6 +43,14 @@ READ_JOBS = 4  # members read at once (network waits and zlib overlap)
 WHOLE_GPU_MEMBER = 64 << 20  # members read for their GPU code in one request up to this size
 FIRST_TAIL = 128 << 10
 RATIO_TRUSTED = 4 << 20  # a compressed tail this long predicts the rest of the member
+MIDDLE_MIN = 16 << 20  # members this large (compressed) may have their dynamic array ...
+MIDDLE_FROM = 6 << 20  # ... read from the middle when it is estimated this far from the end
+MIDDLE_WINDOW = 2 << 20  # the first window around its estimated place
+MIDDLE_BUDGET = 0.5  # windows grow up to this fraction of the estimated tail
+MIDDLE_OUTPUT = 384 << 20  # output of one window, at most
+MIDDLE_STEPS = 16  # steps in the first guess of the distance from the tail to the dynamic array
+SAMPLE_JOBS = 4  # samples fetched at once
+SAMPLE_BYTES = 128 << 10  # compressed bytes of one
 
 
 class ReadAhead(Layered):
@@ -110,7 +119,8 @@ class _Locked(Layered):
 
 
 class RemoteMember:
-    """The uncompressed bytes of one DEFLATE member, from a prefix inflate and a decoded tail."""
+    """The uncompressed bytes of one DEFLATE member, from a prefix inflate, a decoded tail and,
+    for a dynamic array far from the end, a window decoded from the middle (`abifit.middle`)."""
 
     def __init__(self, archive: ByteSource, member: Member, start: int, name: str,
                  max_tail_fraction: float = 0.5) -> None:
@@ -122,8 +132,10 @@ class RemoteMember:
                                      member.size, name)
         self._tail: TailView | None = None
         self._tail_bytes = 0
-        self._tail_data = b""
+        self._held: list[tuple[int, bytes]] = []  # compressed spans fetched: (offset, bytes)
         self._max_tail = max(FIRST_TAIL, int(member.compressed_size * max_tail_fraction))
+        self._middle_tried = False
+        self._placed: tuple[int, WindowView] | None = None  # a window and its data's offset
 
     @property
     def name(self) -> str:
@@ -142,12 +154,132 @@ class RemoteMember:
                 data = self._tail.read(offset, length)
                 if data is not None:
                     return data
+            if self._placed is not None:
+                base, view = self._placed
+                if view.known(offset - base, offset - base + length):
+                    return view.data[offset - base : offset - base + length]
+            if self._look_in_middle(offset, length):
+                continue
             if self._tail_bytes >= min(self._max_tail, self._member.compressed_size):
                 return self._prefix.read_at(offset, length)  # give up on the tail: inflate
             self._widen(offset)
 
+    def _distance(self, offset: int) -> int:
+        """The compressed bytes from member offset `offset` to the end, estimated with the
+        decoded tail's compression ratio (the member's, before a tail is decoded)."""
+        member = self._member
+        if self._tail is None or self._tail.start >= member.size:
+            return (member.size - offset) * member.compressed_size // max(1, member.size)
+        if offset >= self._tail.start:
+            return self._tail_bytes
+        ratio = self._tail_bytes / (member.size - self._tail.start)
+        return self._tail_bytes + int((self._tail.start - offset) * ratio)
+
+    def _look_in_middle(self, offset: int, length: int) -> bool:
+        """Once per member, for a read inside a dynamic array far from the end: decode windows
+        of compressed bytes around its estimated place, each twice as wide as the last, until
+        one is placed (`abifit.middle.place`) or the windows grow past `MIDDLE_BUDGET` of the
+        estimated tail. True when a window was placed."""
+        if self._middle_tried:
+            return False
+        self._middle_tried = True  # also keeps the section-header reads below out of here
+        size = self._member.compressed_size
+        if size < MIDDLE_MIN or self._distance(offset) < MIDDLE_FROM:
+            return False
+        try:
+            shoff = parse_layout(self, sections=False).section_headers_at
+            if shoff == 0 or 2 * self._distance(shoff) > self._distance(offset):
+                return False
+            site = dynamic_site(parse_layout(self))
+        except FormatError:
+            return False
+        if site is None or not site.offset <= offset <= offset + length <= site.offset + site.size:
+            return False
+        if self._tail is None:  # the section headers came from the prefix: no tail to walk from
+            return False
+        centre = size - self._tail_bytes - self._region_length(site.offset) - MIDDLE_WINDOW // 8
+        budget = max(MIDDLE_WINDOW, int((size - centre) * MIDDLE_BUDGET))
+        half = MIDDLE_WINDOW // 2
+        while 2 * half <= budget:
+            lo, hi = max(0, centre - half), min(size - 1, centre + half)
+            try:
+                view = decode_window(self._stored(lo, hi), MIDDLE_OUTPUT, self._name)
+            except FormatError:
+                view = None
+            base = place(site, view) if view is not None else None
+            if view is not None and base is not None:
+                self._placed = (base, view)
+                return True
+            half *= 2
+        return False
+
+    def _region_length(self, offset: int) -> int:
+        """The compressed length of the member from `offset` to the decoded tail, estimated by
+        walking back from the tail in steps, each as long as its sample's expansion (output
+        per input byte, `abifit.deflate.expansion`) says, until the steps hold the region's
+        uncompressed length. Samples are fetched `SAMPLE_JOBS` at a time."""
+        if self._tail is None:
+            raise ValueError("no decoded tail to walk back from")
+        member = self._member
+        end = member.compressed_size - self._tail_bytes
+        wanted = self._tail.start - offset
+        step = max(2 * SAMPLE_BYTES, wanted * member.compressed_size // max(1, member.size)
+                   // MIDDLE_STEPS)
+        held = 0.0  # uncompressed bytes in the steps so far
+        rate = member.size / max(1, member.compressed_size)
+        k = 0
+        while (k + 1) * step <= end:
+            centres = [end - (k + i) * step - step // 2 for i in range(SAMPLE_JOBS)]
+            for centre, sampled in zip(centres, self._expansions(centres), strict=True):
+                if centre < step // 2:
+                    return end
+                rate = sampled or rate
+                if held + rate * step >= wanted:
+                    return k * step + int((wanted - held) / rate)
+                held += rate * step
+                k += 1
+        return end
+
+    def _expansions(self, centres: list[int]) -> list[float | None]:
+        """Output per input byte around each compressed offset, fetched at once."""
+        spans = [(max(0, c - SAMPLE_BYTES // 2),
+                  min(self._member.compressed_size - 1, max(0, c - SAMPLE_BYTES // 2)
+                      + SAMPLE_BYTES)) for c in centres]
+        raw = self._archive.base if isinstance(self._archive, Layered) else self._archive
+        with ThreadPoolExecutor(max_workers=len(spans)) as pool:
+            stored = list(pool.map(lambda span: raw.read_at(self._start + span[0],
+                                                            span[1] - span[0]), spans))
+        return [expansion(data) if len(data) >= SAMPLE_BYTES // 2 else None for data in stored]
+
+    def _stored(self, lo: int, hi: int) -> bytes:
+        """The member's compressed bytes `[lo, hi)`, fetching only what no earlier read holds;
+        the spans held are merged."""
+        parts: list[tuple[int, bytes]] = []
+        at = lo
+        for start, data in sorted(self._held):
+            end = start + len(data)
+            if end <= at or start >= hi:
+                continue
+            if start > at:
+                parts.append((at, self._archive.read_at(self._start + at, start - at)))
+            parts.append((max(at, start), data[max(at, start) - start : min(end, hi) - start]))
+            at = min(end, hi)
+        if at < hi:
+            parts.append((at, self._archive.read_at(self._start + at, hi - at)))
+        data = b"".join(part for _, part in parts)
+        kept = [(s, d) for s, d in self._held if s + len(d) < lo or s > hi]
+        merged_lo, merged = lo, data
+        for s, d in self._held:
+            if not (s + len(d) < lo or s > hi):  # touching or overlapping: merge
+                if s < merged_lo:
+                    merged, merged_lo = d[: merged_lo - s] + merged, s
+                if s + len(d) > merged_lo + len(merged):
+                    merged += d[merged_lo + len(merged) - s :]
+        self._held = [*kept, (merged_lo, merged)]
+        return data
+
     def _widen(self, offset: int) -> None:
-        """Widen the compressed tail (fetching only the bytes in front of what is held): to
+        """Widen the compressed tail (fetching only the bytes no earlier read holds): to
         double, or at once to what should reach `offset` at the compression ratio seen so
         far, with a margin."""
         wanted = max(FIRST_TAIL, self._tail_bytes * 2)
@@ -159,11 +291,8 @@ class RemoteMember:
             wanted = max(int(self._tail_bytes * 1.25),
                          int((self._member.size - offset) * ratio * margin))
         take = min(wanted, self._member.compressed_size, self._max_tail)
-        end = self._start + self._member.compressed_size - len(self._tail_data)
-        self._tail_data = self._archive.read_at(
-            end - (take - len(self._tail_data)), take - len(self._tail_data)
-        ) + self._tail_data
-        tail = self._tail_data
+        size = self._member.compressed_size
+        tail = self._stored(size - take, size)
         self._tail_bytes = take
         try:
             self._tail = decode_tail(tail, self._member.size, self._name)
