@@ -786,7 +786,8 @@ def _parse_verdef(
     return defs
 
 
-def _parse_sections(r: _Reader, h: _Header, lay: _Layout) -> tuple[Section, ...]:
+def _parse_sections(r: _Reader, h: _Header, lay: _Layout, names: bool = True
+                    ) -> tuple[Section, ...]:
     if h.shoff == 0:
         return ()
     if h.shentsize < lay.shdr.size:
@@ -799,15 +800,15 @@ def _parse_sections(r: _Reader, h: _Header, lay: _Layout) -> tuple[Section, ...]
             shstrndx = first[6] if shstrndx == SHN_XINDEX else shstrndx
     table = r.read(h.shoff, shnum * h.shentsize, f"section header table ({shnum} entries)")
     rows = [lay.shdr.unpack_from(table, i * h.shentsize) for i in range(shnum)]
-    names = b""
-    if 0 < shstrndx < shnum:
+    table_names = b""
+    if names and 0 < shstrndx < shnum:
         _n, stype, _f, _a, s_off, s_size, *_ = rows[shstrndx]
         if stype != 8:  # SHT_NOBITS has no bytes in the file
-            names = r.read(s_off, s_size, "section name string table")
+            table_names = r.read(s_off, s_size, "section name string table")
     sections = []
     for name_idx, stype, flags, addr, offset, size, *_ in rows:
-        end = names.find(b"\0", name_idx) if name_idx < len(names) else -1
-        name = names[name_idx:end].decode("utf-8", "replace") if end >= 0 else ""
+        end = table_names.find(b"\0", name_idx) if name_idx < len(table_names) else -1
+        name = table_names[name_idx:end].decode("utf-8", "replace") if end >= 0 else ""
         sections.append(Section(name, stype, flags, addr, offset, size))
     return tuple(sections)
 
@@ -896,13 +897,15 @@ class ElfLayout:
         return struct.Struct(p + ("Q" if self.elf_class is ElfClass.ELF64 else "I"))
 
 
-def parse_layout(source: ByteSource, *, sections: bool = True) -> ElfLayout:
+def parse_layout(source: ByteSource, *, sections: bool = True, names: bool = True
+                 ) -> ElfLayout:
     """The ELF header's, program headers' and (with `sections`) section headers' view of the
-    file in `source`; raises ElfError if they are not readable."""
+    file in `source`, the sections named unless `names` is False (their names are then ""; the
+    name table need not be read); raises ElfError if they are not readable."""
     r = _Reader(source)
     h, lay = _parse_header(r)
     return ElfLayout(h.elf_class, h.order, h.shoff, tuple(_parse_segments(r, h, lay)),
-                     _parse_sections(r, h, lay) if sections else ())
+                     _parse_sections(r, h, lay, names) if sections else ())
 
 
 def _parse_dynamic(

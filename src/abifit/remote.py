@@ -8,6 +8,14 @@ member cannot be entered in the middle, so `RemoteMember` serves the front by in
 of the member and the back by decoding a tail of the compressed data without its window
 (`abifit.deflate`), widening the tail while a needed byte is still uncertain. Members under
 `WHOLE_MEMBER` compressed bytes are fetched whole.
+
+Where tens or hundreds of MB follow `PT_DYNAMIC` (torch's symbol tables, cuBLAS's large data),
+a tail reaching back to it would cost them all. Then the section headers are read from the
+tail, the compressed place of the dynamic array is estimated by walking back from the tail in
+steps sized by sampled expansions, and windows around it, each twice as wide as the last, are
+decoded from the middle and placed by content (`abifit.middle`); when none is placed within
+`MIDDLE_BUDGET` of the estimated tail, the tail is widened as before, reusing what the windows
+fetched.
 """
 
 from __future__ import annotations
@@ -42,6 +50,8 @@ WHOLE_MEMBER = 256 << 10
 READ_JOBS = 4  # members read at once (network waits and zlib overlap)
 WHOLE_GPU_MEMBER = 64 << 20  # members read for their GPU code in one request up to this size
 FIRST_TAIL = 128 << 10
+TAIL_DOUBLING = 1 << 20  # a shorter tail that falls short at least doubles
+FIRST_READ = 64 << 10  # a large member's first request (its local header and data's start)
 RATIO_TRUSTED = 4 << 20  # a compressed tail this long predicts the rest of the member
 MIDDLE_MIN = 16 << 20  # members this large (compressed) may have their dynamic array ...
 MIDDLE_FROM = 6 << 20  # ... read from the middle when it is estimated this far from the end
@@ -49,7 +59,7 @@ MIDDLE_WINDOW = 2 << 20  # the first window around its estimated place
 MIDDLE_BUDGET = 0.5  # windows grow up to this fraction of the estimated tail
 MIDDLE_OUTPUT = 384 << 20  # output of one window, at most
 MIDDLE_STEPS = 16  # steps in the first guess of the distance from the tail to the dynamic array
-SAMPLE_JOBS = 4  # samples fetched at once
+SAMPLE_JOBS = 8  # samples fetched at once
 SAMPLE_BYTES = 128 << 10  # compressed bytes of one
 
 
@@ -190,15 +200,18 @@ class RemoteMember:
             shoff = parse_layout(self, sections=False).section_headers_at
             if shoff == 0 or 2 * self._distance(shoff) > self._distance(offset):
                 return False
-            site = dynamic_site(parse_layout(self))
+            site = dynamic_site(parse_layout(self, names=False))
         except FormatError:
             return False
         if site is None or not site.offset <= offset <= offset + length <= site.offset + site.size:
             return False
         if self._tail is None:  # the section headers came from the prefix: no tail to walk from
             return False
+        plain = self._distance(site.offset)  # with the tail's ratio: no samples
         centre = size - self._tail_bytes - self._region_length(site.offset) - MIDDLE_WINDOW // 8
-        budget = max(MIDDLE_WINDOW, int((size - centre) * MIDDLE_BUDGET))
+        # a region of very compressible text in front of less compressible tables (.strtab
+        # before .symtab) makes the walk stop short: the windows may grow past its estimate
+        budget = max(MIDDLE_WINDOW, int(max(size - centre, plain) * MIDDLE_BUDGET))
         half = MIDDLE_WINDOW // 2
         while 2 * half <= budget:
             lo, hi = max(0, centre - half), min(size - 1, centre + half)
@@ -288,7 +301,8 @@ class RemoteMember:
             # with the ratio of the longer tail, closely
             ratio = self._tail_bytes / (self._member.size - self._tail.start)
             margin = 1.05 if self._tail_bytes >= RATIO_TRUSTED else 0.8
-            wanted = max(int(self._tail_bytes * 1.25),
+            grow = 2.0 if self._tail_bytes < TAIL_DOUBLING else 1.25  # round trips or bytes
+            wanted = max(int(self._tail_bytes * grow),
                          int((self._member.size - offset) * ratio * margin))
         take = min(wanted, self._member.compressed_size, self._max_tail)
         size = self._member.compressed_size
@@ -433,7 +447,7 @@ class RemoteWheel:
         """A large member gets a read-ahead of its own; small ones share the wheel's, so that
         neighbours come with one request."""
         if member.compressed_size > WHOLE_MEMBER:
-            return ReadAhead(self._archive())
+            return ReadAhead(self._archive(), granule=FIRST_READ)
         with self._lock:
             return _Locked(self._open()[1], self._shared_lock)
 
@@ -533,7 +547,7 @@ _DIRECTORY = "<directory>"
 _METADATA = "<metadata>"
 _RELOCATIONS = "\x00relocations"  # cache entry of a view that has relocated_symbols
 _GPU_CODE = "\x00gpu-code"  # cache entry of a member's fat binaries
-_DIRECTORY_GUESS = 64 << 10
+_DIRECTORY_GUESS = 256 << 10  # most wheels' directories fit: one request
 
 
 def _cached(ctx: RemoteContext, file: IndexFile, member: str) -> object | None:
