@@ -58,9 +58,10 @@ MIDDLE_FROM = 6 << 20  # ... read from the middle when it is estimated this far 
 MIDDLE_WINDOW = 2 << 20  # the first window around its estimated place
 MIDDLE_BUDGET = 0.5  # windows grow up to this fraction of the estimated tail
 MIDDLE_OUTPUT = 384 << 20  # output of one window, at most
-MIDDLE_STEPS = 16  # steps in the first guess of the distance from the tail to the dynamic array
-SAMPLE_JOBS = 8  # samples fetched at once
-SAMPLE_BYTES = 128 << 10  # compressed bytes of one
+MIDDLE_STEPS = 32  # steps in the first guess of the distance to the dynamic array (the shorter
+# of the member's and the tail's ratio)
+SAMPLE_JOBS = 16  # samples fetched at once
+SAMPLE_BYTES = 64 << 10  # compressed bytes of one
 
 
 class ReadAhead(Layered):
@@ -208,7 +209,8 @@ class RemoteMember:
         if self._tail is None:  # the section headers came from the prefix: no tail to walk from
             return False
         plain = self._distance(site.offset)  # with the tail's ratio: no samples
-        centre = size - self._tail_bytes - self._region_length(site.offset) - MIDDLE_WINDOW // 8
+        behind = self._region_length(site.offset)
+        centre = size - self._tail_bytes - behind - MIDDLE_WINDOW // 8
         # a region of very compressible text in front of less compressible tables (.strtab
         # before .symtab) makes the walk stop short: the windows may grow past its estimate
         budget = max(MIDDLE_WINDOW, int(max(size - centre, plain) * MIDDLE_BUDGET))
@@ -236,8 +238,8 @@ class RemoteMember:
         member = self._member
         end = member.compressed_size - self._tail_bytes
         wanted = self._tail.start - offset
-        step = max(2 * SAMPLE_BYTES, wanted * member.compressed_size // max(1, member.size)
-                   // MIDDLE_STEPS)
+        guess = min(wanted * member.compressed_size // max(1, member.size), self._distance(offset))
+        step = max(2 * SAMPLE_BYTES, guess // MIDDLE_STEPS)
         held = 0.0  # uncompressed bytes in the steps so far
         rate = member.size / max(1, member.compressed_size)
         k = 0
