@@ -4,26 +4,26 @@ A large library's `PT_DYNAMIC` often sits far from both ends of the file (in tor
 cuBLAS's libraries, tens or hundreds of MB of symbol tables or data follow it), and a DEFLATE
 member's tail is only decoded with every compressed byte up to the end. `abifit.deflate` can
 decode a stretch from the middle (`decode_window`), but not tell where in the member its output
-lies. The dynamic array says so itself, with the help of the section headers:
+lies. The dynamic array says so itself; the program headers give its size and address, and
+nothing else is needed (section headers sit at the end, where a tail may stay uncertain far
+back):
 
-- **The anchor.** The first word of the global offset table (`.got.plt`, or `.got` where there
-  is no `.got.plt`) holds the address of the dynamic array (`_GLOBAL_OFFSET_TABLE_[0] =
-  _DYNAMIC`, as the x86-64 psABI asks; in all 1,176 libraries of a Debian system and a torch
-  wheel surveyed, it did). Section names are not read (the name table sits where a tail
-  decodes late), so the anchor is either of the first two writable PROGBITS sections after the
-  dynamic section (`.got` and `.got.plt`, or `.got` and `.data`). A window that shows the word
-  at some index `q` has the dynamic section's start at `q - (anchor.offset - dynamic.offset)`,
-  if the guess is right.
-- **The check.** The dynamic section there must then be a well-formed dynamic array whose
-  `DT_SYMTAB` is the `.dynsym` section's address and whose `DT_STRTAB` is the address of an
-  allocated string table, every byte of it certain, ending in `DT_NULL`; and the entry-sized
-  slot just before it must not read as a dynamic entry. That last part rules out the guess
-  that takes `.got.plt`'s word for `.got`'s: it puts the array's start a few entries late, where
-  the slot before is a true entry.
+- **The array.** A place `p` in the window holds it if the `p_filesz / entry` entries there are
+  all certain, read as known dynamic tags up to a `DT_NULL`, and include `DT_SYMTAB` and
+  `DT_STRTAB` with addresses inside the file's loaded segments.
+- **Its ends.** The entry-sized slot just before `p` must not read as a dynamic entry: otherwise
+  `p` could be a few entries into the true array (a shift that keeps the rest valid, when the
+  array ends in several `DT_NULL`s). A place a few entries before the true array fails the first
+  check, since the bytes in front of an array are not dynamic entries.
+- **The anchor.** The array's `DT_PLTGOT` names the global offset table, whose first word holds
+  the array's own address (`_GLOBAL_OFFSET_TABLE_[0] = _DYNAMIC`, as the x86-64 psABI asks; in
+  all 1,176 libraries of a Debian system and a torch wheel surveyed, it did). The window must
+  show that word exactly `DT_PLTGOT - p_vaddr` bytes after `p`. This ties the place to the
+  array's content: a table of (tag, value) pairs elsewhere in the file (torch has one) passes
+  the first two checks, but not this one. A library without `DT_PLTGOT` is left to the tail.
 
-A guess is taken only when exactly one place passes both; anything else leaves the member to
-the tail decoder, so a wrong placement needs an anchor word and a valid dynamic array with the
-file's own table addresses at the anchor's distance, in output that is not the member's.
+A place is taken only when exactly one passes all three; anything else leaves the member to
+the tail decoder.
 """
 
 from __future__ import annotations
@@ -31,92 +31,110 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .deflate import WindowView
-from .elf import DT_NULL, DT_STRTAB, DT_SYMTAB, ElfLayout
+from .elf import DT_NULL, DT_STRTAB, DT_SYMTAB, ElfLayout, Segment
 
+DT_PLTGOT = 3
+
+PT_LOAD = 1
 PT_DYNAMIC = 2
-SHT_PROGBITS = 1
-SHT_STRTAB = 3
-SHT_DYNAMIC = 6
-SHT_DYNSYM = 11
-SHF_ALLOC = 2
-SHF_WRITE = 1
-ANCHORS = 2  # sections after the dynamic one that may be the GOT
 DT_LAST_STANDARD = 0x25  # DT_NEEDED .. DT_SYMTAB_SHNDX and a little room
-DT_GNU_LOW = 0x6FFFFD00  # DT_VALRNGLO .. DT_VERNEEDNUM: the GNU and version tags
-DT_VERSION_HIGH = 0x6FFFFFFF
-MAX_ANCHOR_GAP = 16 << 20  # bytes from the dynamic section to its GOT, at most
+DT_LOOS = 0x6000000D  # DT_LOOS .. DT_HIPROC: the GNU, version and processor tags
+DT_HIPROC = 0x7FFFFFFF
+MAX_ANCHOR_GAP = 4 << 20  # bytes from the array to its GOT, at most
 
 
 @dataclass(frozen=True, slots=True)
 class DynamicSite:
-    """What a window that holds the dynamic array must show, from the section headers."""
+    """What a window that holds the dynamic array must show, from the program headers."""
 
-    offset: int  # file offset of the dynamic section
-    size: int
+    offset: int  # file offset of PT_DYNAMIC
+    size: int  # its bytes in the file
     address: int  # its virtual address: the GOT's first word
-    anchors: tuple[int, ...]  # file offsets of the sections that may hold the GOT's first word
-    symtab: int  # address of .dynsym
-    strtabs: frozenset[int]  # addresses of the allocated string tables
+    loads: tuple[Segment, ...]
     layout: ElfLayout
 
+
 def dynamic_site(layout: ElfLayout) -> DynamicSite | None:
-    """The dynamic section and its anchors, or None when the section headers do not show a
-    dynamic section matching `PT_DYNAMIC` with a GOT after it and a `.dynsym`."""
+    """The dynamic array's place and size, or None without a PT_DYNAMIC of whole entries."""
     segment = next((s for s in layout.segments if s.type == PT_DYNAMIC), None)
-    dynamic = next((s for s in layout.sections if s.type == SHT_DYNAMIC), None)
-    dynsym = next((s for s in layout.sections if s.type == SHT_DYNSYM), None)
-    if segment is None or dynamic is None or dynsym is None:
+    entry = layout.dyn_entry.size
+    if segment is None or segment.filesz < 2 * entry:
         return None
-    if (dynamic.offset, dynamic.addr) != (segment.offset, segment.vaddr):
-        return None
-    after = sorted((s for s in layout.sections
-                    if s.type == SHT_PROGBITS and s.flags & SHF_WRITE and s.flags & SHF_ALLOC
-                    and s.size >= layout.word.size
-                    and dynamic.offset < s.offset <= dynamic.offset + MAX_ANCHOR_GAP),
-                   key=lambda s: s.offset)
-    strtabs = frozenset(s.addr for s in layout.sections
-                        if s.type == SHT_STRTAB and s.flags & SHF_ALLOC)
-    if not after or not strtabs:
-        return None
-    size = min(dynamic.size, segment.filesz)
-    return DynamicSite(dynamic.offset, size, dynamic.addr,
-                       tuple(s.offset for s in after[:ANCHORS]), dynsym.addr, strtabs, layout)
+    size = segment.filesz - segment.filesz % entry
+    loads = tuple(s for s in layout.segments if s.type == PT_LOAD)
+    return DynamicSite(segment.offset, size, segment.vaddr, loads, layout)
 
 
 def place(site: DynamicSite, view: WindowView) -> int | None:
-    """The file offset of `view.data[0]`, if exactly one place in the window shows the anchor
-    word at an anchor's distance from a valid, certain dynamic array whose slot before is not
-    a dynamic entry; else None."""
-    needle = site.layout.word.pack(site.address)
+    """The file offset of `view.data[0]`, if exactly one place in the window passes the checks
+    of the module docstring; else None. Candidates come from `DT_PLTGOT` entries whose value
+    lies just after the array's address, at each entry's distance before them."""
     entry = site.layout.dyn_entry.size
+    word = site.layout.word
+    tag = word.pack(DT_PLTGOT)
+    needle = word.pack(site.address)
     found: set[int] = set()
-    for anchor in site.anchors:
-        gap = anchor - site.offset
-        q = view.data.find(needle, gap + entry)
-        while q >= 0:
-            start = q - gap
-            end = max(start + site.size, q + len(needle))
-            if (view.known(start - entry, end)
-                    and _valid(site, view.data[start : start + site.size])
-                    and not _entry_like(site, view.data[start - entry : start])):
-                found.add(site.offset - start)
-            q = view.data.find(needle, q + 1)
-    return found.pop() if len(found) == 1 else None
+    t = view.data.find(tag)
+    while 0 <= t <= len(view.data) - entry:
+        gap = word.unpack_from(view.data, t + word.size)[0] - site.address
+        if 0 < gap <= MAX_ANCHOR_GAP:
+            for start in range(t, max(entry, t - site.size + entry) - 1, -entry):
+                q = start + gap
+                if view.data[q : q + word.size] == needle and _holds_array(site, view, start):
+                    found.add(start)
+        t = view.data.find(tag, t + 1)
+    if len(found) != 1:
+        return None
+    return site.offset - found.pop()
+
+
+def _holds_array(site: DynamicSite, view: WindowView, start: int) -> bool:
+    entry = site.layout.dyn_entry
+    end = start + site.size
+    if start < entry.size or end > len(view.data):
+        return False
+    if not _known_tag(entry.unpack_from(view.data, start)[0]):  # most candidates stop here
+        return False
+    if _entry_like(site, view.data[start - entry.size : start]):
+        return False
+    pltgot = _valid(site, view.data[start:end])
+    if pltgot is None or not view.known(start - entry.size, end):
+        return False
+    needle = site.layout.word.pack(site.address)
+    q = start + pltgot - site.address
+    return (0 <= q <= len(view.data) - len(needle) and view.data[q : q + len(needle)] == needle
+            and view.known(q, q + len(needle)))
+
+
+def _known_tag(tag: int) -> bool:
+    """Whether a tag is one of the standard ones or in the OS- or processor-specific ranges."""
+    return 0 < tag <= DT_LAST_STANDARD or DT_LOOS <= tag <= DT_HIPROC
 
 
 def _entry_like(site: DynamicSite, slot: bytes) -> bool:
     """Whether an entry-sized slot reads as a dynamic entry with a tag other than DT_NULL."""
     tag: int = site.layout.dyn_entry.unpack(slot)[0]
-    return 0 < tag <= DT_LAST_STANDARD or DT_GNU_LOW <= tag <= DT_VERSION_HIGH
+    return _known_tag(tag)
 
 
-def _valid(site: DynamicSite, array: bytes) -> bool:
-    """Whether bytes read as a dynamic array that ends in DT_NULL and names the file's
-    `.dynsym` and an allocated string table."""
-    entry = site.layout.dyn_entry
+def _mapped(site: DynamicSite, address: int) -> bool:
+    return any(s.vaddr <= address < s.vaddr + max(s.filesz, 1) for s in site.loads)
+
+
+def _valid(site: DynamicSite, array: bytes) -> int | None:
+    """The DT_PLTGOT address of bytes that read as a dynamic array of known tags ending in
+    DT_NULL, whose DT_SYMTAB and DT_STRTAB lie in the loaded segments and whose DT_PLTGOT (the
+    GOT, which must hold the array's address) lies after it; else None."""
     first: dict[int, int] = {}
-    for tag, value in entry.iter_unpack(array[: len(array) - len(array) % entry.size]):
+    for tag, value in site.layout.dyn_entry.iter_unpack(array):
         if tag == DT_NULL:
-            return first.get(DT_SYMTAB) == site.symtab and first.get(DT_STRTAB) in site.strtabs
+            symtab, strtab = first.get(DT_SYMTAB), first.get(DT_STRTAB)
+            pltgot = first.get(DT_PLTGOT)
+            if (symtab is None or strtab is None or pltgot is None or not _mapped(site, symtab)
+                    or not _mapped(site, strtab)):
+                return None
+            return pltgot if 0 < pltgot - site.address <= MAX_ANCHOR_GAP else None
+        if not _known_tag(tag):
+            return None
         first.setdefault(tag, value)
-    return False
+    return None

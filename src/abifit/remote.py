@@ -57,6 +57,7 @@ MIDDLE_MIN = 16 << 20  # members this large (compressed) may have their dynamic 
 MIDDLE_FROM = 6 << 20  # ... read from the middle when it is estimated this far from the end
 MIDDLE_WINDOW = 2 << 20  # the first window around its estimated place
 MIDDLE_BUDGET = 0.5  # windows grow up to this fraction of the estimated tail
+HEADERS_BUDGET = 0.25  # the tail may grow to the section headers up to this fraction of it
 MIDDLE_OUTPUT = 384 << 20  # output of one window, at most
 MIDDLE_STEPS = 32  # steps in the first guess of the distance to the dynamic array (the shorter
 # of the member's and the tail's ratio)
@@ -146,6 +147,7 @@ class RemoteMember:
         self._held: list[tuple[int, bytes]] = []  # compressed spans fetched: (offset, bytes)
         self._max_tail = max(FIRST_TAIL, int(member.compressed_size * max_tail_fraction))
         self._middle_tried = False
+        self._tail_cap: int | None = None  # while widening the tail only where cheap
         self._placed: tuple[int, WindowView] | None = None  # a window and its data's offset
 
     @property
@@ -171,6 +173,8 @@ class RemoteMember:
                     return view.data[offset - base : offset - base + length]
             if self._look_in_middle(offset, length):
                 continue
+            if self._tail_cap is not None and self._tail_bytes >= self._tail_cap:
+                raise FormatError(self._name, "the tail is uncertain too far back (capped)")
             if self._tail_bytes >= min(self._max_tail, self._member.compressed_size):
                 return self._prefix.read_at(offset, length)  # give up on the tail: inflate
             self._widen(offset)
@@ -193,20 +197,22 @@ class RemoteMember:
         estimated tail. True when a window was placed."""
         if self._middle_tried:
             return False
-        self._middle_tried = True  # also keeps the section-header reads below out of here
+        self._middle_tried = True  # also keeps the reads below out of here
         size = self._member.compressed_size
         if size < MIDDLE_MIN or self._distance(offset) < MIDDLE_FROM:
             return False
         try:
-            shoff = parse_layout(self, sections=False).section_headers_at
-            if shoff == 0 or 2 * self._distance(shoff) > self._distance(offset):
-                return False
-            site = dynamic_site(parse_layout(self, names=False))
+            site = dynamic_site(parse_layout(self, sections=False))  # the prefix: no tail
         except FormatError:
             return False
         if site is None or not site.offset <= offset <= offset + length <= site.offset + site.size:
             return False
-        if self._tail is None:  # the section headers came from the prefix: no tail to walk from
+        self._reach_section_headers(offset)
+        for _ in range(3):  # the walk starts from a decoded tail
+            if self._tail is not None:
+                break
+            self._widen(self.size)
+        if self._tail is None:
             return False
         plain = self._distance(site.offset)  # with the tail's ratio: no samples
         behind = self._region_length(site.offset)
@@ -227,6 +233,22 @@ class RemoteMember:
                 return True
             half *= 2
         return False
+
+    def _reach_section_headers(self, offset: int) -> None:
+        """Widen the tail to the section headers where that is cheap (a quarter of the way to
+        `offset`, estimated). They are not needed, but in patchelf-rewritten libraries (torch's)
+        they sit just before `.dynstr` and `.gnu.hash`, which the reader needs next: the walk to
+        the dynamic array then starts from that longer tail, with less to estimate. Where the
+        tail stays uncertain far back (cuRAND's tables), the cap stops it."""
+        self._tail_cap = max(4 * FIRST_TAIL, int(self._distance(offset) * HEADERS_BUDGET))
+        try:
+            shoff = parse_layout(self, sections=False).section_headers_at
+            if 0 < shoff < self.size:
+                self.read_at(shoff, min(64, self.size - shoff))
+        except FormatError:
+            pass
+        finally:
+            self._tail_cap = None
 
     def _region_length(self, offset: int) -> int:
         """The compressed length of the member from `offset` to the decoded tail, estimated by
@@ -549,7 +571,7 @@ _DIRECTORY = "<directory>"
 _METADATA = "<metadata>"
 _RELOCATIONS = "\x00relocations"  # cache entry of a view that has relocated_symbols
 _GPU_CODE = "\x00gpu-code"  # cache entry of a member's fat binaries
-_DIRECTORY_GUESS = 256 << 10  # most wheels' directories fit: one request
+_DIRECTORY_GUESS = 64 << 10
 
 
 def _cached(ctx: RemoteContext, file: IndexFile, member: str) -> object | None:
