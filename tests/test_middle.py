@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from abifit import remote
-from abifit.deflate import decode_window, expansion
+from abifit import middle, remote
+from abifit.deflate import WindowView, decode_window, expansion
 from abifit.elf import ElfImage, parse_elf, parse_layout
 from abifit.errors import FormatError
 from abifit.http import HttpClient
@@ -243,3 +243,26 @@ def test_site_is_what_the_program_headers_say(far: dict[str, bytes]) -> None:
     assert (site.offset, site.address, site.size) == (dynamic.offset, dynamic.addr, dynamic.size)
     got_plt = next(s.offset for s in layout.sections if s.name == ".got.plt")
     assert struct.unpack_from("<Q", data, got_plt)[0] == site.address
+
+
+def test_a_table_of_tag_value_pairs_is_not_taken_for_the_array(far: dict[str, bytes]) -> None:
+    """torch's data holds a table of (1, x), (2, x), ... pairs that reads as a dynamic array
+    with mapped DT_SYMTAB and DT_STRTAB. Written in front of the real array, with the real
+    array's own DT_PLTGOT, it is not taken: the GOT word is not at its DT_PLTGOT distance."""
+    data = far["libfar.so"]
+    site = dynamic_site(parse_layout(BytesSource(data), sections=False))
+    assert site is not None
+    entries = list(struct.iter_unpack("<qQ", data[site.offset : site.offset + site.size]))
+    values = dict(entries)
+    count = site.size // 16
+    fake = b"".join(struct.pack("<qQ", tag, values.get(tag, 0x1000 + tag))
+                    for tag in range(1, count)) + bytes(16)
+    assert len(fake) == site.size and middle._valid(site, fake) is not None  # it reads as one
+    lo = site.offset - (256 << 10)
+    window = bytearray(data[lo : site.offset + (256 << 10)])
+    window[1000 : 1000 + 16] = struct.pack("<qQ", 0, 0x2000)  # not an entry before it
+    window[1016 : 1016 + len(fake)] = fake
+    assert place(site, WindowView(0, bytes(window))) == lo
+    got = next(value for tag, value in entries if tag == 3) - site.address + site.offset - lo
+    window[got : got + 8] = bytes(8)
+    assert place(site, WindowView(0, bytes(window))) is None

@@ -53,7 +53,7 @@ FIRST_TAIL = 128 << 10
 TAIL_DOUBLING = 1 << 20  # a shorter tail that falls short at least doubles
 FIRST_READ = 64 << 10  # a large member's first request (its local header and data's start)
 RATIO_TRUSTED = 4 << 20  # a compressed tail this long predicts the rest of the member
-MIDDLE_MIN = 16 << 20  # members this large (compressed) may have their dynamic array ...
+MIDDLE_MIN = 4 << 20  # members this large (compressed) may have their dynamic array ...
 MIDDLE_FROM = 6 << 20  # ... read from the middle when it is estimated this far from the end
 MIDDLE_WINDOW = 2 << 20  # the first window around its estimated place
 MIDDLE_BUDGET = 0.5  # windows grow up to this fraction of the estimated tail
@@ -175,9 +175,22 @@ class RemoteMember:
                 continue
             if self._tail_cap is not None and self._tail_bytes >= self._tail_cap:
                 raise FormatError(self._name, "the tail is uncertain too far back (capped)")
-            if self._tail_bytes >= min(self._max_tail, self._member.compressed_size):
+            if self._give_up_tail(offset):
                 return self._prefix.read_at(offset, length)  # give up on the tail: inflate
             self._widen(offset)
+
+    def _give_up_tail(self, offset: int) -> bool:
+        """Whether to inflate from the start instead of widening the tail further: when the
+        tail holds the whole member, or is past `max_tail_fraction` of it and the rest of the
+        way to `offset` is estimated to cost more than inflating up to it (the bytes already
+        fetched are spent either way)."""
+        size = self._member.compressed_size
+        if self._tail_bytes >= size:
+            return True
+        if self._tail_bytes < self._max_tail:
+            return False
+        reach = self._distance(offset)
+        return reach - self._tail_bytes > size - reach
 
     def _distance(self, offset: int) -> int:
         """The compressed bytes from member offset `offset` to the end, estimated with the
@@ -328,7 +341,7 @@ class RemoteMember:
             grow = 2.0 if self._tail_bytes < TAIL_DOUBLING else 1.25  # round trips or bytes
             wanted = max(int(self._tail_bytes * grow),
                          int((self._member.size - offset) * ratio * margin))
-        take = min(wanted, self._member.compressed_size, self._max_tail)
+        take = min(wanted, self._member.compressed_size)
         size = self._member.compressed_size
         tail = self._stored(size - take, size)
         self._tail_bytes = take
