@@ -64,12 +64,15 @@ import re
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .errors import FormatError
 
 WINDOW_SIZE = 1 << 15
 WINDOW_A = b"\xaa" * WINDOW_SIZE
 WINDOW_B = b"\xff" * WINDOW_SIZE  # differs from WINDOW_A at every byte; both end in a 9-bit literal
+
+_View = TypeVar("_View", "TailView", "WindowView")
 
 _SCAN_BYTES = 4 << 10  # tail bytes scanned for headers at a time (the scan stops early)
 _SAMPLE_SCAN_BYTES = 4 << 10  # the same for `expansion`, which stops at the first start
@@ -134,20 +137,14 @@ def decode_tail(tail: bytes, total_size: int, name: str = "<member>") -> TailVie
     """
     if total_size < 0:
         raise ValueError(f"negative uncompressed size {total_size}")
-    witness: int | None = None
-    for bit in _block_starts(tail):
-        if witness is None:
-            witness = bit if _probe(tail, bit, _WITNESS_BYTES) else None
-            continue
-        data = _decode_to_end(tail, bit, WINDOW_A, total_size)
-        if not data:  # not a start, or an empty last block: nothing to view
-            continue
-        view = _vouched(tail, total_size, witness, bit, data)
-        if view is not None:
-            return view
-        witness = bit
-    problem = "no DEFLATE block start" if witness is None else "no two consistent block starts"
-    raise FormatError(name, f"{problem} in the last {len(tail)} compressed bytes")
+    found = _witnessed(
+        tail,
+        lambda bit: _decode_to_end(tail, bit, WINDOW_A, total_size),
+        lambda witness, bit, data: _vouched(tail, total_size, witness, bit, data),
+    )
+    if isinstance(found, str):
+        raise FormatError(name, f"{found} in the last {len(tail)} compressed bytes")
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,20 +171,35 @@ def decode_window(data: bytes, max_output: int, name: str = "<member>") -> Windo
     start found (the first is its witness, as in `decode_tail`) to the end of `data`, which
     must not hold the stream's end. Raises FormatError when no such start decodes the rest
     of `data` with at most `max_output` bytes of output."""
+    def vouched(witness: int, bit: int, out: bytes) -> WindowView | None:
+        mask = _vouched_mask(data, max_output, witness, bit, out)
+        return None if mask is None else WindowView(bit, out, mask)
+
+    found = _witnessed(data, lambda bit: _decode_through(data, bit, WINDOW_A, max_output),
+                       vouched)
+    if isinstance(found, str):
+        raise FormatError(name, f"{found} in {len(data)} compressed bytes")
+    return found
+
+
+def _witnessed(data: bytes, decode: Callable[[int], bytes | None],
+               vouch: Callable[[int, int, bytes], _View | None]) -> _View | str:
+    """The first view that `vouch` makes of a block start's output (`decode`; empty or None:
+    not a start) with an earlier start as its witness (see the module docstring), or what was
+    missing."""
     witness: int | None = None
     for bit in _block_starts(data):
         if witness is None:
             witness = bit if _probe(data, bit, _WITNESS_BYTES) else None
             continue
-        out = _decode_through(data, bit, WINDOW_A, max_output)
-        if not out:
+        out = decode(bit)
+        if not out:  # not a start, or an empty last block: nothing to view
             continue
-        mask = _vouched_mask(data, max_output, witness, bit, out)
-        if mask is not None:
-            return WindowView(bit, out, mask)
+        view = vouch(witness, bit, out)
+        if view is not None:
+            return view
         witness = bit
-    problem = "no DEFLATE block start" if witness is None else "no two consistent block starts"
-    raise FormatError(name, f"{problem} in {len(data)} compressed bytes")
+    return "no DEFLATE block start" if witness is None else "no two consistent block starts"
 
 
 def expansion(data: bytes) -> float | None:
