@@ -75,7 +75,6 @@ WINDOW_B = b"\xff" * WINDOW_SIZE  # differs from WINDOW_A at every byte; both en
 _View = TypeVar("_View", "TailView", "WindowView")
 
 _SCAN_BYTES = 4 << 10  # tail bytes scanned for headers at a time (the scan stops early)
-_SAMPLE_SCAN_BYTES = 4 << 10  # the same for `expansion`, which stops at the first start
 _PROBE_BYTES = 1 << 10  # input of the first, cheap decode of a candidate
 _SKIM_OUTPUT = 1 << 20  # output per decode step of a probe (which drops it)
 _COMPARE_BYTES = 64 << 10  # output compared per step
@@ -207,7 +206,7 @@ def expansion(data: bytes) -> float | None:
     from the first block start in the first half of `data` that decodes the rest without error
     (None if there is none, or if the stream ends inside `data`). For estimates only: a false
     start that happens to decode through is not ruled out."""
-    for bit in _block_starts(data, _SAMPLE_SCAN_BYTES):
+    for bit in _block_starts(data):
         if bit > 4 * len(data):
             return None
         produced = _through_length(data, bit)
@@ -270,11 +269,10 @@ _LEN_NLEN = re.compile(b"(?=\xff\xff)")
 _ZERO = re.compile(b"\x00")
 
 
-def _block_starts(tail: bytes, scan: int = _SCAN_BYTES) -> Iterator[int]:
-    """Bit offsets that pass the cheap dynamic and stored header checks, in increasing order,
-    `scan` bytes of the tail looked at a time."""
-    for lo in range(0, len(tail), scan):
-        hi = min(lo + scan, len(tail))
+def _block_starts(tail: bytes) -> Iterator[int]:
+    """Bit offsets that pass the cheap dynamic and stored header checks, in increasing order."""
+    for lo in range(0, len(tail), _SCAN_BYTES):
+        hi = min(lo + _SCAN_BYTES, len(tail))
         yield from heapq.merge(_dynamic_starts(tail, lo, hi), _stored_starts(tail, lo, hi))
 
 

@@ -28,15 +28,21 @@ the tail decoder.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from .deflate import WindowView
-from .elf import DT_NULL, DT_STRTAB, DT_SYMTAB, ElfLayout, Segment
+from .elf import (
+    DT_NULL,
+    DT_PLTGOT,
+    DT_STRTAB,
+    DT_SYMTAB,
+    PT_DYNAMIC,
+    PT_LOAD,
+    ElfLayout,
+    Segment,
+)
 
-DT_PLTGOT = 3
-
-PT_LOAD = 1
-PT_DYNAMIC = 2
 DT_LAST_STANDARD = 0x25  # DT_NEEDED .. DT_SYMTAB_SHNDX and a little room
 DT_LOOS = 0x6000000D  # DT_LOOS .. DT_HIPROC: the GNU, version and processor tags
 DT_HIPROC = 0x7FFFFFFF
@@ -51,26 +57,27 @@ class DynamicSite:
     size: int  # its bytes in the file
     address: int  # its virtual address: the GOT's first word
     loads: tuple[Segment, ...]
-    layout: ElfLayout
+    entry: struct.Struct  # a dynamic entry of the file's class and byte order
+    word: struct.Struct  # an address
 
 
 def dynamic_site(layout: ElfLayout) -> DynamicSite | None:
     """The dynamic array's place and size, or None without a PT_DYNAMIC of whole entries."""
     segment = next((s for s in layout.segments if s.type == PT_DYNAMIC), None)
-    entry = layout.dyn_entry.size
-    if segment is None or segment.filesz < 2 * entry:
+    entry = layout.dyn_entry
+    if segment is None or segment.filesz < 2 * entry.size:
         return None
-    size = segment.filesz - segment.filesz % entry
+    size = segment.filesz - segment.filesz % entry.size
     loads = tuple(s for s in layout.segments if s.type == PT_LOAD)
-    return DynamicSite(segment.offset, size, segment.vaddr, loads, layout)
+    return DynamicSite(segment.offset, size, segment.vaddr, loads, entry, layout.word)
 
 
 def place(site: DynamicSite, view: WindowView) -> int | None:
     """The file offset of `view.data[0]`, if exactly one place in the window passes the checks
     of the module docstring; else None. Candidates come from `DT_PLTGOT` entries whose value
     lies just after the array's address, at each entry's distance before them."""
-    entry = site.layout.dyn_entry.size
-    word = site.layout.word
+    entry = site.entry.size
+    word = site.word
     tag = word.pack(DT_PLTGOT)
     needle = word.pack(site.address)
     found: set[int] = set()
@@ -79,7 +86,7 @@ def place(site: DynamicSite, view: WindowView) -> int | None:
         gap = word.unpack_from(view.data, t + word.size)[0] - site.address
         if 0 < gap <= MAX_ANCHOR_GAP:
             for start in range(t, max(entry, t - site.size + entry) - 1, -entry):
-                q = start + gap
+                q = start + gap  # a cheap look for the anchor first; _holds_array decides
                 if view.data[q : q + word.size] == needle and _holds_array(site, view, start):
                     found.add(start)
         t = view.data.find(tag, t + 1)
@@ -89,7 +96,7 @@ def place(site: DynamicSite, view: WindowView) -> int | None:
 
 
 def _holds_array(site: DynamicSite, view: WindowView, start: int) -> bool:
-    entry = site.layout.dyn_entry
+    entry = site.entry
     end = start + site.size
     if start < entry.size or end > len(view.data):
         return False
@@ -100,7 +107,7 @@ def _holds_array(site: DynamicSite, view: WindowView, start: int) -> bool:
     pltgot = _valid(site, view.data[start:end])
     if pltgot is None or not view.known(start - entry.size, end):
         return False
-    needle = site.layout.word.pack(site.address)
+    needle = site.word.pack(site.address)
     q = start + pltgot - site.address
     return (0 <= q <= len(view.data) - len(needle) and view.data[q : q + len(needle)] == needle
             and view.known(q, q + len(needle)))
@@ -113,7 +120,7 @@ def _known_tag(tag: int) -> bool:
 
 def _entry_like(site: DynamicSite, slot: bytes) -> bool:
     """Whether an entry-sized slot reads as a dynamic entry with a tag other than DT_NULL."""
-    tag: int = site.layout.dyn_entry.unpack(slot)[0]
+    tag: int = site.entry.unpack(slot)[0]
     return _known_tag(tag)
 
 
@@ -126,7 +133,7 @@ def _valid(site: DynamicSite, array: bytes) -> int | None:
     DT_NULL, whose DT_SYMTAB and DT_STRTAB lie in the loaded segments and whose DT_PLTGOT (the
     GOT, which must hold the array's address) lies after it; else None."""
     first: dict[int, int] = {}
-    for tag, value in site.layout.dyn_entry.iter_unpack(array):
+    for tag, value in site.entry.iter_unpack(array):
         if tag == DT_NULL:
             symtab, strtab = first.get(DT_SYMTAB), first.get(DT_STRTAB)
             pltgot = first.get(DT_PLTGOT)

@@ -10,12 +10,11 @@ of the member and the back by decoding a tail of the compressed data without its
 `WHOLE_MEMBER` compressed bytes are fetched whole.
 
 Where tens or hundreds of MB follow `PT_DYNAMIC` (torch's symbol tables, cuBLAS's large data),
-a tail reaching back to it would cost them all. Then the section headers are read from the
-tail, the compressed place of the dynamic array is estimated by walking back from the tail in
-steps sized by sampled expansions, and windows around it, each twice as wide as the last, are
-decoded from the middle and placed by content (`abifit.middle`); when none is placed within
-`MIDDLE_BUDGET` of the estimated tail, the tail is widened as before, reusing what the windows
-fetched.
+a tail reaching back to it would cost them all. Then the compressed place of the dynamic array
+is estimated by walking back from the tail in steps sized by sampled expansions, and windows
+around it, each twice as wide as the last, are decoded from the middle and placed by content
+(`abifit.middle`, from the program headers alone); when none is placed within `MIDDLE_BUDGET`
+of the estimated tail, the tail is widened as before, reusing what the windows fetched.
 """
 
 from __future__ import annotations
@@ -59,8 +58,7 @@ MIDDLE_WINDOW = 2 << 20  # the first window around its estimated place
 MIDDLE_BUDGET = 0.5  # windows grow up to this fraction of the estimated tail
 HEADERS_BUDGET = 0.25  # the tail may grow to the section headers up to this fraction of it
 MIDDLE_OUTPUT = 384 << 20  # output of one window, at most
-MIDDLE_STEPS = 32  # steps in the first guess of the distance to the dynamic array (the shorter
-# of the member's and the tail's ratio)
+MIDDLE_STEPS = 32  # steps in the first guess of the distance to the dynamic array
 SAMPLE_JOBS = 16  # samples fetched at once
 SAMPLE_BYTES = 64 << 10  # compressed bytes of one
 
@@ -215,12 +213,13 @@ class RemoteMember:
         if size < MIDDLE_MIN or self._distance(offset) < MIDDLE_FROM:
             return False
         try:
-            site = dynamic_site(parse_layout(self, sections=False))  # the prefix: no tail
+            layout = parse_layout(self, sections=False)  # the prefix: no tail
         except FormatError:
             return False
+        site = dynamic_site(layout)
         if site is None or not site.offset <= offset <= offset + length <= site.offset + site.size:
             return False
-        self._reach_section_headers(offset)
+        self._reach_section_headers(offset, layout.section_headers_at)
         for _ in range(3):  # the walk starts from a decoded tail
             if self._tail is not None:
                 break
@@ -247,7 +246,7 @@ class RemoteMember:
             half *= 2
         return False
 
-    def _reach_section_headers(self, offset: int) -> None:
+    def _reach_section_headers(self, offset: int, shoff: int) -> None:
         """Widen the tail to the section headers where that is cheap (a quarter of the way to
         `offset`, estimated). They are not needed, but in patchelf-rewritten libraries (torch's)
         they sit just before `.dynstr` and `.gnu.hash`, which the reader needs next: the walk to
@@ -255,7 +254,6 @@ class RemoteMember:
         tail stays uncertain far back (cuRAND's tables), the cap stops it."""
         self._tail_cap = max(4 * FIRST_TAIL, int(self._distance(offset) * HEADERS_BUDGET))
         try:
-            shoff = parse_layout(self, sections=False).section_headers_at
             if 0 < shoff < self.size:
                 self.read_at(shoff, min(64, self.size - shoff))
         except FormatError:
