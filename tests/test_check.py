@@ -419,3 +419,40 @@ def test_this_machine_has_the_newer_glibc(index: tuple[str, dict[str, bytes]], t
     code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "newglibc==1.0",
                           "--index-url", index[0], "--json")
     assert code == 0 and json.loads(out)["verdict"] == "fits"
+
+
+def test_matrix_cells_read_a_shared_dependency_once(
+        binaries: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two host releases that require the same dependency wheel, checked at once without a
+    cache: the dependency's bytes are fetched as often as for one check, not once per cell."""
+    dep = make_wheel("depkg", "1.0", {"depkg/__init__.py": b"",
+                                      "depkg/lib/libdep.so": binaries["v2m"]})
+    projects = {
+        "hostpkg": [make_wheel("hostpkg", v, {"hostpkg/__init__.py": b"",
+                                              "hostpkg/lib/libhost.so": binaries["v1"]},
+                               requires=("depkg==1.0",)) for v in ("1.0", "1.1")],
+        "depkg": [dep],
+        "extpkg": wheels(binaries)["extpkg"],
+    }
+    with LoopbackServer(delay_s=0.05) as server:
+        for project, entries in projects.items():
+            links = "".join(f'<a href="{server.add_file(f"/files/{name}", data)}">{name}</a>'
+                            for name, data in entries)
+            page = f"<html><body>{links}</body></html>".encode()
+            server.add_handler(f"/simple/{project}/", lambda _r, page=page: Reply(
+                200, page, {"Content-Type": "text/html"}))
+        dep_path = f"/files/{dep[0]}"
+        code, _out, _err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
+                               "hostpkg==1.0", "--index-url", server.url("/simple"),
+                               "--no-cache")
+        assert code == 0, _out
+        once = server.count(path=dep_path)
+        assert once > 0
+        server.reset_counters()
+        code, out, _err = run(capsys, monkeypatch, tmp_path, "matrix", "extpkg==1.0",
+                              "--against", "hostpkg>=1", "--index-url", server.url("/simple"),
+                              "--no-cache", "--jobs", "2", "--json")
+        assert code == 0, out
+        assert json.loads(out)["fits"] == ["1.1", "1.0"]
+        assert server.count(path=dep_path) == once

@@ -273,13 +273,13 @@ class Gatherer:
         return self._remote_wheel(file, role)
 
     def _remote_wheel(self, file: IndexFile, role: Role) -> Wheel:
-        from .remote import RemoteWheel
+        from .remote import shared_wheel
 
         ctx = self._remote()
         wheel = file.wheel()
         assert wheel is not None
         self.progress(f"metadata of {file.filename}")
-        source = RemoteWheel(file, ctx, relocations=role is Role.TARGET)
+        source = shared_wheel(file, ctx, relocations=role is Role.TARGET)
         return Wheel(wheel[0], str(wheel[1]), file.filename, role,
                      requires_dist(source.metadata()), source, file.size)
 
@@ -355,13 +355,13 @@ class Gatherer:
             return None
         if not _is_pure(file):
             return self._remote_wheel(file, Role.DEPENDENCY)
-        from .remote import RemoteWheel
+        from .remote import shared_wheel
 
         self._skipped.add(key)
         parsed = file.wheel()
         assert parsed is not None
         try:
-            metadata = RemoteWheel(file, self.ctx).metadata()
+            metadata = shared_wheel(file, self.ctx).metadata()
         except AbifitError as e:
             self.notes.append(f"{requirement} (required by {wheel.name}): its requirements "
                               f"are not followed: {str(e).splitlines()[0]}")

@@ -20,6 +20,7 @@ of the estimated tail, the tail is widened as before, reusing what the windows f
 from __future__ import annotations
 
 import threading
+import weakref
 import zipfile
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
@@ -401,6 +402,11 @@ class RemoteContext:
     target: Target
     prereleases: bool = False
     wheel_sizes: dict[str, int] = field(default_factory=dict)  # filename -> bytes, as read
+    # wheels being read, by URL and whether relocations are read: threads (the cells of a
+    # matrix) that need one wheel read each member once
+    wheels: weakref.WeakValueDictionary[tuple[str, bool], RemoteWheel] = field(
+        default_factory=weakref.WeakValueDictionary)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def resolve(text: str, ctx: RemoteContext) -> IndexFile:
@@ -414,6 +420,17 @@ def resolve(text: str, ctx: RemoteContext) -> IndexFile:
         raise UsageError(f"invalid requirement {text!r}: {reason}") from e
     files = ctx.index.project_files(requirement.name)
     return select_one(files, requirement, ctx.target, prereleases=ctx.prereleases).file
+
+
+def shared_wheel(file: IndexFile, ctx: RemoteContext, relocations: bool = False) -> RemoteWheel:
+    """The `RemoteWheel` of `file` that other threads of this context are reading, if any, so
+    that a member is fetched once while it is not yet in the cache (or there is no cache)."""
+    with ctx.lock:
+        wheel = ctx.wheels.get((file.url, relocations))
+        if wheel is None:
+            wheel = RemoteWheel(file, ctx, relocations)
+            ctx.wheels[(file.url, relocations)] = wheel
+        return wheel
 
 
 def open_wheel(file: IndexFile, ctx: RemoteContext) -> tuple[WheelArchive, ReadAhead]:
