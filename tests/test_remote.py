@@ -204,3 +204,16 @@ def test_read_ahead_widens_over_a_sequential_scan() -> None:
     base.reads.clear()
     assert source.read_at(0, 100) == data[:100]  # recent spans are kept: no request
     assert base.reads == []
+
+
+def test_read_ahead_fetches_only_what_a_read_lacks() -> None:
+    """A first fetch of `first` bytes; a read that runs past a held span fetches from the span's
+    end, not the whole read again."""
+    data = bytes(range(256)) * 4096
+    base = _CountingSource(data)
+    source = ReadAhead(base, granule=4096, first=10_000)
+    assert source.read_at(100, 50) == data[100:150]
+    assert base.reads == [(100, 10_000)]
+    assert source.read_at(5000, 9000) == data[5000:14_000]
+    assert base.reads[1][0] == 10_100  # the rest only
+    assert sum(length for _offset, length in base.reads) < 10_000 + 9000

@@ -112,6 +112,7 @@ class _CountingSource:
     def __init__(self, base: BytesSource) -> None:
         self.base = base
         self.bytes_read = 0
+        self.reads = 0
 
     @property
     def name(self) -> str:
@@ -123,6 +124,7 @@ class _CountingSource:
 
     def read_at(self, offset: int, length: int) -> bytes:
         self.bytes_read += length
+        self.reads += 1
         return self.base.read_at(offset, length)
 
 
@@ -130,3 +132,16 @@ def test_file_source_rejects_missing_file(tmp_path: Path) -> None:
     """A missing path raises OSError (the caller turns it into a one-line error)."""
     with pytest.raises(OSError):
         FileSource(os.path.join(tmp_path, "nope"))
+
+
+def test_inflate_source_reads_far_input_in_one_piece() -> None:
+    """A read far ahead asks for the input the ratio so far says it needs in one read (with a
+    margin), not 64 KiB at a time."""
+    counted = _CountingSource(BytesSource(COMPRESSED, "z"))
+    src = InflateSource(counted, len(DATA), "z")
+    assert src.read_at(0, 100) == DATA[:100]
+    before = counted.reads
+    far = len(DATA) * 3 // 4
+    assert src.read_at(far, 100) == DATA[far : far + 100]
+    assert counted.reads - before <= 2
+    assert counted.bytes_read <= len(COMPRESSED) * 3 // 4 * 1.15 + (64 << 10)

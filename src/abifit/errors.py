@@ -39,6 +39,9 @@ class FormatError(AbifitError):
         at = f" at offset {offset:#x}" if offset is not None else ""
         super().__init__(f"{where}: {problem}{at}")
 
+    def __reduce__(self) -> tuple[type[FormatError], tuple[str, str, int | None]]:
+        return type(self), (self.where, self.problem, self.offset)  # pickles (a worker's error)
+
     def relocated(self, where: str) -> FormatError:
         """The same error, attributed to another name (a wheel member instead of a byte source)."""
         return type(self)(where, self.problem, self.offset)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from . import cores
 from .cache import Cache
 from .deflate import TailView, WindowView, decode_tail, decode_window, expansion
 from .elf import ElfImage, parse_elf, parse_layout
@@ -70,9 +71,10 @@ class ReadAhead(Layered):
     handful of requests."""
 
     def __init__(self, base: ByteSource, granule: int = 16 << 10, max_ahead: int = 1 << 20,
-                 keep: int = 32 << 20) -> None:
+                 keep: int = 32 << 20, first: int = 0) -> None:
         super().__init__(base)
         self._granule = granule
+        self._first = first  # the first fetch, at least
         self.max_ahead = max_ahead
         self._keep = keep
         self._spans: OrderedDict[int, bytes] = OrderedDict()
@@ -97,6 +99,13 @@ class ReadAhead(Layered):
                 return data[offset - start : offset - start + length]
         return None
 
+    def _head(self, offset: int) -> bytes:
+        """The bytes from `offset` to the end of a span that holds it (empty: none does)."""
+        for start, data in reversed(self._spans.items()):
+            if start <= offset < start + len(data):
+                return data[offset - start :]
+        return b""
+
     def read_at(self, offset: int, length: int) -> bytes:
         check_range(self, offset, length)
         if length == 0:
@@ -104,12 +113,17 @@ class ReadAhead(Layered):
         known = self._cached(offset, length)
         if known is not None:
             return known
+        head = self._head(offset)
+        if head:  # a read that runs past what is held: fetch only the rest
+            return head + self.read_at(offset + len(head), length - len(head))
         if offset == self._last_end:
             self._ahead = min(self._ahead * 2, self.max_ahead)
         else:
             self._ahead = self._granule
         fetch = max(length, self._ahead)
         fetch = min(self.size - offset, -(-fetch // self._granule) * self._granule)
+        if self._last_end < 0:
+            fetch = min(self.size - offset, max(fetch, self._first))
         data = self._base.read_at(offset, fetch)
         self._remember(offset, data)
         # a later read that starts where this fetch ended continues a sequential scan
@@ -237,7 +251,8 @@ class RemoteMember:
         while 2 * half <= budget:
             lo, hi = max(0, centre - half), min(size - 1, centre + half)
             try:
-                view = decode_window(self._stored(lo, hi), MIDDLE_OUTPUT, self._name)
+                view = cores.run(decode_window, self._stored(lo, hi), MIDDLE_OUTPUT,
+                                 self._name)
             except FormatError:
                 view = None
             base = place(site, view) if view is not None else None
@@ -290,15 +305,17 @@ class RemoteMember:
         return end
 
     def _expansions(self, centres: list[int]) -> list[float | None]:
-        """Output per input byte around each compressed offset, fetched at once."""
-        spans = [(max(0, c - SAMPLE_BYTES // 2),
-                  min(self._member.compressed_size - 1, max(0, c - SAMPLE_BYTES // 2)
-                      + SAMPLE_BYTES)) for c in centres]
+        """Output per input byte around each compressed offset, fetched and computed at once."""
         raw = self._archive.base if isinstance(self._archive, Layered) else self._archive
-        with ThreadPoolExecutor(max_workers=len(spans)) as pool:
-            stored = list(pool.map(lambda span: raw.read_at(self._start + span[0],
-                                                            span[1] - span[0]), spans))
-        return [expansion(data) if len(data) >= SAMPLE_BYTES // 2 else None for data in stored]
+        size = self._member.compressed_size
+
+        def sampled(centre: int) -> float | None:
+            lo = max(0, centre - SAMPLE_BYTES // 2)
+            data = raw.read_at(self._start + lo, min(size - 1, lo + SAMPLE_BYTES) - lo)
+            return cores.run(expansion, data) if len(data) >= SAMPLE_BYTES // 2 else None
+
+        with ThreadPoolExecutor(max_workers=len(centres)) as pool:
+            return list(pool.map(sampled, centres))
 
     def _stored(self, lo: int, hi: int) -> bytes:
         """The member's compressed bytes `[lo, hi)`, fetching only what no earlier read holds;
@@ -345,7 +362,7 @@ class RemoteMember:
         tail = self._stored(size - take, size)
         self._tail_bytes = take
         try:
-            self._tail = decode_tail(tail, self._member.size, self._name)
+            self._tail = cores.run(decode_tail, tail, self._member.size, self._name)
         except FormatError:
             self._tail = None
 
@@ -499,7 +516,8 @@ class RemoteWheel:
         """A large member gets a read-ahead of its own; small ones share the wheel's, so that
         neighbours come with one request."""
         if member.compressed_size > WHOLE_MEMBER:
-            return ReadAhead(self._archive(), granule=FIRST_READ)
+            # the first fetch holds the local header and the data's first input chunk
+            return ReadAhead(self._archive(), granule=FIRST_READ, first=FIRST_READ + (4 << 10))
         with self._lock:
             return _Locked(self._open()[1], self._shared_lock)
 

@@ -163,6 +163,8 @@ class InflateSource(_Described):
 
     _INPUT_CHUNK = 1 << 16
     _OUTPUT_CHUNK = 1 << 20
+    _MAX_INPUT = 32 << 20  # input read at once for a far read, at most
+    _MARGIN = 1.1  # on the input a read is estimated to need
 
     def __init__(
         self,
@@ -186,13 +188,15 @@ class InflateSource(_Described):
         self._chunk = b""
         self._chunk_start = checkpoint.out_pos
 
-    def _advance(self) -> None:
-        """Decompress the next chunk of output into self._chunk."""
+    def _advance(self, end: int) -> None:
+        """Decompress the next chunk of output into self._chunk, reading input for output up to
+        `end` in one read: as much as the compression ratio so far says it needs, with a margin
+        (a slow source then gets one request, not one per input chunk)."""
         if not self._pending:
             remaining = self._compressed.size - self._in_pos
             if remaining <= 0:
                 raise FormatError(self._name, "compressed data ends early", self._out_pos)
-            take = min(self._INPUT_CHUNK, remaining)
+            take = min(max(self._INPUT_CHUNK, self._input_for(end)), self._MAX_INPUT, remaining)
             self._pending = self._compressed.read_at(self._in_pos, take)
             self._in_pos += take
         try:
@@ -210,6 +214,12 @@ class InflateSource(_Described):
                 _Checkpoint(self._out_pos, self._in_pos, self._pending, self._inflater.copy())
             )
 
+    def _input_for(self, end: int) -> int:
+        """Compressed bytes estimated to produce the output up to `end` (0: no estimate yet)."""
+        if self._out_pos <= 0 or end <= self._out_pos:
+            return 0
+        return int((end - self._out_pos) * self._in_pos / self._out_pos * self._MARGIN)
+
     def read_at(self, offset: int, length: int) -> bytes:
         check_range(self, offset, length)
         if offset < self._chunk_start:
@@ -226,4 +236,4 @@ class InflateSource(_Described):
                 parts.append(self._chunk[lo - self._chunk_start : hi - self._chunk_start])
             if self._chunk_start + len(self._chunk) >= end:
                 return b"".join(parts)
-            self._advance()
+            self._advance(end)

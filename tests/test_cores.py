@@ -1,0 +1,89 @@
+"""`abifit.cores`: calls computed by worker processes answer as the calls themselves would, errors
+come back as themselves, and a worker that dies costs nothing but its speed."""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import random
+import zlib
+
+import pytest
+
+from abifit import cores, deflate
+from abifit.errors import ElfError, FormatError
+
+
+def _stream() -> tuple[bytes, bytes]:
+    rng = random.Random(7)
+    words = [bytes(rng.choice(b"abcdefghij_") for _ in range(rng.randint(3, 12)))
+             for _ in range(2000)]
+    plain = b"\0".join(rng.choice(words) for _ in range(150_000))
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+    return plain, packer.compress(plain) + packer.flush()
+
+
+def test_a_worker_decodes_as_this_process_does() -> None:
+    plain, packed = _stream()
+    tail = packed[-(len(packed) // 3):]
+    pool = cores._Pool(1)
+    try:
+        assert pool.size == 1
+        remote = pool.run(deflate.decode_tail, (tail, len(plain), "m"))
+    finally:
+        pool.close()
+    local = deflate.decode_tail(tail, len(plain), "m")
+    assert remote == local
+    assert remote.start > 0 and plain.endswith(remote.data[len(remote.mask):])
+
+
+def test_errors_come_back_as_themselves() -> None:
+    pool = cores._Pool(1)
+    try:
+        with pytest.raises(FormatError) as caught:
+            pool.run(deflate.decode_tail, (b"\x00" * 5000, 9000, "lib.so"))
+        error = ElfError("lib.so", "truncated", 0x40)
+        assert pickle.loads(pickle.dumps(error)).args == error.args
+    finally:
+        pool.close()
+    assert caught.value.where == "lib.so"
+    assert "no DEFLATE block start" in caught.value.problem or "consistent" in caught.value.problem
+
+
+def test_a_dead_worker_leaves_its_calls_to_the_caller() -> None:
+    pool = cores._Pool(1)
+    try:
+        worker = pool._workers[0]
+        worker._process.kill()
+        worker._process.wait()
+        assert pool.run(sum, ([1, 2, 3],)) == 6  # answered here, not by the dead worker
+        assert pool.run(divmod, (7, 2)) == (3, 1)
+    finally:
+        pool.close()
+
+
+def test_no_workers_when_asked_for_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ABIFIT_WORKERS", "0")
+    assert cores.workers_wanted() == 0
+    monkeypatch.setenv("ABIFIT_WORKERS", "3")
+    assert cores.workers_wanted() == 3
+    monkeypatch.setenv("ABIFIT_WORKERS", "many")  # not a number: the cores decide
+    assert cores.workers_wanted() == (0 if len(os.sched_getaffinity(0)) == 1
+                                      else min(cores.MAX_WORKERS, len(os.sched_getaffinity(0))))
+
+
+def test_the_serve_loop_answers_each_call_then_ends() -> None:
+    calls = io.BytesIO()
+    for call in ((divmod, (17, 5)), (int, ("not a number",)), (len, (b"abc",))):
+        pickle.dump(call, calls)
+    calls.seek(0)
+    answers = io.BytesIO()
+    cores.serve(calls, answers)
+    answers.seek(0)
+    first, second, third = (pickle.load(answers) for _ in range(3))
+    assert first == (True, (3, 2))
+    assert second[0] is False and isinstance(second[1], ValueError)
+    assert third == (True, 3)
+    with pytest.raises(EOFError):
+        pickle.load(answers)
