@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from abifit import deflate
 from abifit.deflate import WINDOW_A, WINDOW_B, TailView, decode_tail
 from abifit.errors import FormatError
 
@@ -238,3 +239,58 @@ def test_view_rejects_negative_length() -> None:
     """A negative length is a caller's mistake."""
     with pytest.raises(ValueError):
         VIEW.known(100, -1)
+
+
+def _header_passes(value: int, bit: int) -> bool:
+    """The dynamic-header check at one bit offset, field by field (the reference for the
+    all-offsets-at-once filter)."""
+    def bits(at: int, size: int) -> int:
+        return (value >> (bit + at)) & ((1 << size) - 1)
+
+    if bits(1, 2) != 2 or bits(3, 5) > 29 or bits(8, 5) > 29:
+        return False
+    lengths = [bits(17 + 3 * i, 3) for i in range(bits(13, 4) + 4)]
+    return sum(1 << (7 - n) for n in lengths if n) == 128
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.binary(min_size=40, max_size=700), st.integers(0, 3))
+def test_the_header_filter_equals_a_field_by_field_check(data: bytes, skew: int) -> None:
+    """Every bit offset the vectorised dynamic-header filter keeps, and only those, passes the
+    check written out per offset (random bytes: about one offset in a thousand passes)."""
+    data = bytes(skew) + data
+    value = int.from_bytes(data + bytes(16), "little")
+    hi = len(data) - 12
+    found = list(deflate._dynamic_starts(data, 0, hi))
+    assert found == [bit for bit in range(8 * hi) if _header_passes(value, bit)]
+
+
+def test_the_header_filter_keeps_a_real_block_start() -> None:
+    """zlib's output begins with a dynamic block at bit 0: the filter keeps it, and few other
+    offsets."""
+    rng = random.Random(5)
+    words = [rng.randbytes(rng.randint(2, 9)) for _ in range(300)]
+    plain = b"".join(rng.choice(words) for _ in range(60_000))
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+    packed = packer.compress(plain) + packer.flush()
+    starts = set(deflate._dynamic_starts(packed, 0, len(packed) - 12))
+    assert 0 in starts  # the first block is dynamic and starts at bit 0
+    assert len(starts) < len(packed) * 8 // 200  # and false starts are rare
+
+
+def test_expansion_skips_a_stored_block_that_runs_past_the_sample() -> None:
+    """A stored header whose LEN reaches past the end of the sample would pass any bytes as its
+    content (ratio 1): `expansion` measures from the next start instead."""
+    rng = random.Random(11)
+    words = [rng.randbytes(rng.randint(2, 9)) for _ in range(400)]
+    plain = b"".join(rng.choice(words) for _ in range(400_000))
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+    packed = packer.compress(plain) + packer.flush()
+    middle = packed[len(packed) // 3 : len(packed) // 3 + (64 << 10)]
+    honest = deflate.expansion(middle)
+    assert honest is not None and honest > 1.5
+    fake = b"\x01\xff\xff\x00\x00" + middle  # BFINAL 1, BTYPE 0, LEN 65535, NLEN 0
+    assert deflate.expansion(fake) == pytest.approx(honest, rel=0.05)
+    noise = zlib.compressobj(6, zlib.DEFLATED, -15)
+    stored = noise.compress(random.Random(3).randbytes(1 << 20)) + noise.flush()
+    assert deflate.expansion(stored[300_000 : 300_000 + (64 << 10)]) == pytest.approx(1, abs=0.01)

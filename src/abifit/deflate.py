@@ -59,6 +59,7 @@ there on both inflaters hold the same window, so the uncertain bytes all lie bef
 
 from __future__ import annotations
 
+import functools
 import heapq
 import re
 import zlib
@@ -204,15 +205,22 @@ def _witnessed(data: bytes, decode: Callable[[int], bytes | None],
 def expansion(data: bytes) -> float | None:
     """Output bytes per input byte of compressed bytes from the middle of a raw DEFLATE stream,
     from the first block start in the first half of `data` that decodes the rest without error
-    (None if there is none, or if the stream ends inside `data`). For estimates only: a false
-    start that happens to decode through is not ruled out."""
+    (None if there is none, or if the stream ends inside `data`). A stored block counts only
+    when some input after its end decodes too (any bytes pass as a stored block's content), or
+    when nothing else does. For estimates only: a false start that happens to decode through is
+    not ruled out."""
+    unchecked: float | None = None  # from a stored block that runs (nearly) to the end
     for bit in _block_starts(data):
         if bit > 4 * len(data):
-            return None
+            break
         produced = _through_length(data, bit)
-        if produced is not None:
-            return produced / (len(data) - bit / 8)
-    return None
+        if produced is None:
+            continue
+        ratio = produced / (len(data) - bit / 8)
+        if _header_bits(data, bit) & 6 or _stored_checked(data, bit):
+            return ratio
+        unchecked = ratio if unchecked is None else unchecked
+    return unchecked
 
 
 def _vouched(tail: bytes, total_size: int, witness: int, bit: int, data: bytes) -> TailView | None:
@@ -245,10 +253,14 @@ def _vouched_mask(tail: bytes, limit: int, witness: int, bit: int, data: bytes) 
 # Finding block starts ---------------------------------------------------------------------------
 #
 # The dynamic-header filter is computed for all bit offsets p of a scan window at once. "lanes"
-# holds one byte per p, the 8 tail bits from p, so a header field at bit p + k for every p is the
-# slice of lanes from k; `bytes.translate` maps it to flags or Kraft terms, and big-integer
-# arithmetic on the bytes adds them up. Three terms of at most 64 fit in a byte; the sums of
-# those groups are added in 16-bit lanes, even and odd offsets apart, so no carry crosses lanes.
+# holds one byte per p, the 8 tail bits from p. `bytes.translate` maps every lane to a flag or a
+# Kraft term at once, read as one big integer; a header field at bit p + k for every p is then
+# that integer shifted down by k lanes, and big-integer arithmetic on the lanes adds them up (a
+# table per field would translate the lanes once per field: 20 times, not 5). A lane holds a
+# sum of at most three terms of at most 64;
+# the sums of those groups are added in 16-bit lanes, even and odd offsets apart, so no carry
+# crosses lanes. Which code lengths are present (HCLEN) is tested by arithmetic too: HCLEN + 128
+# - k has its top bit set exactly when HCLEN >= k.
 
 
 def _table(value: Callable[[int], int]) -> bytes:
@@ -256,15 +268,20 @@ def _table(value: Callable[[int], int]) -> bytes:
     return bytes(value(byte) for byte in range(256))
 
 
+def _kraft(length: int) -> int:
+    """2^-length in units of 2^-7 (0 for an absent code, length 0)."""
+    return 1 << (7 - length) if length else 0
+
+
 # BTYPE == 2 (bits 1-2 read as 0 then 1) and HLIT <= 29; then HDIST <= 29.
 _BAD_FIRST = _table(lambda v: 0 if (v >> 1) & 3 == 2 and v >> 3 <= 29 else 1)
 _BAD_SECOND = _table(lambda v: 1 if v & 31 > 29 else 0)
-_KRAFT_TERM = _table(lambda v: 1 << (7 - (v & 7)) if v & 7 else 0)  # 2^-length in units of 2^-7
-# Code-length code length number 4 + k is present when HCLEN >= k + 1.
-_PRESENT = tuple(bytes(0xFF if byte & 15 > k else 0 for byte in range(256)) for k in range(15))
+_KRAFT_TERM = _table(lambda v: _kraft(v & 7))
+_KRAFT_PAIR = _table(lambda v: _kraft(v & 7) + _kraft((v >> 3) & 7))  # two lengths from a lane
+_LOW_NIBBLE = _table(lambda v: v & 15)
 _HCLEN_AT = 13
 _LENGTHS_AT = 17
-_LENGTHS = 19
+_LENGTHS = 19  # code lengths 0-3 are always present, 4 + k when HCLEN >= k + 1
 _LEN_NLEN = re.compile(b"(?=\xff\xff)")
 _ZERO = re.compile(b"\x00")
 
@@ -282,25 +299,30 @@ def _dynamic_starts(tail: bytes, lo: int, hi: int) -> Iterator[int]:
     count = 8 * (hi - lo)
     lanes = _bit_lanes(tail, lo, hi - lo + 11)
 
-    def field(at: int, table: bytes) -> int:
-        return int.from_bytes(lanes[at : at + count].translate(table), "little")
+    def mapped(table: bytes) -> int:  # each lane through the table; the field at k: >> 8 k
+        return int.from_bytes(lanes.translate(table), "little")
 
-    hclen = lanes[_HCLEN_AT : _HCLEN_AT + count]
-    even = _repeat(b"\xff\x00", count)
-    sums = [0, 0]  # Kraft sums at even and odd offsets, in 16-bit lanes
-    for group in range(0, _LENGTHS, 3):
-        terms = 0
-        for index in range(group, min(group + 3, _LENGTHS)):
-            term = field(_LENGTHS_AT + 3 * index, _KRAFT_TERM)
-            if index >= 4:
-                term &= int.from_bytes(hclen.translate(_PRESENT[index - 4]), "little")
-            terms += term
-        sums[0] += terms & even
-        sums[1] += (terms >> 8) & even
+    hclen = mapped(_LOW_NIBBLE) >> 8 * _HCLEN_AT
+    kraft = mapped(_KRAFT_TERM)
+    top = _repeat(b"\x80", count)
+    # the first group: lengths 0-1 (one lane) and 2; then 3 with the present ones from 4 on
+    groups = [(mapped(_KRAFT_PAIR) >> 8 * _LENGTHS_AT) + (kraft >> 8 * (_LENGTHS_AT + 6))]
+    terms = kraft >> 8 * (_LENGTHS_AT + 9)
+    in_group = 1
+    for index in range(4, _LENGTHS):
+        present = (hclen + _repeat(bytes([128 - (index - 3)]), count)) & top
+        terms += (kraft >> 8 * (_LENGTHS_AT + 3 * index)) & (present - (present >> 7))
+        in_group += 1
+        if in_group == 3 or index == _LENGTHS - 1:
+            groups.append(terms)
+            terms, in_group = 0, 0
+    even = _repeat(b"\xff\x00", count)  # lanes past `count` fall away here
+    sums = [sum(g & even for g in groups), sum((g >> 8) & even for g in groups)]
     complete = _repeat(b"\x80\x00", count)
     incomplete = _nonzero_lanes(sums[0] ^ complete, count)
     incomplete |= _nonzero_lanes(sums[1] ^ complete, count) << 8
-    reject = field(0, _BAD_FIRST) | field(8, _BAD_SECOND) | incomplete
+    everywhere = _repeat(b"\xff", count)
+    reject = (mapped(_BAD_FIRST) | (mapped(_BAD_SECOND) >> 64) | incomplete) & everywhere
     for match in _ZERO.finditer(reject.to_bytes(count, "little")):
         yield 8 * lo + match.start()
 
@@ -314,6 +336,7 @@ def _bit_lanes(tail: bytes, lo: int, count: int) -> bytes:
     return bytes(lanes)
 
 
+@functools.lru_cache(maxsize=64)
 def _repeat(pattern: bytes, count: int) -> int:
     return int.from_bytes(pattern * (count // len(pattern)), "little")
 
@@ -342,6 +365,13 @@ def _stored_starts(tail: bytes, lo: int, hi: int) -> Iterator[int]:
             if header & 6 == 0 and header & 1 not in seen:
                 seen.add(header & 1)
                 yield bit
+
+
+def _stored_checked(data: bytes, bit: int) -> bool:
+    """Whether the stored block whose header is at `bit` ends `_PROBE_BYTES` before the end of
+    `data` (so that what follows it was decoded too)."""
+    at = (bit + 3 + 7) // 8  # LEN, at the byte boundary after the 3 header bits
+    return at + 4 + int.from_bytes(data[at : at + 2], "little") + _PROBE_BYTES <= len(data)
 
 
 def _header_bits(tail: bytes, bit: int) -> int:
@@ -375,9 +405,10 @@ class _BitWriter:
         self.field(int(f"{code:0{size}b}"[::-1], 2), size)
 
 
-def _entry_bits(shift: int, literal: int) -> _BitWriter:
+@functools.cache
+def _entry_bits(shift: int, literal: int) -> tuple[int, int]:
     """Non-final fixed blocks whose length is `shift` modulo 8: empty ones (10 bits), preceded for
-    odd shifts by one holding `literal` (a 9-bit code, 19 bits in all)."""
+    odd shifts by one holding `literal` (a 9-bit code, 19 bits in all); as (bits, bit count)."""
     assert 144 <= literal <= 255, "only literals 144-255 have 9-bit fixed codes"
     writer = _BitWriter()
     empty_blocks = (shift // 2) % 4
@@ -389,18 +420,25 @@ def _entry_bits(shift: int, literal: int) -> _BitWriter:
     for _ in range(empty_blocks):
         writer.field(0b010, 3)
         writer.code(0, 7)
-    return writer
+    return writer.value, writer.count
+
+
+@functools.lru_cache(maxsize=8)
+def _zdict(window: bytes, trimmed: bool) -> bytes:
+    """The window, or all of it but its last byte (which an entry block carries as a literal)."""
+    return window[:-1] if trimmed else window
 
 
 def _entry(tail: bytes, bit: int, window: bytes) -> tuple[bytes, bytes, int]:
     """The bytes that bring an inflater to bit `bit` of the tail with the tail's byte alignment,
     ending with the tail's byte at `bit // 8`; the zdict to use; the output they produce."""
     byte, shift = divmod(bit, 8)
-    writer = _entry_bits(shift, window[-1])
+    value, count = _entry_bits(shift, window[-1])
     kept = tail[byte] & (0xFF << shift) & 0xFF
-    head = writer.value | (kept << (writer.count - shift))
-    head_bytes = head.to_bytes(writer.count // 8 + 1, "little")
-    return (head_bytes, window[:-1], 1) if shift % 2 else (head_bytes, window, 0)
+    head = value | (kept << (count - shift))
+    head_bytes = head.to_bytes(count // 8 + 1, "little")
+    odd = shift % 2 == 1
+    return head_bytes, _zdict(window, odd), int(odd)
 
 
 class _Inflater:
