@@ -9,7 +9,9 @@ import random
 import shutil
 import subprocess
 import sys
+import threading
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -217,3 +219,20 @@ def test_read_ahead_fetches_only_what_a_read_lacks() -> None:
     assert source.read_at(5000, 9000) == data[5000:14_000]
     assert base.reads[1][0] == 10_100  # the rest only
     assert sum(length for _offset, length in base.reads) < 10_000 + 9000
+
+
+def test_threads_sharing_a_read_ahead_fetch_at_once() -> None:
+    """Two threads that miss different spans of one read-ahead fetch them at the same time (the
+    base only answers once both requests are in flight), and get their own bytes."""
+    data = bytes(range(256)) * 4096
+    gate = threading.Barrier(2, timeout=10)
+
+    class Gated(_CountingSource):
+        def read_at(self, offset: int, length: int) -> bytes:
+            gate.wait()
+            return super().read_at(offset, length)
+
+    source = ReadAhead(Gated(data))
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda at: source.read_at(at, 100), [1000, 500_000]))
+    assert got == [data[1000:1100], data[500_000:500_100]]

@@ -48,7 +48,7 @@ from .sources import (
 from .wheel import Member, WheelArchive, is_elf_member, member_data_start
 
 WHOLE_MEMBER = 256 << 10
-READ_JOBS = 4  # members read at once (network waits and zlib overlap)
+READ_JOBS = 8  # members read at once (network waits and zlib overlap)
 WHOLE_GPU_MEMBER = 64 << 20  # members read for their GPU code in one request up to this size
 FIRST_TAIL = 128 << 10
 TAIL_DOUBLING = 1 << 20  # a shorter tail that falls short at least doubles
@@ -68,7 +68,8 @@ SAMPLE_BYTES = 64 << 10  # compressed bytes of one
 class ReadAhead(Layered):
     """A ByteSource over a slow one: small reads are rounded up, sequential reads fetch ever
     larger spans ahead, and recent spans are kept, so a zip parse or a streaming inflate costs a
-    handful of requests."""
+    handful of requests. Threads may share one: fetches run outside its lock, so they overlap
+    (two threads that miss the same span at once both fetch it)."""
 
     def __init__(self, base: ByteSource, granule: int = 16 << 10, max_ahead: int = 1 << 20,
                  keep: int = 32 << 20, first: int = 0) -> None:
@@ -81,10 +82,12 @@ class ReadAhead(Layered):
         self._kept = 0
         self._last_end = -1
         self._ahead = granule
+        self._lock = threading.Lock()
 
     def prime(self, offset: int, data: bytes) -> None:
         """Remember bytes already fetched (a suffix read for the zip directory)."""
-        self._remember(offset, data)
+        with self._lock:
+            self._remember(offset, data)
 
     def _remember(self, offset: int, data: bytes) -> None:
         self._spans[offset] = data
@@ -110,12 +113,23 @@ class ReadAhead(Layered):
         check_range(self, offset, length)
         if length == 0:
             return b""
-        known = self._cached(offset, length)
-        if known is not None:
-            return known
-        head = self._head(offset)
+        with self._lock:
+            known = self._cached(offset, length)
+            if known is not None:
+                return known
+            head = self._head(offset)
+            if not head:
+                fetch = self._fetch_size(offset, length)
         if head:  # a read that runs past what is held: fetch only the rest
             return head + self.read_at(offset + len(head), length - len(head))
+        data = self._base.read_at(offset, fetch)
+        with self._lock:
+            self._remember(offset, data)
+        return data[:length]
+
+    def _fetch_size(self, offset: int, length: int) -> int:
+        """How much to fetch from `offset`: a read that starts where the last fetch ended
+        continues a sequential scan, and the fetches ahead double."""
         if offset == self._last_end:
             self._ahead = min(self._ahead * 2, self.max_ahead)
         else:
@@ -124,23 +138,8 @@ class ReadAhead(Layered):
         fetch = min(self.size - offset, -(-fetch // self._granule) * self._granule)
         if self._last_end < 0:
             fetch = min(self.size - offset, max(fetch, self._first))
-        data = self._base.read_at(offset, fetch)
-        self._remember(offset, data)
-        # a later read that starts where this fetch ended continues a sequential scan
-        self._last_end = offset + len(data)
-        return data[:length]
-
-
-class _Locked(Layered):
-    """A ByteSource whose reads take a lock (a shared read-ahead, used from threads)."""
-
-    def __init__(self, base: ByteSource, lock: threading.Lock) -> None:
-        super().__init__(base)
-        self._lock = lock
-
-    def read_at(self, offset: int, length: int) -> bytes:
-        with self._lock:
-            return self._base.read_at(offset, length)
+        self._last_end = offset + fetch
+        return fetch
 
 
 class RemoteMember:
@@ -479,7 +478,6 @@ class RemoteWheel:
         self._same: dict[tuple[int, int, int], ElfImage] = {}
         self._lock = threading.Lock()
         self._member_locks: dict[tuple[int, int, int], threading.Lock] = {}
-        self._shared_lock = threading.Lock()  # the wheel's read-ahead, shared by small members
 
     def _open(self) -> tuple[WheelArchive, ReadAhead]:
         if self._opened is None:
@@ -513,13 +511,17 @@ class RemoteWheel:
             return self._open()[1].base
 
     def _reader(self, member: Member) -> ByteSource:
-        """A large member gets a read-ahead of its own; small ones share the wheel's, so that
-        neighbours come with one request."""
+        """A large member gets a read-ahead of its own; small ones share the wheel's (fetched
+        whole at once), so that neighbours come with one request."""
         if member.compressed_size > WHOLE_MEMBER:
             # the first fetch holds the local header and the data's first input chunk
             return ReadAhead(self._archive(), granule=FIRST_READ, first=FIRST_READ + (4 << 10))
         with self._lock:
-            return _Locked(self._open()[1], self._shared_lock)
+            shared = self._open()[1]
+        # the local header (with a name and an extra field of up to 1 KiB) and the data at once
+        whole = _LOCAL_HEADER_BYTES + len(member.path.encode()) + member.compressed_size
+        shared.read_at(member.header_offset, min(whole, shared.size - member.header_offset))
+        return shared
 
     def _view(self, member: Member) -> ElfImage | FormatError | None:
         key = (member.crc, member.size, member.compressed_size)
@@ -618,6 +620,7 @@ _METADATA = "<metadata>"
 _RELOCATIONS = "\x00relocations"  # cache entry of a view that has relocated_symbols
 _GPU_CODE = "\x00gpu-code"  # cache entry of a member's fat binaries
 _DIRECTORY_GUESS = 64 << 10
+_LOCAL_HEADER_BYTES = 30 + 1024  # a local header's fixed part and an extra field
 
 
 def _cached(ctx: RemoteContext, file: IndexFile, member: str) -> object | None:
