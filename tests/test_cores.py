@@ -7,6 +7,8 @@ import io
 import os
 import pickle
 import random
+import threading
+import time
 import zlib
 
 import pytest
@@ -30,7 +32,7 @@ def test_a_worker_decodes_as_this_process_does() -> None:
     pool = cores._Pool(1)
     try:
         assert pool.size == 1
-        remote = pool.run(deflate.decode_tail, (tail, len(plain), "m"))
+        remote = pool.run(deflate.decode_tail, (tail, len(plain), "m"), 0)
     finally:
         pool.close()
     local = deflate.decode_tail(tail, len(plain), "m")
@@ -42,7 +44,7 @@ def test_errors_come_back_as_themselves() -> None:
     pool = cores._Pool(1)
     try:
         with pytest.raises(FormatError) as caught:
-            pool.run(deflate.decode_tail, (b"\x00" * 5000, 9000, "lib.so"))
+            pool.run(deflate.decode_tail, (b"\x00" * 5000, 9000, "lib.so"), 0)
         error = ElfError("lib.so", "truncated", 0x40)
         assert pickle.loads(pickle.dumps(error)).args == error.args
     finally:
@@ -57,8 +59,8 @@ def test_a_dead_worker_leaves_its_calls_to_the_caller() -> None:
         worker = pool._workers[0]
         worker._process.kill()
         worker._process.wait()
-        assert pool.run(sum, ([1, 2, 3],)) == 6  # answered here, not by the dead worker
-        assert pool.run(divmod, (7, 2)) == (3, 1)
+        assert pool.run(sum, ([1, 2, 3],), 0) == 6  # answered here, not by the dead worker
+        assert pool.run(divmod, (7, 2), 0) == (3, 1)
     finally:
         pool.close()
 
@@ -87,3 +89,25 @@ def test_the_serve_loop_answers_each_call_then_ends() -> None:
     assert third == (True, 3)
     with pytest.raises(EOFError):
         pickle.load(answers)
+
+
+def test_waiting_calls_of_higher_priority_go_first() -> None:
+    """With the one worker busy, calls queued with priorities 1, 3, 2 run as 3, 2, 1."""
+    pool = cores._Pool(1)
+    order: list[int] = []
+    try:
+        blocker = threading.Thread(target=pool.run, args=(time.sleep, (0.5,), 0))
+        blocker.start()
+        time.sleep(0.1)  # the worker is now busy
+        waiting = []
+        for priority in (1, 3, 2):
+            thread = threading.Thread(target=lambda p=priority: order.append(
+                pool.run(abs, (-p,), p)))
+            thread.start()
+            waiting.append(thread)
+            time.sleep(0.05)  # queued in this order
+        for thread in (blocker, *waiting):
+            thread.join(10)
+    finally:
+        pool.close()
+    assert order == [3, 2, 1]

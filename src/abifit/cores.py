@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import heapq
+import itertools
 import os
 import pickle
-import queue
 import subprocess
 import sys
 import threading
@@ -73,26 +74,30 @@ class _Worker:
 
 
 class _Pool:
-    """A slot per worker in a queue: a call takes a slot (waiting while all are taken) and puts
-    it back. The slot of a worker that died holds None, and its calls run in the caller."""
+    """A slot per worker: a call takes a free slot, the waiting call of highest priority first
+    (then the earliest), and gives it back. The slot of a worker that died holds None, and its
+    calls run in the caller."""
 
     def __init__(self, size: int) -> None:
-        self._slots: queue.SimpleQueue[_Worker | None] = queue.SimpleQueue()
+        self._free: list[_Worker | None] = []
         self._workers: list[_Worker] = []
+        self._ready = threading.Condition()
+        self._waiting: list[tuple[float, int]] = []  # heap of (-priority, ticket)
+        self._tickets = itertools.count()
         for _ in range(size):
             try:
                 worker = _Worker()
             except (OSError, ValueError):
                 break
             self._workers.append(worker)
-            self._slots.put(worker)
+            self._free.append(worker)
 
     @property
     def size(self) -> int:
         return len(self._workers)
 
-    def run(self, function: Callable[..., R], args: tuple[object, ...]) -> R:
-        slot = self._slots.get()
+    def run(self, function: Callable[..., R], args: tuple[object, ...], priority: float) -> R:
+        slot = self._take(priority)
         try:
             if slot is not None:
                 try:
@@ -102,7 +107,20 @@ class _Pool:
                     slot = None
             return function(*args)
         finally:
-            self._slots.put(slot)
+            with self._ready:
+                self._free.append(slot)
+                self._ready.notify_all()
+
+    def _take(self, priority: float) -> _Worker | None:
+        with self._ready:
+            place = (-priority, next(self._tickets))
+            heapq.heappush(self._waiting, place)
+            while not (self._free and self._waiting[0] == place):
+                self._ready.wait()
+            heapq.heappop(self._waiting)
+            slot = self._free.pop()
+            self._ready.notify_all()  # the next in line may take another free slot
+            return slot
 
     def close(self) -> None:
         for worker in self._workers:
@@ -134,13 +152,14 @@ def _get_pool() -> _Pool | None:
         return _pool if _pool.size > 0 else None
 
 
-def run(function: Callable[..., R], *args: object) -> R:
+def run(function: Callable[..., R], *args: object, priority: float = 0.0) -> R:
     """`function(*args)`, computed by a worker process when there are workers (the function
-    and its arguments must pickle: a module-level function and plain data)."""
+    and its arguments must pickle: a module-level function and plain data). While all workers
+    are busy, calls of higher `priority` go first."""
     pool = _get_pool()
     if pool is None:
         return function(*args)
-    return pool.run(function, args)
+    return pool.run(function, args, priority)
 
 
 def serve(reader: IO[bytes] | None = None, writer: IO[bytes] | None = None) -> None:

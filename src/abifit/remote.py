@@ -167,6 +167,12 @@ class RemoteMember:
         return self._name
 
     @property
+    def _priority(self) -> float:
+        """Of its decoding work, while all workers are busy: the largest members, which have
+        the longest chains of reads and decodes, go first."""
+        return float(self._member.compressed_size)
+
+    @property
     def size(self) -> int:
         return self._member.size
 
@@ -251,7 +257,7 @@ class RemoteMember:
             lo, hi = max(0, centre - half), min(size - 1, centre + half)
             try:
                 view = cores.run(decode_window, self._stored(lo, hi), MIDDLE_OUTPUT,
-                                 self._name)
+                                 self._name, priority=self._priority)
             except FormatError:
                 view = None
             base = place(site, view) if view is not None else None
@@ -311,7 +317,9 @@ class RemoteMember:
         def sampled(centre: int) -> float | None:
             lo = max(0, centre - SAMPLE_BYTES // 2)
             data = raw.read_at(self._start + lo, min(size - 1, lo + SAMPLE_BYTES) - lo)
-            return cores.run(expansion, data) if len(data) >= SAMPLE_BYTES // 2 else None
+            if len(data) < SAMPLE_BYTES // 2:
+                return None
+            return cores.run(expansion, data, priority=self._priority)
 
         with ThreadPoolExecutor(max_workers=len(centres)) as pool:
             return list(pool.map(sampled, centres))
@@ -361,7 +369,8 @@ class RemoteMember:
         tail = self._stored(size - take, size)
         self._tail_bytes = take
         try:
-            self._tail = cores.run(decode_tail, tail, self._member.size, self._name)
+            self._tail = cores.run(decode_tail, tail, self._member.size, self._name,
+                                   priority=self._priority)
         except FormatError:
             self._tail = None
 
