@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from abifit.elf import ElfImage, parse_elf
+from abifit.errors import FormatError
 from abifit.http import HttpClient
 from abifit.remote import ReadAhead, open_member
 from abifit.sources import BytesSource
@@ -236,3 +238,32 @@ def test_threads_sharing_a_read_ahead_fetch_at_once() -> None:
     with ThreadPoolExecutor(2) as pool:
         got = list(pool.map(lambda at: source.read_at(at, 100), [1000, 500_000]))
     assert got == [data[1000:1100], data[500_000:500_100]]
+
+
+def test_a_read_waits_for_the_prefetch_that_holds_it() -> None:
+    """A read inside a prefetch under way waits for it instead of fetching again; when the
+    prefetch fails, the read fetches for itself."""
+    data = bytes(range(256)) * 4096
+    started = threading.Event()
+
+    class Slow(_CountingSource):
+        fail = False
+
+        def read_at(self, offset: int, length: int) -> bytes:
+            started.set()
+            time.sleep(0.2)
+            if self.fail:
+                self.fail = False
+                raise FormatError("slow", "dropped")
+            return super().read_at(offset, length)
+
+    base = Slow(data)
+    source = ReadAhead(base)
+    source.prefetch(600_000, 100_000)
+    started.wait(5)
+    assert source.read_at(650_000, 1000) == data[650_000:651_000]
+    assert base.reads == [(600_000, 100_000)]
+    base.fail = True
+    source.prefetch(100_000, 50_000)
+    assert source.read_at(120_000, 10) == data[120_000:120_010]
+    assert base.reads[-1][0] == 120_000  # fetched by the read itself

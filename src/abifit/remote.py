@@ -31,7 +31,7 @@ from . import cores
 from .cache import Cache
 from .deflate import TailView, WindowView, decode_tail, decode_window, expansion
 from .elf import ElfImage, parse_elf, parse_layout
-from .errors import FormatError, UsageError
+from .errors import AbifitError, FormatError, UsageError
 from .fatbin import GpuCode
 from .gpucode import read_gpu_code
 from .http import HttpClient
@@ -83,6 +83,7 @@ class ReadAhead(Layered):
         self._last_end = -1
         self._ahead = granule
         self._lock = threading.Lock()
+        self._fetching: list[tuple[int, int, threading.Event]] = []  # (offset, end, done)
 
     def prime(self, offset: int, data: bytes) -> None:
         """Remember bytes already fetched (a suffix read for the zip directory)."""
@@ -113,19 +114,59 @@ class ReadAhead(Layered):
         check_range(self, offset, length)
         if length == 0:
             return b""
-        with self._lock:
-            known = self._cached(offset, length)
-            if known is not None:
-                return known
-            head = self._head(offset)
-            if not head:
-                fetch = self._fetch_size(offset, length)
+        while True:
+            with self._lock:
+                known = self._cached(offset, length)
+                if known is not None:
+                    return known
+                coming = self._coming(offset, length)
+                if coming is None:
+                    head = self._head(offset)
+                    if not head:
+                        fetch = self._fetch_size(offset, length)
+                        done = self._start(offset, fetch)
+                    break
+            coming.wait()  # a fetch under way holds it: wait for that one, then look again
         if head:  # a read that runs past what is held: fetch only the rest
             return head + self.read_at(offset + len(head), length - len(head))
-        data = self._base.read_at(offset, fetch)
+        return self._fetch(offset, fetch, done)[:length]
+
+    def prefetch(self, offset: int, length: int) -> None:
+        """Fetch `[offset, offset + length)` in the background; reads it holds wait for it."""
+        length = min(length, self.size - offset)
+        if offset < 0 or length <= 0:
+            return
         with self._lock:
-            self._remember(offset, data)
-        return data[:length]
+            done = self._start(offset, length)
+        threading.Thread(target=self._fetch, args=(offset, length, done, True),
+                         daemon=True).start()
+
+    def _coming(self, offset: int, length: int) -> threading.Event | None:
+        for start, end, done in self._fetching:
+            if start <= offset and offset + length <= end:
+                return done
+        return None
+
+    def _start(self, offset: int, length: int) -> threading.Event:
+        done = threading.Event()
+        self._fetching.append((offset, offset + length, done))
+        return done
+
+    def _fetch(self, offset: int, length: int, done: threading.Event,
+               quiet: bool = False) -> bytes:
+        data = b""
+        try:
+            data = self._base.read_at(offset, length)
+        except AbifitError:
+            if not quiet:  # a failed prefetch is fetched again by the read that needs it
+                raise
+        finally:
+            with self._lock:
+                if data:
+                    self._remember(offset, data)
+                self._fetching.remove((offset, offset + length, done))
+            done.set()
+        return data
 
     def _fetch_size(self, offset: int, length: int) -> int:
         """How much to fetch from `offset`: a read that starts where the last fetch ended
@@ -524,7 +565,14 @@ class RemoteWheel:
         whole at once), so that neighbours come with one request."""
         if member.compressed_size > WHOLE_MEMBER:
             # the first fetch holds the local header and the data's first input chunk
-            return ReadAhead(self._archive(), granule=FIRST_READ, first=FIRST_READ + (4 << 10))
+            reader = ReadAhead(self._archive(), granule=FIRST_READ, first=FIRST_READ + (4 << 10))
+            if member.method == zipfile.ZIP_DEFLATED:
+                # the first tail comes at the same time (the local header's extra field is
+                # not known yet: a margin covers one of up to 1 KiB)
+                end = member.header_offset + 30 + len(member.path.encode()) \
+                    + member.compressed_size
+                reader.prefetch(end - FIRST_TAIL, FIRST_TAIL + _LOCAL_HEADER_BYTES)
+            return reader
         with self._lock:
             shared = self._open()[1]
         # the local header (with a name and an extra field of up to 1 KiB) and the data at once
