@@ -32,6 +32,7 @@ def test_a_worker_decodes_as_this_process_does() -> None:
     pool = cores._Pool(1)
     try:
         assert pool.size == 1
+        assert pool.run(os.getpid, (), 0) != os.getpid()  # another process answers
         remote = pool.run(deflate.decode_tail, (tail, len(plain), "m"), 0)
     finally:
         pool.close()

@@ -35,6 +35,7 @@ from typing import IO, TypeVar
 R = TypeVar("R")
 
 MAX_WORKERS = 8
+_SERVE = "import sys; sys.path.insert(0, sys.argv.pop(1)); from abifit.cores import serve; serve()"
 
 
 class _WorkerDied(Exception):
@@ -45,13 +46,11 @@ class _Worker:
     """One worker process and its two pipes; used by one thread at a time."""
 
     def __init__(self) -> None:
+        # the worker imports the abifit this process runs, wherever that came from
         package_root = str(Path(__file__).resolve().parent.parent)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH"))
-                                            if p)
-        env["ABIFIT_WORKERS"] = "0"  # a worker computes its calls itself
+        env = {**os.environ, "ABIFIT_WORKERS": "0"}  # a worker computes its calls itself
         self._process = subprocess.Popen(
-            [sys.executable, "-c", "from abifit.cores import serve; serve()"],
+            [sys.executable, "-c", _SERVE, package_root],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True)
 
     def call(self, function: Callable[..., R], args: tuple[object, ...]) -> R:
