@@ -15,6 +15,11 @@ is estimated by walking back from the tail in steps sized by sampled expansions,
 around it, each twice as wide as the last, are decoded from the middle and placed by content
 (`abifit.middle`, from the program headers alone); when none is placed within `MIDDLE_BUDGET`
 of the estimated tail, the tail is widened as before, reusing what the windows fetched.
+
+Requests are few and overlap: a big member's first tail is fetched together with its local
+header, an inflate asks for all the input a far read needs at once, small members come whole
+in one request, and several members are read at once. The decoding itself (CPU-bound) runs in
+worker processes (`abifit.cores`), the largest members' first.
 """
 
 from __future__ import annotations
