@@ -141,3 +141,61 @@ def test_torch_wheel_members_equal_installed_files(torch_dir: Path) -> None:
             assert in_wheel.symbols.versym == installed.symbols.versym, member.path
             checked += 1
     assert checked > 10
+
+
+def _zipfile_members(path: Path) -> tuple[tuple[str, int, int, int, int, int], ...]:
+    with zipfile.ZipFile(path) as zf:
+        return tuple((i.filename, i.file_size, i.compress_size, i.CRC, i.compress_type,
+                      i.header_offset) for i in zf.infolist() if not i.is_dir())
+
+
+def _ours(path: Path) -> tuple[tuple[str, int, int, int, int, int], ...]:
+    with FileSource(path) as src:
+        return tuple((m.path, m.size, m.compressed_size, m.crc, m.method, m.header_offset)
+                     for m in WheelArchive(src).members)
+
+
+@pytest.mark.parametrize("shape", ["plain", "zip64", "comment", "prepended", "names"])
+def test_directory_equals_zipfiles_reading(tmp_path: Path, lib_bytes: bytes, shape: str) -> None:
+    """The central directory as the standard library's zipfile reads it: ZIP64 records and
+    extra fields, an archive comment, bytes prepended to the archive, UTF-8 and cp437 names,
+    directories left out."""
+    path = tmp_path / "demo-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("demo/", b"")
+        for n in range(300):
+            zf.writestr(f"demo/m{n}.py", f"x = {n}\n" * n)
+        if shape == "zip64":
+            with zf.open("demo/lib.so", "w", force_zip64=True) as member:
+                member.write(lib_bytes)
+        else:
+            zf.writestr("demo/lib.so", lib_bytes)
+        if shape == "names":
+            zf.writestr("demo/ünïcode-名前.txt", b"utf-8 flagged")
+            legacy = zipfile.ZipInfo("demo/legacy.txt")
+            zf.writestr(legacy, b"cp437")
+        if shape == "comment":
+            zf.comment = b"an archive comment " * 100
+        zf.writestr("demo-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+    if shape == "prepended":
+        path.write_bytes(b"#!/bin/sh\nexit 0\n" * 50 + path.read_bytes())
+    assert _ours(path) == _zipfile_members(path)
+    assert len(_ours(path)) == 302 + (2 if shape == "names" else 0)
+    if shape == "comment":  # a comment that holds the end record's signature (zipfile
+        before = _ours(path)  # takes that one for the record and fails)
+        with zipfile.ZipFile(path, "a") as zf:
+            zf.comment = b"PK\x05\x06 is not the end record" * 100
+        assert _ours(path) == before
+
+
+def test_directory_that_runs_past_the_end(tmp_path: Path, lib_bytes: bytes) -> None:
+    """An end record whose directory is longer than what precedes it is a WheelError."""
+    whole = make_wheel(tmp_path / "demo-1.0-py3-none-any.whl",
+                       {"demo/lib.so": (lib_bytes, zipfile.ZIP_DEFLATED)}).read_bytes()
+    at = whole.rfind(b"PK\x05\x06")
+    broken = whole[: at + 12] + (len(whole) * 2).to_bytes(4, "little") + whole[at + 16 :]
+    bad = tmp_path / "bad" / "demo-1.0-py3-none-any.whl"
+    bad.parent.mkdir()
+    bad.write_bytes(broken)
+    with FileSource(bad) as src, pytest.raises(WheelError, match="not a valid zip file"):
+        WheelArchive(src)
