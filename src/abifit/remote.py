@@ -73,8 +73,8 @@ SAMPLE_BYTES = 64 << 10  # compressed bytes of one
 class ReadAhead(Layered):
     """A ByteSource over a slow one: small reads are rounded up, sequential reads fetch ever
     larger spans ahead, and recent spans are kept, so a zip parse or a streaming inflate costs a
-    handful of requests. Threads may share one: fetches run outside its lock, so they overlap
-    (two threads that miss the same span at once both fetch it)."""
+    handful of requests. Threads may share one: fetches run outside its lock, so they overlap,
+    and a read that a fetch under way holds waits for that fetch instead of fetching again."""
 
     def __init__(self, base: ByteSource, granule: int = 16 << 10, max_ahead: int = 1 << 20,
                  keep: int = 32 << 20, first: int = 0) -> None:
@@ -574,7 +574,7 @@ class RemoteWheel:
             if member.method == zipfile.ZIP_DEFLATED:
                 # the first tail comes at the same time (the local header's extra field is
                 # not known yet: a margin covers one of up to 1 KiB)
-                end = member.header_offset + 30 + len(member.path.encode()) \
+                end = member.header_offset + _LOCAL_FIXED + len(member.path.encode()) \
                     + member.compressed_size
                 reader.prefetch(end - FIRST_TAIL, FIRST_TAIL + _LOCAL_HEADER_BYTES)
             return reader
@@ -682,7 +682,8 @@ _METADATA = "<metadata>"
 _RELOCATIONS = "\x00relocations"  # cache entry of a view that has relocated_symbols
 _GPU_CODE = "\x00gpu-code"  # cache entry of a member's fat binaries
 _DIRECTORY_GUESS = 64 << 10
-_LOCAL_HEADER_BYTES = 30 + 1024  # a local header's fixed part and an extra field
+_LOCAL_FIXED = 30  # a zip local header's fixed part
+_LOCAL_HEADER_BYTES = _LOCAL_FIXED + 1024  # with room for an extra field
 
 
 def _cached(ctx: RemoteContext, file: IndexFile, member: str) -> object | None:
