@@ -10,6 +10,7 @@ import random
 import threading
 import time
 import zlib
+from collections.abc import Callable
 
 import pytest
 
@@ -92,21 +93,28 @@ def test_the_serve_loop_answers_each_call_then_ends() -> None:
         pickle.load(answers)
 
 
+def _until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
 def test_waiting_calls_of_higher_priority_go_first() -> None:
     """With the one worker busy, calls queued with priorities 1, 3, 2 run as 3, 2, 1."""
     pool = cores._Pool(1)
     order: list[int] = []
     try:
-        blocker = threading.Thread(target=pool.run, args=(time.sleep, (0.5,), 0))
+        blocker = threading.Thread(target=pool.run, args=(time.sleep, (0.3,), 0))
         blocker.start()
-        time.sleep(0.1)  # the worker is now busy
+        _until(lambda: not pool._free)  # the worker is busy
         waiting = []
-        for priority in (1, 3, 2):
+        for n, priority in enumerate((1, 3, 2), 1):
             thread = threading.Thread(target=lambda p=priority: order.append(
                 pool.run(abs, (-p,), p)))
             thread.start()
             waiting.append(thread)
-            time.sleep(0.05)  # queued in this order
+            _until(lambda n=n: len(pool._waiting) == n)  # queued in this order
         for thread in (blocker, *waiting):
             thread.join(10)
     finally:
