@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import zipfile
 from pathlib import Path
 
@@ -198,4 +199,27 @@ def test_directory_that_runs_past_the_end(tmp_path: Path, lib_bytes: bytes) -> N
     bad.parent.mkdir()
     bad.write_bytes(broken)
     with FileSource(bad) as src, pytest.raises(WheelError, match="not a valid zip file"):
+        WheelArchive(src)
+
+
+def test_zip64_extra_field_too_short(tmp_path: Path, lib_bytes: bytes) -> None:
+    """A central entry whose sizes say ZIP64 but whose ZIP64 extra field holds fewer values is
+    a WheelError, not a crash."""
+    path = tmp_path / "demo-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr("demo/lib.so", lib_bytes[:100])
+        zf.writestr("demo-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+    data = bytearray(path.read_bytes())
+    entry = data.find(b"PK\x01\x02")  # the first central entry: demo/lib.so
+    name_length, extra_length = struct.unpack_from("<HH", data, entry + 28)
+    assert extra_length == 0
+    data[entry + 20 : entry + 28] = b"\xff" * 8  # both sizes saturated, but one value given:
+    extra = b"\x01\x00\x08\x00" + bytes(8)
+    data[entry + 46 + name_length : entry + 46 + name_length] = extra
+    struct.pack_into("<H", data, entry + 30, len(extra))
+    end = data.rfind(b"PK\x05\x06")
+    struct.pack_into("<L", data, end + 12, struct.unpack_from("<L", data, end + 12)[0]
+                     + len(extra))
+    path.write_bytes(bytes(data))
+    with FileSource(path) as src, pytest.raises(WheelError, match="ZIP64 extra field"):
         WheelArchive(src)

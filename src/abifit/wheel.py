@@ -187,10 +187,13 @@ def _zip64_sizes(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int
     while at + 4 <= len(extra):
         kind, length = struct.unpack_from("<HH", extra, at)
         if kind == 1:
-            values = iter(struct.unpack_from(f"<{length // 8}Q", extra, at + 4))
-            usize = next(values) if usize == 0xFFFFFFFF else usize
-            csize = next(values) if csize == 0xFFFFFFFF else csize
-            offset = next(values) if offset == 0xFFFFFFFF else offset
+            values = list(struct.unpack_from(f"<{length // 8}Q", extra, at + 4))
+            saturated = [v == 0xFFFFFFFF for v in (usize, csize, offset)]
+            if sum(saturated) > len(values):
+                raise ValueError("a ZIP64 extra field shorter than its saturated sizes")
+            usize = values.pop(0) if saturated[0] else usize
+            csize = values.pop(0) if saturated[1] else csize
+            offset = values.pop(0) if saturated[2] else offset
             return usize, csize, offset
         at += 4 + length
     raise ValueError("a saturated size without a ZIP64 extra field")
