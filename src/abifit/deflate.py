@@ -257,10 +257,9 @@ def _vouched_mask(tail: bytes, limit: int, witness: int, bit: int, data: bytes) 
 # Kraft term at once, read as one big integer; a header field at bit p + k for every p is then
 # that integer shifted down by k lanes, and big-integer arithmetic on the lanes adds them up (a
 # table per field would translate the lanes once per field: 20 times, not 5). A lane holds a
-# sum of at most three terms of at most 64;
-# the sums of those groups are added in 16-bit lanes, even and odd offsets apart, so no carry
-# crosses lanes. Which code lengths are present (HCLEN) is tested by arithmetic too: HCLEN + 128
-# - k has its top bit set exactly when HCLEN >= k.
+# sum of at most three terms of at most 64; the sums of those groups are added in 16-bit lanes,
+# even and odd offsets apart, so no carry crosses lanes. Which code lengths are present (HCLEN)
+# is tested by arithmetic too: HCLEN + 128 - k has its top bit set exactly when HCLEN >= k.
 
 
 def _table(value: Callable[[int], int]) -> bytes:
@@ -626,7 +625,7 @@ def _nonzero_bytes(value: int, count: int) -> int:
     value |= value >> 4
     value |= value >> 2
     value |= value >> 1
-    return value & int.from_bytes(b"\x01" * count, "little")
+    return value & _repeat(b"\x01", count)
 
 
 def _difference_mask(first: bytes, second: bytes) -> bytes:

@@ -50,7 +50,13 @@ from .sources import (
     SliceSource,
     check_range,
 )
-from .wheel import Member, WheelArchive, is_elf_member, member_data_start
+from .wheel import (
+    LOCAL_HEADER_SIZE,
+    Member,
+    WheelArchive,
+    is_elf_member,
+    member_data_start,
+)
 
 WHOLE_MEMBER = 256 << 10
 READ_JOBS = 8  # members read at once (network waits and zlib overlap)
@@ -574,7 +580,7 @@ class RemoteWheel:
             if member.method == zipfile.ZIP_DEFLATED:
                 # the first tail comes at the same time (the local header's extra field is
                 # not known yet: a margin covers one of up to 1 KiB)
-                end = member.header_offset + _LOCAL_FIXED + len(member.path.encode()) \
+                end = member.header_offset + LOCAL_HEADER_SIZE + len(member.path.encode()) \
                     + member.compressed_size
                 reader.prefetch(end - FIRST_TAIL, FIRST_TAIL + _LOCAL_HEADER_BYTES)
             return reader
@@ -682,8 +688,7 @@ _METADATA = "<metadata>"
 _RELOCATIONS = "\x00relocations"  # cache entry of a view that has relocated_symbols
 _GPU_CODE = "\x00gpu-code"  # cache entry of a member's fat binaries
 _DIRECTORY_GUESS = 64 << 10
-_LOCAL_FIXED = 30  # a zip local header's fixed part
-_LOCAL_HEADER_BYTES = _LOCAL_FIXED + 1024  # with room for an extra field
+_LOCAL_HEADER_BYTES = LOCAL_HEADER_SIZE + 1024  # with room for an extra field
 
 
 def _cached(ctx: RemoteContext, file: IndexFile, member: str) -> object | None:

@@ -21,6 +21,7 @@ from .errors import WheelError
 from .sources import ByteSource, InflateSource, SliceSource
 
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
+LOCAL_HEADER_SIZE = _LOCAL_HEADER.size  # a local file header's fixed part (name and extra follow)
 _LOCAL_MAGIC = b"PK\x03\x04"
 ZIP_MAGIC = _LOCAL_MAGIC
 
