@@ -34,11 +34,11 @@ from typing import ParamSpec, TypeVar
 START = time.perf_counter()
 
 import abifit.cli  # noqa: E402 - after START, to time the import
-import abifit.doctor  # noqa: E402
-import abifit.environment  # noqa: E402
-import abifit.ldconfig  # noqa: E402
-import abifit.localfs  # noqa: E402
-import abifit.report  # noqa: E402
+import abifit.commands.doctor  # noqa: E402
+import abifit.host.environment  # noqa: E402
+import abifit.host.ldconfig  # noqa: E402
+import abifit.host.localfs  # noqa: E402
+import abifit.report.render  # noqa: E402
 
 IMPORTED = time.perf_counter()
 PROFILE_TOP = 20
@@ -47,22 +47,22 @@ R = TypeVar("R")
 
 # (label, owner of the attribute, attribute): what each phase is, where it is looked up.
 PHASES: tuple[tuple[str, object, str], ...] = (
-    ("facts_subprocess", abifit.doctor, "query_interpreter"),
-    ("read_records", abifit.doctor, "list_distributions"),
-    ("scan_native_files", abifit.doctor, "scan_native_files"),
-    ("probe_host", abifit.doctor, "probe_host"),
-    ("probe_host.ld_so_help", abifit.ldconfig, "_ld_so_help"),
-    ("probe_host.ld_debug_probe", abifit.ldconfig, "_search_trace"),
-    ("probe_host.ld_so_cache", abifit.ldconfig, "read_ld_so_cache"),
-    ("load_data_tables", abifit.doctor, "load_import_rules"),
-    ("load_data_tables", abifit.doctor, "load_soname_packages"),
-    ("library_dirs", abifit.doctor, "library_dirs"),
-    ("simulate_and_diagnose", abifit.doctor, "run_doctor"),
-    ("elf.parse", abifit.localfs, "parse_elf"),
-    ("elf.cache_get", abifit.localfs.ElfCache, "get"),
-    ("elf.cache_put", abifit.localfs.ElfCache, "put"),
-    ("output.doctor_json", abifit.report, "doctor_json"),
-    ("output.dumps", abifit.report, "dumps"),
+    ("facts_subprocess", abifit.commands.doctor, "query_interpreter"),
+    ("read_records", abifit.commands.doctor, "list_distributions"),
+    ("scan_native_files", abifit.commands.doctor, "scan_native_files"),
+    ("probe_host", abifit.commands.doctor, "probe_host"),
+    ("probe_host.ld_so_help", abifit.host.ldconfig, "_ld_so_help"),
+    ("probe_host.ld_debug_probe", abifit.host.ldconfig, "_search_trace"),
+    ("probe_host.ld_so_cache", abifit.host.ldconfig, "read_ld_so_cache"),
+    ("load_data_tables", abifit.commands.doctor, "load_import_rules"),
+    ("load_data_tables", abifit.commands.doctor, "load_soname_packages"),
+    ("library_dirs", abifit.commands.doctor, "library_dirs"),
+    ("simulate_and_diagnose", abifit.commands.doctor, "run_doctor"),
+    ("elf.parse", abifit.host.localfs, "parse_elf"),
+    ("elf.cache_get", abifit.host.localfs.ElfCache, "get"),
+    ("elf.cache_put", abifit.host.localfs.ElfCache, "put"),
+    ("output.doctor_json", abifit.report.render, "doctor_json"),
+    ("output.dumps", abifit.report.render, "dumps"),
 )
 
 

@@ -21,8 +21,8 @@ import resource
 import sys
 import tracemalloc
 
-from abifit.elf import ElfImage, parse_elf
-from abifit.sources import FileSource
+from abifit.formats.elf import ElfImage, parse_elf
+from abifit.formats.sources import FileSource
 
 
 def parse(path: str) -> ElfImage:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import sys
 
-from abifit.elf import ElfImage, parse_elf
-from abifit.sources import FileSource
+from abifit.formats.elf import ElfImage, parse_elf
+from abifit.formats.sources import FileSource
 
 Triple = tuple[str, str | None, int]
 

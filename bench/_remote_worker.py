@@ -5,10 +5,10 @@
 
 Builds the context `abifit inspect REQUIREMENT` builds (pip's index configuration with
 `--index-url`, an HTTP client, the cache in CACHE_DIR, which should be empty), resolves the
-requirement and runs `abifit.remote.member_views` over the wheel, as `inspect` does. Prints one
-JSON object on stdout: the bytes and requests of each phase, read from the client's transfer
-counters at phase boundaries (resolving the requirement, the zip directory, then each member
-opened), with the seconds each took and the part of them spent waiting in
+requirement and runs `abifit.remote.wheels.member_views` over the wheel, as `inspect` does.
+Prints one JSON object on stdout: the bytes and requests of each phase, read from the client's
+transfer counters at phase boundaries (resolving the requirement, the zip directory, then each
+member opened), with the seconds each took and the part of them spent waiting in
 `HttpSource.read_at`, and for each member opened:
 
 - its sizes and compression method, whether it is ELF, and how it was read (`whole` for small
@@ -19,9 +19,9 @@ opened), with the seconds each took and the part of them spent waiting in
   lowest read of the back half starts (the tail must be decoded back to there), as percentages
   of the member's uncompressed size.
 
-Boundaries come from wrapping `abifit.remote.open_member` (one call per member not served by the
-cache or by an identical twin) and `HttpSource.read_at` (every ranged read of the wheel); the
-wrappers only record. Bytes read ahead past a member's end count for that member.
+Boundaries come from wrapping `abifit.remote.wheels.open_member` (one call per member not served
+by the cache or by an identical twin) and `HttpSource.read_at` (every ranged read of the wheel);
+the wrappers only record. Bytes read ahead past a member's end count for that member.
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from abifit import remote
-from abifit.cache import Cache
 from abifit.errors import FormatError
-from abifit.http import HttpClient, HttpSource
-from abifit.index import PackageIndex, Target, pip_index_config
-from abifit.sources import ByteSource
-from abifit.wheel import Member
+from abifit.formats.sources import ByteSource
+from abifit.formats.wheel import Member
+from abifit.remote import wheels as remote
+from abifit.remote.cache import Cache
+from abifit.remote.http import HttpClient, HttpSource
+from abifit.remote.index import PackageIndex, Target, pip_index_config
 
 
 @dataclass(slots=True)

@@ -8,8 +8,8 @@ torch 2.13.0 CPU package:
      every file with `parse_elf` and builds a (name, version, binding) tuple per symbol;
    - baseline: ONE `nm -D FILE...` process (binutils >= 2.35 prints `name@VERSION` by default),
      its output read from a pipe, as abifit's is; per-file `nm -D FILE` processes, a bare
-     `python -c pass` and `python -c "import abifit.elf, abifit.sources"` are reported for
-     information (they split abifit's figure into interpreter start, import and work).
+     `python -c pass` and `python -c "import abifit.formats.elf, abifit.formats.sources"` are
+     reported for information (they split abifit's figure into interpreter start, import and work).
    Target: median(nm -D) / median(abifit) >= 3.
 2. libtorch_cpu.so, in this process: `parse_elf` plus the same tuples, against pyelftools reading
    the same triples the natural pyelftools way (`DynamicSegment.iter_symbols()`,
@@ -70,15 +70,15 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.enums import ENUM_ST_INFO_BIND
 from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection, GNUVerSymSection
 
-from abifit.elf import ElfImage, parse_elf
-from abifit.sources import FileSource
+from abifit.formats.elf import ElfImage, parse_elf
+from abifit.formats.sources import FileSource
 
 BENCH = REPO / "bench"
 SCHEMA_VERSION = 1
 LARGEST = "libtorch_cpu.so"
 VERSYM_INDEX = 0x7FFF
 VER_FLG_BASE = 0x1
-IMPORT_ABIFIT = "import abifit.elf, abifit.sources"
+IMPORT_ABIFIT = "import abifit.formats.elf, abifit.formats.sources"
 
 
 # ---------------------------------------------------------------------------------------------

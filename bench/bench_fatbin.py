@@ -46,9 +46,9 @@ from _common import (
     timed,
 )
 
-from abifit.elf import parse_elf
-from abifit.fatbin import GpuCode, read_fatbins
-from abifit.sources import FileSource
+from abifit.formats.elf import parse_elf
+from abifit.formats.fatbin import GpuCode, read_fatbins
+from abifit.formats.sources import FileSource
 
 sys.path.insert(0, str(REPO / "tests"))
 from fixtures.cuda.build import CACHE, find_cuobjdump  # type: ignore[import-not-found]
@@ -56,12 +56,12 @@ from fixtures.cuda.build import CACHE, find_cuobjdump  # type: ignore[import-not
 SCHEMA_VERSION = 1
 TORCH_CU_VENV = CACHE / "torch-2.14.1-cu"
 LARGEST = "torch/lib/libtorch_cuda.so"
-IMPORT_ABIFIT = "import abifit.elf, abifit.fatbin, abifit.sources"
+IMPORT_ABIFIT = "import abifit.formats.elf, abifit.formats.fatbin, abifit.formats.sources"
 WORKER = """\
 import sys
-from abifit.elf import parse_elf
-from abifit.fatbin import read_fatbins
-from abifit.sources import FileSource
+from abifit.formats.elf import parse_elf
+from abifit.formats.fatbin import read_fatbins
+from abifit.formats.sources import FileSource
 with FileSource(sys.argv[1]) as source:
     code = read_fatbins(source, parse_elf(source, relocations=False))
 print("\\n".join(f"{kind} {arch}" for kind, arch in code.listing()))

@@ -7,7 +7,7 @@ that already holds the host (torch and its dependencies, installed by pip):
    module of EXT loads (and the loader's first error when not);
 2. pip installs EXT (`--no-deps`) into the venv, replacing any other version;
 3. each module is loaded for real in a fresh process of the venv's interpreter, after `import
-   torch`, with `ctypes.CDLL(path, RTLD_NOW | RTLD_LOCAL)` (abifit.verify.real_load);
+   torch`, with `ctypes.CDLL(path, RTLD_NOW | RTLD_LOCAL)` (abifit.host.realload.real_load);
 4. prediction and reality agree when both load, or both fail with the same loader message (the
    path of the virtual site-packages replaced by the venv's).
 
@@ -33,8 +33,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from abifit.check import SITE
-from abifit.verify import real_load
+from abifit.commands.check import SITE
+from abifit.host.realload import real_load
 
 HOME = Path.home() / ".cache" / "abifit-tests"
 PYPI = "https://pypi.org/simple"

@@ -17,11 +17,11 @@ import jsonschema
 import pytest
 
 from abifit.cli import main
-from abifit.pins import pylock_toml, requirements_txt, uv_lock
+from abifit.formats.pins import pylock_toml, requirements_txt, uv_lock
 from httpserver import LoopbackServer, Reply, Request
 
 SOURCES = Path(__file__).parent / "check_fixtures"
-SCHEMA = json.loads((Path(__file__).parent.parent / "src/abifit/schemas/check.schema.json")
+SCHEMA = json.loads((Path(__file__).parent.parent / "src/abifit/report/schemas/check.schema.json")
                     .read_text("utf-8"))
 TAG = "py3-none-linux_x86_64"
 TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
@@ -169,7 +169,7 @@ def test_a_check_is_not_simulated_twice(index: tuple[str, dict[str, bytes]], tmp
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The same wheels (by sha256) on the same host give the stored answer without a second
     simulation; --refresh simulates again."""
-    import abifit.check
+    import abifit.commands.check
 
     args = ("check", "extpkg==1.0", "--with", "hostpkg==2.0", "--index-url", index[0], "--json")
     code, first, _err = run(capsys, monkeypatch, tmp_path, *args)
@@ -178,7 +178,7 @@ def test_a_check_is_not_simulated_twice(index: tuple[str, dict[str, bytes]], tmp
     def simulate_again(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("simulated a second time")
 
-    monkeypatch.setattr(abifit.check, "simulate", simulate_again)
+    monkeypatch.setattr(abifit.commands.check, "simulate", simulate_again)
     code, second, _err = run(capsys, monkeypatch, tmp_path, *args)
     assert code == 1
     strip = lambda doc: {k: v for k, v in json.loads(doc).items() if k != "transfer"}  # noqa: E731

@@ -16,8 +16,9 @@ import pytest
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 
 PYPI = "https://pypi.org/simple"
-CHECK_SCHEMA = json.loads((Path(__file__).parent.parent / "src/abifit/schemas/check.schema.json")
-                          .read_text("utf-8"))
+CHECK_SCHEMA = json.loads(
+    (Path(__file__).parent.parent / "src/abifit/report/schemas/check.schema.json")
+    .read_text("utf-8"))
 TARGET = ["--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "--index-url", PYPI]
 CHECK_FUNCTION = ("c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, "
                   "bool)")

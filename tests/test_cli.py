@@ -19,7 +19,7 @@ from abifit.cli import main
 
 DATA = Path(__file__).parent / "data"
 LIBSTDCXX = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
-SCHEMA = json.loads(files("abifit").joinpath("schemas/inspect.schema.json").read_text())
+SCHEMA = json.loads(files("abifit").joinpath("report/schemas/inspect.schema.json").read_text())
 
 
 def find_python(version: str) -> str | None:

@@ -1,5 +1,5 @@
-"""`abifit.cores`: calls computed by worker processes answer as the calls themselves would, errors
-come back as themselves, and a worker that dies costs nothing but its speed."""
+"""`abifit.remote.cores`: calls computed by worker processes answer as the calls themselves
+would, errors come back as themselves, and a worker that dies costs nothing but its speed."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
-from abifit import cores, deflate
 from abifit.errors import ElfError, FormatError
+from abifit.remote import cores, deflate
 
 
 def _stream() -> tuple[bytes, bytes]:

@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from abifit import cudastack
-from abifit.cudastack import (
+from abifit.errors import FormatError
+from abifit.formats.elf import ByteOrder
+from abifit.host import cudastack
+from abifit.host.cudastack import (
     CudaStack,
     CudaSupportSource,
     CudaVersion,
@@ -41,7 +43,6 @@ from abifit.cudastack import (
     build_driver,
     build_lib_dirs,
     classify_search,
-    cuda_findings,
     cuda_major_of_soname,
     cuda_version_from_int,
     driver_minimums,
@@ -64,9 +65,8 @@ from abifit.cudastack import (
     probe_gpus,
     sonames_in_listing,
 )
-from abifit.elf import ByteOrder
-from abifit.errors import FormatError
-from abifit.ldconfig import CacheFormat, HostFacts, LdCache, LdCacheEntry, LoaderDefaults
+from abifit.host.ldconfig import CacheFormat, HostFacts, LdCache, LdCacheEntry, LoaderDefaults
+from abifit.sim.cuda import cuda_findings
 
 # ---------------------------------------------------------------------------------------------
 # Texts from real hosts

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from abifit import deflate
-from abifit.deflate import WINDOW_A, WINDOW_B, TailView, decode_tail
 from abifit.errors import FormatError
+from abifit.remote import deflate
+from abifit.remote.deflate import WINDOW_A, WINDOW_B, TailView, decode_tail
 
 KiB = 1 << 10
 MiB = 1 << 20

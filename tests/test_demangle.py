@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from abifit import demangle as demangle_module
-from abifit.demangle import (
+from abifit.formats import demangle as demangle_module
+from abifit.formats.demangle import (
     ParameterChange,
     Signature,
     StringAbi,

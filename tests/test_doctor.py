@@ -11,11 +11,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from abifit.diagnose import newest_version
-from abifit.doctor import module_name
-from abifit.loader import SearchConfig, expand_path
+from abifit.host.natives import module_name
+from abifit.sim.diagnose import newest_version
+from abifit.sim.loader import SearchConfig, expand_path
 
-SCHEMA = json.loads(files("abifit").joinpath("schemas/doctor.schema.json").read_text())
+SCHEMA = json.loads(files("abifit").joinpath("report/schemas/doctor.schema.json").read_text())
 
 
 def doctor(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess[str]:

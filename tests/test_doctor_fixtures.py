@@ -33,7 +33,8 @@ LD_ENV_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME", "VIR
                "CONDA_PREFIX")
 
 Json = dict[str, object]
-SCHEMA = json.loads(files("abifit").joinpath("schemas/doctor.schema.json").read_text("utf-8"))
+SCHEMA = json.loads(
+    files("abifit").joinpath("report/schemas/doctor.schema.json").read_text("utf-8"))
 
 # Loader environments: nothing set, LD_LIBRARY_PATH set, LD_PRELOAD set.
 PLAIN, LD_PATH, PRELOAD = "plain", "ld-library-path", "preload"

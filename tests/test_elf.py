@@ -29,7 +29,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from abifit.elf import (
+from abifit.errors import ElfError
+from abifit.formats.elf import (
     Binding,
     ByteOrder,
     ElfClass,
@@ -39,8 +40,7 @@ from abifit.elf import (
     SymbolType,
     parse_elf,
 )
-from abifit.errors import ElfError
-from abifit.sources import BytesSource, FileSource
+from abifit.formats.sources import BytesSource, FileSource
 from conftest import CACHE, TORCH_VERSION
 from elfbuilder import (
     DT_GNU_HASH,
@@ -926,9 +926,9 @@ def test_overlapping_names_do_not_multiply_memory() -> None:
     script = (
         "import resource, sys\n"
         "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
-        "from abifit.elf import parse_elf\n"
+        "from abifit.formats.elf import parse_elf\n"
         "from abifit.errors import ElfError\n"
-        "from abifit.sources import BytesSource\n"
+        "from abifit.formats.sources import BytesSource\n"
         "data = sys.stdin.buffer.read()\n"
         "try:\n"
         "    image = parse_elf(BytesSource(data, 'names.so'))\n"

@@ -1,4 +1,4 @@
-"""Tests for abifit.fatbin (fat binary listing) and abifit.gpu (which GPUs run the code).
+"""Tests for abifit.formats.fatbin (fat binary listing) and abifit.sim.gpu (which GPUs run it).
 
 The fat binaries come from tests/fixtures/cuda/*.cu, compiled by nvcc at test time; listings and
 entry headers are compared with `cuobjdump` (the nvidia-cuda-cuobjdump wheel of the test extra).
@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from abifit import fatbin
-from abifit.elf import ElfImage, parse_elf
 from abifit.errors import FormatError
-from abifit.fatbin import (
+from abifit.formats import fatbin
+from abifit.formats.elf import ElfImage, parse_elf
+from abifit.formats.fatbin import (
     Arch,
     Compression,
     CubinHead,
@@ -34,7 +34,8 @@ from abifit.fatbin import (
     lz4_block_prefix,
     read_fatbins,
 )
-from abifit.gpu import (
+from abifit.formats.sources import BytesSource, FileSource
+from abifit.sim.gpu import (
     NO_KERNEL_IMAGE,
     UNSUPPORTED_PTX,
     ComputeCapability,
@@ -47,7 +48,6 @@ from abifit.gpu import (
     ptx_compiles_for,
     sass_runs_on,
 )
-from abifit.sources import BytesSource, FileSource
 from fixtures.cuda import build as cuda_build
 
 TORCH_CU = cuda_build.CACHE / "torch-2.14.1-cu"
@@ -479,7 +479,7 @@ def test_lz4_match_before_output_start_raises() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Coverage rules (abifit.gpu)
+# Coverage rules (abifit.sim.gpu)
 
 
 def _entry(spec: str) -> FatbinEntry:

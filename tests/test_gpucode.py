@@ -20,26 +20,25 @@ import jsonschema
 import pytest
 
 from abifit.cli import main
-from abifit.elf import parse_elf
 from abifit.errors import FormatError
-from abifit.fatbin import ptx_has_kernels, read_fatbins
-from abifit.gpu import ComputeCapability
-from abifit.gpucode import (
+from abifit.formats.elf import parse_elf
+from abifit.formats.fatbin import ptx_has_kernels, read_fatbins, read_gpu_code
+from abifit.formats.sources import BytesSource, FileSource
+from abifit.sim.gpu import ComputeCapability
+from abifit.sim.gpucode import (
     GpuTarget,
     check_gpu_code,
     object_coverage,
     parse_gpu_option,
-    read_gpu_code,
     summarize,
 )
-from abifit.sources import BytesSource, FileSource
 from httpserver import LoopbackServer, Reply, Request
 from test_check import make_wheel
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "cuda"))
 import build
 
-SCHEMAS = files("abifit").joinpath("schemas")
+SCHEMAS = files("abifit").joinpath("report/schemas")
 INSPECT_SCHEMA = json.loads(SCHEMAS.joinpath("inspect.schema.json").read_text("utf-8"))
 DOCTOR_SCHEMA = json.loads(SCHEMAS.joinpath("doctor.schema.json").read_text("utf-8"))
 CUDA_SCHEMA = json.loads(SCHEMAS.joinpath("cuda.schema.json").read_text("utf-8"))
@@ -392,7 +391,7 @@ def test_cuda_command_finds_the_nvcc_toolkit(gpu_venv: Path, capsys: pytest.Capt
 
 def test_runtime_sonames_by_cuda_major() -> None:
     """CUDA runtime sonames are grouped by major with who needs and ships them; others drop."""
-    from abifit.cudacheck import runtime_sonames
+    from abifit.commands.cuda import runtime_sonames
 
     needed = {"libcudart.so.12": {"sgl_kernel.common_ops"}, "libc.so.6": {"x"},
               "libcublas.so.13": {"torch/lib/libtorch_cuda.so"}}

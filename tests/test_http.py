@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from abifit.errors import FormatError
-from abifit.http import HostSupport, HttpClient, HttpError
+from abifit.remote.http import HostSupport, HttpClient, HttpError
 from httpserver import FAULTS, Fault, LoopbackServer, Mode, Reply, Request
 
 

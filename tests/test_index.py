@@ -16,7 +16,7 @@ from packaging.tags import Tag, sys_tags
 from packaging.version import Version
 
 from abifit.errors import AbifitError, FormatError
-from abifit.index import (
+from abifit.remote.index import (
     ACCEPT,
     Candidate,
     IndexConfig,
@@ -525,7 +525,7 @@ def test_unreachable_index() -> None:
 
 
 def test_client_that_raises_for_404() -> None:
-    """A fetch that raises an error with status 404 (as abifit.http does) means 'not here'."""
+    """A fetch that raises an error with status 404 (as abifit.remote.http does): not here."""
     class Missing(AbifitError):
         status = 404
 

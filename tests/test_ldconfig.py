@@ -27,10 +27,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from abifit import ldconfig
-from abifit.elf import ByteOrder, ElfClass, parse_elf
 from abifit.errors import FormatError
-from abifit.ldconfig import (
+from abifit.formats.elf import ByteOrder, ElfClass, parse_elf
+from abifit.formats.sources import FileSource
+from abifit.host import ldconfig
+from abifit.host.ldconfig import (
     CacheArch,
     CacheFormat,
     CacheLibType,
@@ -59,7 +60,6 @@ from abifit.ldconfig import (
     split_ld_preload,
     split_ld_so_preload_file,
 )
-from abifit.sources import FileSource
 
 GCC = shutil.which("gcc")
 LDCONFIG = shutil.which("ldconfig") or next(

@@ -15,15 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from abifit import middle, remote
-from abifit.deflate import WindowView, decode_window, expansion
-from abifit.elf import ElfImage, parse_elf, parse_layout
 from abifit.errors import FormatError
-from abifit.http import HttpClient
-from abifit.middle import dynamic_site, place
-from abifit.remote import ReadAhead, open_member
-from abifit.sources import BytesSource
-from abifit.wheel import WheelArchive
+from abifit.formats.elf import ElfImage, parse_elf, parse_layout
+from abifit.formats.sources import BytesSource
+from abifit.formats.wheel import WheelArchive
+from abifit.remote import middle
+from abifit.remote import wheels as remote
+from abifit.remote.deflate import WindowView, decode_window, expansion
+from abifit.remote.http import HttpClient
+from abifit.remote.middle import dynamic_site, place
+from abifit.remote.wheels import ReadAhead, open_member
 from httpserver import LoopbackServer
 from test_remote import PATCHELF, big_library_source, make_wheel, same_view
 

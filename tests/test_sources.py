@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from abifit.errors import FormatError
-from abifit.sources import BytesSource, FileSource, InflateSource, SliceSource
+from abifit.formats.sources import BytesSource, FileSource, InflateSource, SliceSource
 
 
 def _deflate(data: bytes, level: int = 6) -> bytes:

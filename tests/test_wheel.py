@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from abifit.elf import might_be_elf, parse_elf
 from abifit.errors import FormatError, WheelError
-from abifit.sources import BytesSource, FileSource
-from abifit.wheel import WheelArchive, is_elf_member
+from abifit.formats.elf import might_be_elf, parse_elf
+from abifit.formats.sources import BytesSource, FileSource
+from abifit.formats.wheel import WheelArchive, is_elf_member
 
 LIBSTDCXX = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
 TORCH_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")

@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from abifit.cache import Cache
 from abifit.errors import FormatError
-from abifit.http import HttpClient
-from abifit.index import IndexConfig, PackageIndex, Target
-from abifit.remote import RemoteContext, cached_fetch
-from abifit.wheelfiles import (
+from abifit.remote.cache import Cache
+from abifit.remote.http import HttpClient
+from abifit.remote.index import IndexConfig, PackageIndex, Target
+from abifit.remote.wheelfiles import (
     LibrarySearch,
     LibraryWheel,
     find_library_wheels,
@@ -28,6 +27,7 @@ from abifit.wheelfiles import (
     parse_library_table,
     render_library_fix,
 )
+from abifit.remote.wheels import RemoteContext, cached_fetch
 from httpserver import LoopbackServer, Reply, Request
 
 TARGET = Target((3, 12), platforms=("manylinux_2_28_x86_64",))

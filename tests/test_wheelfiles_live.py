@@ -10,10 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from packaging.requirements import Requirement
 
-from abifit.http import HttpClient, HttpError
-from abifit.index import IndexConfig, IndexUnavailable, PackageIndex, Target, select_one
-from abifit.remote import RemoteContext, RemoteWheel, cached_fetch
-from abifit.wheelfiles import LibraryRule, find_library_wheels, load_library_table
+from abifit.remote.http import HttpClient, HttpError
+from abifit.remote.index import IndexConfig, IndexUnavailable, PackageIndex, Target, select_one
+from abifit.remote.wheelfiles import LibraryRule, find_library_wheels, load_library_table
+from abifit.remote.wheels import RemoteContext, RemoteWheel, cached_fetch
 
 pytestmark = pytest.mark.network
 

@@ -74,9 +74,9 @@ def cuobjdump_listing(path: Path) -> list[str] | None:
 def abifit_listing(path: Path) -> list[str]:
     """abifit's listing of every cubin and PTX image, as cuobjdump names them."""
     sys.path.insert(0, str(REPO / "src"))
-    from abifit.elf import parse_elf
-    from abifit.fatbin import read_fatbins
-    from abifit.sources import FileSource
+    from abifit.formats.elf import parse_elf
+    from abifit.formats.fatbin import read_fatbins
+    from abifit.formats.sources import FileSource
 
     with FileSource(path) as source:
         code = read_fatbins(source, parse_elf(source))

@@ -23,12 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from abifit.elf import parse_elf
 from abifit.errors import FormatError
-from abifit.fatbin import read_fatbins
-from abifit.gpucode import has_gpu_code
-from abifit.localfs import is_elf_file
-from abifit.sources import FileSource
+from abifit.formats.elf import parse_elf
+from abifit.formats.fatbin import has_gpu_code, read_fatbins
+from abifit.formats.sources import FileSource
+from abifit.host.localfs import is_elf_file
 
 LINE = re.compile(r"^(ELF|PTX) file\s+\d+: \S+?\.((?:sm|compute)_\d+[af]?)\.(?:cubin|ptx)$", re.M)
 

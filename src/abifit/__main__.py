@@ -1,5 +1,5 @@
 """`python -m abifit`."""
 
-from .cli import main
+from abifit.cli import main
 
 raise SystemExit(main())

@@ -14,16 +14,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from . import __version__
-from .cache import Cache, default_cache_dir
-from .environment import InterpreterFacts, default_interpreter, query_interpreter
-from .errors import AbifitError, UsageError
-from .inspection import SymbolSelection
+from abifit import __version__
+from abifit.commands.inspect import SymbolSelection
+from abifit.errors import AbifitError, UsageError
+from abifit.host.environment import InterpreterFacts, default_interpreter, query_interpreter
+from abifit.remote.cache import Cache, default_cache_dir
 
 if TYPE_CHECKING:
-    from .check import HostProfile
-    from .gpucode import GpuTarget
-    from .remote import RemoteContext
+    from abifit.host.profile import HostProfile
+    from abifit.remote.wheels import RemoteContext
+    from abifit.sim.gpucode import GpuTarget
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -196,9 +196,9 @@ def _cache(args: argparse.Namespace) -> Cache | None:
 def _remote(args: argparse.Namespace) -> Callable[[], RemoteContext]:
     @functools.cache
     def make() -> RemoteContext:
-        from .http import HttpClient
-        from .index import PackageIndex, Target, pip_index_config
-        from .remote import RemoteContext, cached_fetch
+        from abifit.remote.http import HttpClient
+        from abifit.remote.index import PackageIndex, Target, pip_index_config
+        from abifit.remote.wheels import RemoteContext, cached_fetch
 
         cache = _cache(args)
         client = None if args.offline else HttpClient()
@@ -244,8 +244,8 @@ def _facts(python: str | None) -> Callable[[], InterpreterFacts]:
 
 
 def _run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .inspection import SymbolFilter, inspect
-    from .report import dumps, inspect_json, inspect_text
+    from abifit.commands.inspect import SymbolFilter, inspect
+    from abifit.report.render import dumps, inspect_json, inspect_text
 
     selection = SymbolSelection(args.symbols or ("all" if args.match else "none"))
     flt = SymbolFilter(selection, args.match)
@@ -274,7 +274,8 @@ def _run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _gpu_targets(option: str | None) -> tuple[GpuTarget, ...]:
     """The GPUs `--gpu` names: one it spells out, or this machine's with 'auto'."""
-    from .gpucode import detect_targets, parse_gpu_option
+    from abifit.commands.gpus import detect_targets
+    from abifit.sim.gpucode import parse_gpu_option
 
     if option is None:
         return ()
@@ -315,8 +316,8 @@ def _run_cache(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _run_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .doctor import doctor
-    from .report import doctor_json, doctor_text, dumps
+    from abifit.commands.doctor import doctor
+    from abifit.report.render import doctor_json, doctor_text, dumps
 
     cache = None if args.no_cache else Path(args.cache_dir) if args.cache_dir else \
         default_cache_dir(dict(os.environ))
@@ -334,8 +335,8 @@ def _run_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _run_cuda(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .cudacheck import cuda_report
-    from .report import cuda_json, cuda_text, dumps
+    from abifit.commands.cuda import cuda_report
+    from abifit.report.render import cuda_json, cuda_text, dumps
 
     cache = None if args.no_cache else Path(args.cache_dir) if args.cache_dir else \
         default_cache_dir(dict(os.environ))
@@ -355,9 +356,9 @@ def _doctor_index(args: argparse.Namespace) -> Callable[[], RemoteContext]:
 
     @functools.cache
     def make() -> RemoteContext:
-        from .http import HttpClient
-        from .index import PackageIndex, Target, pip_index_config
-        from .remote import RemoteContext, cached_fetch
+        from abifit.remote.http import HttpClient
+        from abifit.remote.index import PackageIndex, Target, pip_index_config
+        from abifit.remote.wheels import RemoteContext, cached_fetch
 
         cache = _cache(args)
         client = HttpClient()
@@ -373,27 +374,15 @@ def _doctor_index(args: argparse.Namespace) -> Callable[[], RemoteContext]:
 
 
 def _host(args: argparse.Namespace) -> HostProfile:
-    from .check import HostProfile, host_fingerprint
-    from .ldconfig import probe_host
+    from abifit.host.profile import host_profile
 
-    if args.host:
-        from .hostprofile import load, load_presets
-
-        preset = load_presets().get(args.host)
-        if preset is not None and not os.path.exists(args.host):
-            facts = preset.facts(probe_host({}))
-            return HostProfile(facts, args.assume_driver,
-                               f"preset:{preset.name}:{host_fingerprint(facts)}", preset=preset)
-        snapshot, digest = load(args.host)
-        return HostProfile(snapshot.facts, args.assume_driver, digest, snapshot)
-    facts = probe_host(dict(os.environ))
-    return HostProfile(facts, args.assume_driver, host_fingerprint(facts))
+    return host_profile(args.host, args.assume_driver, dict(os.environ))
 
 
 def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .check import check
-    from .pins import read_pins
-    from .report import check_json, check_text, dumps
+    from abifit.commands.check import check
+    from abifit.formats.pins import read_pins
+    from abifit.report.render import check_json, check_text, dumps
 
     targets = list(args.targets)
     for path in args.requirement:
@@ -418,8 +407,8 @@ def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _run_matrix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .matrix import matrix, matrix_html, matrix_json, matrix_text
-    from .report import dumps
+    from abifit.commands.matrix import matrix, matrix_html, matrix_json, matrix_text
+    from abifit.report.render import dumps
 
     remote = _remote(args)
     try:
@@ -438,8 +427,8 @@ def _run_matrix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _run_variants(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .report import dumps
-    from .variants import variants, variants_json, variants_text
+    from abifit.commands.variants import variants, variants_json, variants_text
+    from abifit.report.render import dumps
 
     remote = _remote(args)
     try:

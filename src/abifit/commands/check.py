@@ -1,0 +1,657 @@
+"""`abifit check`: would these wheels load together, before anything is installed?
+
+The wheels that would be installed for the target (the requirements and local `.whl` files
+given, the `--with` packages, and the dependencies among their Requires-Dist that carry native
+code) are laid out as an installation would place them, under a site-packages directory that no
+host has (`SITE`), so that `$ORIGIN`-relative RPATHs resolve. Nothing is extracted: the
+simulation's `ObjectSource` is a `VirtualTree` that answers "is this a file" from the wheels'
+directories and fetches a member's dynamic view only when the simulated loader opens it. Paths
+outside `SITE` are this machine's (glibc, libstdc++, the driver): the host profile.
+
+Then every extension module of the targets is simulated as `abifit doctor` simulates an
+installed one (prerequisites first, same findings and explanations). The NVIDIA driver's
+libraries are *assumed* when the host lacks them, so that "the ABI fits, but `libcuda.so.1` is
+not on this machine" is told apart from an undefined symbol.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import fnmatch
+import hashlib
+import os
+import posixpath
+import sys
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from abifit.commands.doctor import index_library_fix
+from abifit.errors import AbifitError, FormatError, UsageError
+from abifit.formats.elf import ElfImage, parse_elf
+from abifit.formats.fatbin import GpuCode, read_gpu_code
+from abifit.formats.sources import FileSource, ObjectSource
+from abifit.formats.wheel import Member, WheelArchive, is_elf_member
+from abifit.host.environment import Distribution, InterpreterFacts
+from abifit.host.natives import NativeFile, defines_init, mark_plugins, module_name
+from abifit.host.profile import HostProfile
+from abifit.sim.diagnose import Context
+from abifit.sim.findings import Finding
+from abifit.sim.gpucode import GpuCheck, GpuTarget, check_gpu_code
+from abifit.sim.loader import ASSUMED_DIR, SearchConfig
+from abifit.sim.process import (
+    Environment,
+    ModuleStatus,
+    Simulator,
+    context,
+    load_import_rules,
+    load_soname_packages,
+    search_config,
+    simulate_modules,
+)
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+
+    from abifit.remote.index import IndexFile, Target
+    from abifit.remote.wheels import RemoteContext
+
+SITE = "/abifit-wheels/site-packages"
+PREFETCH_JOBS = 6  # member views read at once before a simulation
+
+# Libraries of the NVIDIA driver (not in any wheel), with the names they define.
+DRIVER_LIBRARIES: tuple[tuple[str, str], ...] = (
+    ("libcuda.so.1", r"cu[A-Z]\w*"),
+    ("libnvidia-ml.so.1", r"nvml[A-Z]\w*"),
+)
+
+Progress = Callable[[str], None]
+
+
+class Role(Enum):
+    TARGET = "target"
+    WITH = "with"
+    DEPENDENCY = "dependency"
+
+
+class WheelSource(Protocol):
+    """A wheel, read lazily: ELF candidates, a member's dynamic view, the core metadata."""
+
+    def members(self) -> tuple[Member, ...]: ...
+
+    def view(self, member: Member) -> ElfImage | FormatError | None: ...
+
+    def gpu_code(self, member: Member) -> GpuCode | FormatError | None: ...
+
+    def metadata(self) -> str: ...
+
+
+class LocalWheel:
+    """A `.whl` file on this machine."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._source = FileSource(path)
+        self._archive = WheelArchive(self._source)
+
+    def members(self) -> tuple[Member, ...]:
+        return tuple(self._archive.candidates())
+
+    def view(self, member: Member) -> ElfImage | FormatError | None:
+        try:
+            opened = self._archive.open(member)
+            if not is_elf_member(opened):
+                return None
+            return parse_elf(opened, sections=False)
+        except FormatError as e:
+            return e
+
+    def gpu_code(self, member: Member) -> GpuCode | FormatError | None:
+        try:
+            opened = self._archive.open(member)
+            if not is_elf_member(opened):
+                return None
+            return read_gpu_code(opened, parse_elf(opened, relocations=False))
+        except FormatError as e:
+            return e
+
+    def metadata(self) -> str:
+        found = [m for m in self._archive.members if m.path.count("/") == 1
+                 and m.path.endswith(".dist-info/METADATA")]
+        if not found:
+            raise FormatError(self.path, "no *.dist-info/METADATA member")
+        source = self._archive.open(found[0])
+        return source.read_at(0, source.size).decode("utf-8", "replace")
+
+
+@dataclass(frozen=True, slots=True)
+class Wheel:
+    """A wheel of the virtual environment and why it is there."""
+
+    name: str
+    version: str
+    filename: str
+    role: Role
+    requires: tuple[str, ...]
+    source: WheelSource | None = field(compare=False, repr=False)  # None: not read
+    size: int | None = None
+
+    @property
+    def key(self) -> str:
+        return canonicalize_name(self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckReport:
+    """Everything `abifit check` found."""
+
+    target: str
+    wheels: tuple[Wheel, ...]
+    notes: tuple[str, ...]
+    modules: tuple[ModuleStatus, ...]
+    findings: tuple[Finding, ...]
+    host_missing: tuple[str, ...]  # driver sonames this machine lacks (assumed present)
+    assumed_driver: str | None
+    warnings: tuple[Finding, ...] = ()
+    gpu: GpuCheck | None = None
+
+    @property
+    def failing(self) -> int:
+        return sum(1 for m in self.modules if not m.loads)
+
+    @property
+    def verdict(self) -> str:
+        if self.findings:
+            return "fails"
+        return "fits-but-host-lacks-driver" if self.host_missing else "fits"
+
+
+# --- choosing the wheels ---------------------------------------------------------------------
+
+
+def target_markers(target: Target) -> dict[str, str]:
+    """Environment markers (PEP 508) of a target interpreter and platform, on Linux."""
+    platform = target.expanded_platforms()[0] if target.platforms else "linux_x86_64"
+    machine = next((m for m in ("x86_64", "aarch64", "ppc64le", "s390x", "armv7l", "i686")
+                    if platform.endswith(m)), "x86_64")
+    version = "{}.{}".format(*target.python_version)
+    implementation = {"cp": "cpython", "pp": "pypy"}.get(target.implementation, "cpython")
+    return {
+        "implementation_name": implementation, "implementation_version": f"{version}.0",
+        "os_name": "posix", "platform_machine": machine, "platform_release": "",
+        "platform_system": "Linux", "platform_version": "", "python_full_version":
+        f"{version}.0", "platform_python_implementation": "CPython" if implementation ==
+        "cpython" else "PyPy", "python_version": version, "sys_platform": "linux",
+    }
+
+
+def requires_dist(metadata: str) -> tuple[str, ...]:
+    """The Requires-Dist entries of core metadata."""
+    message = email.parser.HeaderParser().parsestr(metadata)
+    return tuple(message.get_all("Requires-Dist") or ())
+
+
+def _requirement(text: str) -> Requirement:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        return Requirement(text)
+    except InvalidRequirement as e:
+        reason = str(e).splitlines()[0] if str(e) else "not a requirement"
+        raise UsageError(f"invalid requirement {text!r}: {reason}") from e
+
+
+def _applies(requirement: Requirement, markers: Mapping[str, str],
+             extras: frozenset[str] = frozenset()) -> bool:
+    """Whether a Requires-Dist entry applies to the target, with the extras asked for."""
+    from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
+
+    if requirement.marker is None:
+        return True
+    try:
+        return any(requirement.marker.evaluate({**markers, "extra": extra})
+                   for extra in (extras or {""}))
+    except (UndefinedComparison, UndefinedEnvironmentName):
+        return False
+
+
+def _is_pure(file: IndexFile) -> bool:
+    wheel = file.wheel()
+    return wheel is not None and all(t.platform == "any" for t in wheel[3])
+
+
+class Gatherer:
+    """Chooses the wheels: the pinned ones first, then the native dependencies they require."""
+
+    def __init__(self, ctx: RemoteContext | None, progress: Progress) -> None:
+        self.ctx = ctx
+        self.progress = progress
+        self.chosen: dict[str, Wheel] = {}
+        self.notes: list[str] = []
+        self._skipped: set[str] = set()
+        self._pure: dict[str, Wheel] = {}  # dependencies without native code: followed only
+
+    def _remote(self) -> RemoteContext:
+        if self.ctx is None:
+            raise UsageError("requirements need an index: none is configured")
+        return self.ctx
+
+    def open(self, text: str | IndexFile, role: Role, skip_pure: bool = False
+             ) -> Wheel | None:
+        """A wheel named on the command line: a local `.whl` path or a requirement (None for
+        a wheel without native code when `skip_pure`), or a file already chosen on the index."""
+        if not isinstance(text, str):
+            return self._remote_wheel(text, role)
+        if text.endswith(".whl") and os.path.isfile(text):
+            local = LocalWheel(text)
+            name, version, _build, _tags = parse_wheel_filename(os.path.basename(text))
+            return Wheel(name, str(version), os.path.basename(text), role,
+                         requires_dist(local.metadata()), local, os.path.getsize(text))
+        from abifit.remote.index import select_one
+
+        requirement = _requirement(text)
+        ctx = self._remote()
+        files = ctx.index.project_files(requirement.name)
+        file = select_one(files, requirement, ctx.target, prereleases=ctx.prereleases).file
+        if skip_pure and _is_pure(file):
+            return None
+        return self._remote_wheel(file, role)
+
+    def _remote_wheel(self, file: IndexFile, role: Role) -> Wheel:
+        from abifit.remote.wheels import shared_wheel
+
+        ctx = self._remote()
+        wheel = file.wheel()
+        assert wheel is not None
+        self.progress(f"metadata of {file.filename}")
+        source = shared_wheel(file, ctx, relocations=role is Role.TARGET)
+        return Wheel(wheel[0], str(wheel[1]), file.filename, role,
+                     requires_dist(source.metadata()), source, file.size)
+
+    def add(self, wheel: Wheel) -> None:
+        known = self.chosen.get(wheel.key)
+        if known is not None and known.version != wheel.version:
+            raise UsageError(f"{wheel.name} is named twice: {known.version} and {wheel.version}")
+        self.chosen[wheel.key] = wheel
+
+    def close(self, markers: Mapping[str, str]) -> None:
+        """Add the native dependencies of every chosen wheel, transitively. Dependencies
+        without native code are not part of the environment, but their requirements (with the
+        extras asked for, as in `cuda-toolkit[cublas,cufft]`) are followed: their metadata
+        comes from the index (PEP 658) or from the wheel's end, a few kilobytes."""
+        queue: deque[tuple[Wheel, frozenset[str]]] = deque(
+            (w, frozenset()) for w in self.chosen.values())
+        done: dict[str, set[str]] = {}
+        while queue:
+            wheel, extras = queue.popleft()
+            for text in wheel.requires:
+                found = self._dependency(wheel, text, markers, extras)
+                if found is None:
+                    continue
+                dep, wanted = found
+                seen = done.setdefault(dep.key, set())
+                if seen and wanted <= seen:
+                    continue
+                seen.update(wanted or {""})
+                if dep.source is not None and dep.key not in self._pure:
+                    self.chosen[dep.key] = dep
+                queue.append((dep, wanted))
+
+    def _dependency(self, wheel: Wheel, text: str, markers: Mapping[str, str],
+                    extras: frozenset[str]) -> tuple[Wheel, frozenset[str]] | None:
+        from packaging.version import Version
+
+        try:
+            requirement = _requirement(text)
+        except UsageError:
+            self.notes.append(f"{wheel.name} {wheel.version}: ignored an invalid requirement "
+                              f"{text!r}")
+            return None
+        if not _applies(requirement, markers, extras):
+            return None
+        key = canonicalize_name(requirement.name)
+        wanted = frozenset(requirement.extras)
+        have = self.chosen.get(key) or self._pure.get(key)
+        if have is not None:
+            if not requirement.specifier.contains(Version(have.version), prereleases=True):
+                self.notes.append(
+                    f"{wheel.name} {wheel.version} requires {requirement}, but {have.name} "
+                    f"{have.version} ({have.role.value}) is checked: a pairing its metadata "
+                    "forbids")
+            return have, wanted
+        if key in self._skipped or self.ctx is None:
+            return None
+        dep = self._resolve(wheel, requirement)
+        return None if dep is None else (dep, wanted)
+
+    def _resolve(self, wheel: Wheel, requirement: Requirement) -> Wheel | None:
+        from abifit.remote.index import select_one
+
+        assert self.ctx is not None
+        key = canonicalize_name(requirement.name)
+        try:
+            files = self.ctx.index.project_files(requirement.name)
+            file = select_one(files, requirement, self.ctx.target,
+                              prereleases=self.ctx.prereleases).file
+        except AbifitError as e:
+            self._skipped.add(key)
+            first = str(e).splitlines()[0]
+            self.notes.append(f"{requirement} (required by {wheel.name}) not checked: {first}")
+            return None
+        if not _is_pure(file):
+            return self._remote_wheel(file, Role.DEPENDENCY)
+        from abifit.remote.wheels import shared_wheel
+
+        self._skipped.add(key)
+        parsed = file.wheel()
+        assert parsed is not None
+        try:
+            metadata = shared_wheel(file, self.ctx).metadata()
+        except AbifitError as e:
+            self.notes.append(f"{requirement} (required by {wheel.name}): its requirements "
+                              f"are not followed: {str(e).splitlines()[0]}")
+            return None
+        pure = Wheel(parsed[0], str(parsed[1]), file.filename, Role.DEPENDENCY,
+                     requires_dist(metadata), None, file.size)
+        self._pure[key] = pure
+        return pure
+
+
+def gather(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteContext | None,
+           markers: Mapping[str, str], progress: Progress, skip_pure: bool = False
+           ) -> tuple[list[Wheel], list[str]]:
+    """The wheels of the virtual environment, targets first, and notes on how they were chosen.
+    With `skip_pure`, targets without native code (by their tags) are left out."""
+    g = Gatherer(ctx, progress)
+    for text in withs:
+        wheel = g.open(text, Role.WITH)
+        if wheel is not None:
+            g.add(wheel)
+    for text in targets:
+        wheel = g.open(text, Role.TARGET, skip_pure)
+        if wheel is not None:
+            g.add(wheel)
+    g.close(markers)
+    order = {Role.TARGET: 0, Role.WITH: 1, Role.DEPENDENCY: 2}
+    wheels = sorted(g.chosen.values(), key=lambda w: order[w.role])
+    return wheels, g.notes
+
+
+# --- the virtual environment -----------------------------------------------------------------
+
+
+class VirtualTree:
+    """The `ObjectSource` of a virtual environment: wheel members under SITE, the host elsewhere."""
+
+    def __init__(self, host: ObjectSource) -> None:
+        self.host = host
+        self.files: dict[str, tuple[WheelSource, Member]] = {}
+        self.packages: set[str] = set()  # top-level import packages
+
+    def add(self, wheel: Wheel) -> list[str]:
+        paths: list[str] = []
+        source = wheel.source
+        if source is None:
+            return paths
+        for member in source.members():
+            path = posixpath.join(SITE, member.path)
+            self.files[path] = (source, member)
+            paths.append(path)
+        return paths
+
+    def is_file(self, path: str) -> bool:
+        if path.startswith(SITE + "/"):
+            return posixpath.normpath(path) in self.files
+        return self.host.is_file(path)
+
+    def identity(self, path: str) -> str:
+        if path.startswith(SITE + "/"):
+            return posixpath.normpath(path)
+        return self.host.identity(path)
+
+    def image(self, path: str) -> ElfImage:
+        if not path.startswith(SITE + "/"):
+            return self.host.image(path)
+        found = self.files.get(posixpath.normpath(path))
+        if found is None:
+            raise FormatError(path, "no such member")
+        view = found[0].view(found[1])
+        if view is None:
+            raise FormatError(path, "not an ELF file")
+        if isinstance(view, FormatError):
+            raise view
+        return view
+
+    def image_or_none(self, path: str) -> ElfImage | None:
+        try:
+            return self.image(path)
+        except (OSError, FormatError):
+            return None
+
+    def glob(self, directory: str, pattern: str) -> list[str]:
+        if not directory.startswith(SITE):
+            return []
+        full = posixpath.join(directory, pattern)
+        return sorted(p for p in self.files if fnmatch.fnmatchcase(p, full))
+
+    def is_package_dir(self, directory: str) -> bool:
+        """Whether a directory under SITE is an import package: its path is made of
+        identifiers under a top-level package of a wheel (`__init__.py` is not among the
+        members listed, so the top-level packages are the wheels' names and the directories
+        holding their extension modules)."""
+        relative = posixpath.relpath(directory, SITE)
+        parts = relative.split("/")
+        return (not relative.startswith("..") and parts[0] in self.packages
+                and all(part.isidentifier() for part in parts))
+
+    def named(self, soname: str) -> tuple[str, ...]:
+        return tuple(p for p in self.files if posixpath.basename(p) == soname)
+
+
+def extension_suffixes(target: Target) -> tuple[str, ...]:
+    machine = target_markers(target)["platform_machine"]
+    major, minor = target.python_version
+    tag = f"cpython-{major}{minor}" if target.implementation == "cp" else \
+        f"pypy{major}{minor}-pp73"
+    return (f".{tag}-{machine}-linux-gnu.so", ".abi3.so", ".so")
+
+
+def _natives(wheel: Wheel, paths: list[str], tree: VirtualTree,
+             suffixes: tuple[str, ...]) -> list[NativeFile]:
+    """The wheel's ELF candidates; extension modules are those at an importable name with an
+    extension suffix (for a target also exporting `PyInit_*`; for another wheel, a plain `.so`
+    does not count, so that its libraries need not be read)."""
+    out = []
+    for path in paths:
+        name = module_name(path, [SITE], suffixes)
+        if name is not None and wheel.role is Role.TARGET:
+            if not defines_init(tree.image_or_none(path), name):
+                name = None
+        elif name is not None and not path.endswith(suffixes[:2]):
+            name = None
+        out.append(NativeFile(path, wheel.key, name))
+    return out
+
+
+def build_environment(wheels: Sequence[Wheel], target: Target, executable: str,
+                      tree: VirtualTree) -> Environment:
+    markers = target_markers(target)
+    suffixes = extension_suffixes(target)
+    facts = InterpreterFacts(
+        executable=executable, version="{}.{}".format(*target.python_version),
+        implementation=target.implementation, prefix=posixpath.dirname(SITE),
+        base_prefix=posixpath.dirname(SITE), sys_path=(SITE,), site_packages=(SITE,),
+        dlopen_flags=2, ext_suffix=suffixes[0], extension_suffixes=suffixes,
+        markers=tuple(sorted(markers.items())),
+    )
+    dists = []
+    natives: list[NativeFile] = []
+    for wheel in wheels:
+        paths = tree.add(wheel)
+        dists.append(Distribution(wheel.name, wheel.version,
+                                  Path(SITE) / f"{wheel.name}-{wheel.version}.dist-info",
+                                  tuple(paths), wheel.requires))
+        found = _natives(wheel, paths, tree, suffixes)
+        tree.packages.add(wheel.key.replace("-", "_"))
+        tree.packages.update(n.module.split(".")[0] for n in found if n.module)
+        if wheel.role is Role.TARGET:
+            found = mark_plugins(found, tree.image_or_none, [SITE], tree.is_package_dir)
+        natives += found
+    return Environment(facts, dists, natives)
+
+
+# --- checking --------------------------------------------------------------------------------
+
+
+
+
+
+
+def _config(host: HostProfile) -> SearchConfig:
+    base = search_config(host.facts)
+    return SearchConfig(**{**{f: getattr(base, f) for f in base.__dataclass_fields__},
+                           "assumed": DRIVER_LIBRARIES})
+
+
+def _context(sim: Simulator, tree: VirtualTree,
+             remote: RemoteContext | None = None) -> Context:
+    fix = index_library_fix(lambda: remote, [SITE]) if remote is not None else None
+    return context(sim, tree.named, load_soname_packages(), fix)
+
+
+def _assumed(results: Iterable[tuple[str, ...]]) -> tuple[str, ...]:
+    """The driver libraries the simulation had to assume (the host lacks them)."""
+    drivers = {soname for soname, _names in DRIVER_LIBRARIES}
+    found = {posixpath.basename(p) for paths in results for p in paths
+             if p.startswith(ASSUMED_DIR) and posixpath.basename(p) in drivers}
+    return tuple(sorted(found))
+
+
+def prefetch_views(tree: VirtualTree, paths: Sequence[str], progress: Progress,
+                   jobs: int = PREFETCH_JOBS) -> None:
+    """Read the views of `paths` and, level by level, of the members their DT_NEEDED names
+    (what the simulated loader will open), `jobs` at a time, so that the simulation, which
+    opens one object after another, finds them read."""
+    by_name: dict[str, list[str]] = {}
+    for path in tree.files:
+        by_name.setdefault(posixpath.basename(path), []).append(path)
+    seen = set(paths)
+    level = list(dict.fromkeys(paths))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        while level:
+            progress(f"reading {len(level)} libraries ({len(seen)} so far)")
+            following = []
+            for image in pool.map(tree.image_or_none, level):
+                for soname in image.needed if image is not None else ():
+                    for path in by_name.get(soname, ()):
+                        if path not in seen:
+                            seen.add(path)
+                            following.append(path)
+            level = following
+
+
+def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executable: str,
+             progress: Progress, remote: RemoteContext | None = None,
+             ) -> tuple[list[ModuleStatus], list[Finding], tuple[str, ...]]:
+    """Simulate every extension module of the target wheels in the virtual environment."""
+    executable = host.executable or executable
+    tree = VirtualTree(host.objects(executable))
+    for wheel in wheels:
+        tree.add(wheel)
+    first = [posixpath.join(SITE, m.path) for w in wheels if w.role is Role.TARGET and w.source
+             for m in w.source.members()]
+    prefetch_views(tree, first, progress)
+    env = build_environment(wheels, target, executable, tree)
+    targets = {w.key for w in wheels if w.role is Role.TARGET}
+    modules = [n for n in env.natives if n.distribution in targets and n.checked]
+    prefetch_views(tree, [n.path for n in modules], progress)
+    sim = Simulator(env, tree, _config(host), load_import_rules(), glob=tree.glob)
+    ctx = _context(sim, tree, remote)
+    simulation = simulate_modules(sim, modules, ctx, progress)
+    statuses, findings, results = (list(simulation.statuses), list(simulation.findings),
+                                   simulation.results)
+    searched = [tuple(r.path or "" for r in result.resolutions) for result in results]
+    missing = () if host.assume_driver else _assumed(searched)
+    return statuses, findings, missing
+
+
+def target_gpu_codes(wheels: Sequence[Wheel], progress: Progress,
+                     ) -> list[tuple[str, str, GpuCode | FormatError]]:
+    """(name, path, fat binaries) of every ELF member with GPU code of the target wheels (remote
+    members are read whole, up to the end of their fat binaries)."""
+    out: list[tuple[str, str, GpuCode | FormatError]] = []
+    for wheel in wheels:
+        if wheel.role is not Role.TARGET or wheel.source is None:
+            continue
+        members = wheel.source.members()
+        for n, member in enumerate(members, 1):
+            progress(f"{wheel.filename}: fat binaries, member {n}/{len(members)} {member.path} "
+                     f"({member.compressed_size / 1e6:.1f} MB compressed)")
+            code = wheel.source.gpu_code(member)
+            if code is not None:
+                out.append((f"{wheel.name} {member.path}", f"{SITE}/{member.path}", code))
+    return out
+
+
+def _result_key(wheels: Sequence[Wheel], target: Target, host: HostProfile,
+                executable: str) -> str | None:
+    """The digest of every input of a simulation, or None when one is not content-addressed
+    (a local wheel, an index without hashes, an unknown host)."""
+    from abifit import __version__
+
+    hashes = []
+    for wheel in wheels:
+        sha = getattr(getattr(wheel.source, "file", None), "sha256", None)
+        if wheel.source is not None and not sha:
+            return None
+        hashes.append((wheel.key, wheel.role.value, wheel.filename, sha or ""))
+    if not host.fingerprint:
+        return None
+    inputs = (__version__, str(target), target.platforms, host.assume_driver, host.fingerprint,
+              executable, sorted(hashes))
+    return hashlib.sha256(repr(inputs).encode()).hexdigest()
+
+
+def check(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteContext | None,
+          target: Target, host: HostProfile, progress: Progress,
+          executable: str | None = None, skip_pure: bool = False,
+          gpu: GpuTarget | None = None) -> CheckReport:
+    """Check that the targets' extension modules would load next to the `withs` and, with
+    `gpu`, that the targets' GPU code runs on that GPU."""
+    if not targets:
+        raise UsageError("nothing to check: name a requirement or a .whl file")
+    wheels, notes = gather(targets, withs, ctx, target_markers(target), progress, skip_pure)
+    executable = executable or sys.executable
+    key = _result_key(wheels, target, host, executable)
+    stored = ctx.cache.get_result(key) if ctx and ctx.cache and key else None
+    if isinstance(stored, tuple) and len(stored) == 3:
+        statuses, findings, missing = list(stored[0]), list(stored[1]), tuple(stored[2])
+    else:
+        statuses, findings, missing = simulate(wheels, target, host, executable, progress, ctx)
+        if ctx and ctx.cache and key:
+            ctx.cache.put_result(key, (tuple(statuses), tuple(findings), missing))
+    if not statuses:
+        notes.append("the targets hold no extension modules: nothing was simulated")
+    if host.preset is not None:
+        notes.append(f"host: the {host.preset.name} preset: glibc {host.preset.glibc} and "
+                     f"the libstdc++ and libgcc_s of {host.preset.distribution}, as this "
+                     "machine's copies limited to those versions; no other system library")
+    if host.snapshot is not None:
+        snap = host.snapshot
+        notes.append(f"host: a saved profile of an {snap.machine} machine ({snap.executable},"
+                     f" {len(snap.libraries)} system libraries)")
+    gpu_check = None
+    if gpu is not None:
+        gpu_check = check_gpu_code(target_gpu_codes(wheels, progress), gpu)
+        findings += gpu_check.findings
+        if not gpu_check.objects:
+            notes.append(f"--gpu {gpu.arch}: the target wheels carry no GPU code")
+    return CheckReport(str(target), tuple(wheels), tuple(notes), tuple(statuses),
+                       tuple(findings), missing, host.assume_driver,
+                       gpu_check.warnings if gpu_check else (), gpu_check)

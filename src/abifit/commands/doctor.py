@@ -1,0 +1,278 @@
+"""`abifit doctor`: will every native module of a Python environment load, and if not, why.
+
+For each extension module, the simulated process first imports what the module's package needs:
+the distributions it requires (Requires-Dist, recursively) and those that own a library it needs
+by soname (an extension built for torch needs `libc10.so` and declares nothing). Importing a
+distribution means applying its known process-level rules (torch loads
+`libtorch_global_deps.so` with RTLD_GLOBAL, after preloading the nvidia-* libraries) and loading
+its extension modules. Then the module itself is loaded with RTLD_NOW | RTLD_LOCAL, as CPython
+does, and every problem becomes a finding with its explanation.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from abifit.commands.gpus import detect_targets
+from abifit.errors import FormatError, UsageError
+from abifit.formats.elf import ElfImage
+from abifit.formats.fatbin import GpuCode, has_gpu_code, read_gpu_code
+from abifit.formats.sources import FileSource, ObjectSource
+from abifit.host.environment import (
+    Distribution,
+    list_distributions,
+    query_interpreter,
+)
+from abifit.host.ldconfig import HostFacts, probe_host
+from abifit.host.localfs import ElfCache, LocalObjects
+from abifit.host.locate import Locator, library_dirs
+from abifit.host.natives import (
+    NativeFile,
+    glob_files,
+    image_or_none,
+    scan_native_files,
+    short_name,
+    site_root,
+)
+from abifit.sim.findings import Finding, FindingKind
+from abifit.sim.gpucode import GpuCheck, GpuTarget, check_gpu_code
+from abifit.sim.loader import LoadResult
+from abifit.sim.process import (
+    Environment,
+    LibraryFix,
+    ModuleStatus,
+    Progress,
+    Simulator,
+    context,
+    load_import_rules,
+    load_soname_packages,
+    search_config,
+    selected,
+    simulate_modules,
+)
+
+if TYPE_CHECKING:
+
+    from abifit.remote.wheelfiles import LibrarySearch
+    from abifit.remote.wheels import RemoteContext
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    """A prediction against what the real loader did."""
+
+    module: str
+    predicted_loads: bool
+    predicted_error: str | None
+    actual_loads: bool | None
+    actual_error: str | None
+    agrees: bool
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorReport:
+    """Everything `abifit doctor` found."""
+
+    python: str
+    python_version: str
+    modules: tuple[ModuleStatus, ...]
+    findings: tuple[Finding, ...]
+    verification: tuple[Verification, ...] | None
+    libraries: int
+    warnings: tuple[Finding, ...] = ()
+    gpu: tuple[GpuCheck, ...] = ()
+    gpu_reason: str | None = None  # why no GPU was checked
+    saved_host: str | None = None  # what --save-host wrote
+
+    @property
+    def failing(self) -> int:
+        return sum(1 for m in self.modules if not m.loads)
+
+    @property
+    def problems(self) -> bool:
+        return bool(self.findings)
+
+
+def index_library_fix(remote: Callable[[], RemoteContext], roots: list[str]) -> LibraryFix:
+    """The fix for a missing soname from the wheels on the index that ship it (each soname is
+    searched once; nothing is fetched for a soname no wheel of the table may ship)."""
+    from abifit.remote.wheelfiles import find_library_wheels, load_library_table, render_library_fix
+
+    @functools.cache
+    def search(soname: str) -> LibrarySearch | None:
+        if not load_library_table().candidates(soname):
+            return None
+        return find_library_wheels(soname, remote())
+
+    def fix(soname: str, needer: str) -> tuple[str | None, str] | None:
+        found = search(soname)
+        if found is None:
+            return None
+        if not found.wheels:
+            return None, found.reason.rstrip(".") + "."
+        root = site_root(needer, roots)
+        text = render_library_fix(found, site_packages=root or "<site-packages>",
+                                  needed_by=os.path.relpath(needer, root) if root else None)
+        hint = " or ".join(f"`{w.command}` provides {soname} (in {w.directory})"
+                           for w in found.wheels)
+        return hint, "From the index: " + text
+
+    return fix
+
+
+def _import_names(dist: Distribution) -> list[str]:
+    """Top-level import names of a distribution (top_level.txt, else its RECORD)."""
+    top = dist.metadata_dir / "top_level.txt"
+    if top.is_file():
+        names = [n.strip() for n in top.read_text("utf-8", "replace").splitlines() if n.strip()]
+        return [n for n in names if n.isidentifier()]
+    site = str(dist.metadata_dir.parent) + "/"
+    names = []
+    for f in dist.files:
+        parts = f[len(site):].split("/") if f.startswith(site) else []
+        if len(parts) == 2 and parts[1] == "__init__.py" and parts[0].isidentifier():
+            names.append(parts[0])
+    return sorted(set(names))
+
+
+def _verify(env: Environment, statuses: list[ModuleStatus],
+            progress: Progress) -> list[Verification]:
+    out = []
+    for n, status in enumerate(statuses, 1):
+        progress(f"verify {n}/{len(statuses)} {status.module}")
+        imports = [name for key in status.prerequisites for name in _import_names(env.dists[key])]
+        from abifit.host.realload import real_load
+
+        module = status.module if status.kind == "extension" else ""
+        real = real_load(env.facts.executable, module, status.path, imports)
+        if real.loads is None:
+            out.append(Verification(status.module, status.loads, status.error, None, None, False,
+                                    real.note))
+            continue
+        agrees = real.loads == status.loads and (real.loads or real.load_error == status.error)
+        note = "" if agrees else "abifit's model of the loader disagrees with the real loader"
+        if real.import_error and real.loads:
+            note = (note + "; " if note else "") + f"import: {real.import_error}"
+        out.append(Verification(status.module, status.loads, status.error, real.loads,
+                                real.load_error, agrees, note))
+    return out
+
+
+def _disagreement(v: Verification, path: str) -> Finding:
+    predicted = "loads" if v.predicted_loads else f"fails: {v.predicted_error}"
+    actual = ("could not be run: " + v.note if v.actual_loads is None
+              else "loads" if v.actual_loads else f"fails: {v.actual_error}")
+    return Finding(
+        kind=FindingKind.MODEL_DISAGREEMENT, object=path, module=v.module,
+        message=f"predicted: {predicted}; real loader: {actual}",
+        explanation="abifit predicted one outcome and the real loader, in a fresh process of the "
+        "target interpreter, gave another: abifit's model of this case is wrong.",
+        hint="please report this with `abifit doctor --json --verify` output",
+    )
+
+
+def read_gpu_codes(natives: Iterable[NativeFile], image: Callable[[str], ElfImage | None],
+                   name: Callable[[NativeFile], str], progress: Progress,
+                   ) -> list[tuple[str, str, GpuCode | FormatError]]:
+    """(name, path, fat binaries or the error reading them) for each file with GPU code."""
+    out: list[tuple[str, str, GpuCode | FormatError]] = []
+    for native in natives:
+        img = image(native.path)
+        if img is None or not has_gpu_code(img):
+            continue
+        progress(f"fat binaries of {native.path}")
+        code: GpuCode | FormatError | None
+        try:
+            with FileSource(native.path) as source:
+                code = read_gpu_code(source, img)
+        except OSError as e:
+            code = FormatError(native.path, e.strerror or str(e))
+        except FormatError as e:
+            code = e
+        if code is not None:
+            out.append((name(native), native.path, code))
+    return out
+
+
+def _gpu_check(natives: list[NativeFile], statuses: list[ModuleStatus], roots: list[str],
+               image: Callable[[str], ElfImage | None], progress: Progress,
+               targets: tuple[GpuTarget, ...]) -> tuple[GpuCheck, ...]:
+    """The GPU code of the checked modules' distributions and their prerequisites."""
+    keys = {s.distribution for s in statuses} | {k for s in statuses for k in s.prerequisites}
+    codes = read_gpu_codes([n for n in natives if n.distribution in keys], image,
+                           lambda n: short_name(n, roots), progress)
+    return tuple(check_gpu_code(codes, target) for target in targets)
+
+
+def doctor(
+    python: str, packages: list[str], *, verify: bool, cache_dir: Path | None,
+    environ: Mapping[str, str], progress: Progress,
+    gpus: tuple[GpuTarget, ...] | None = None,
+    remote: Callable[[], RemoteContext] | None = None,
+    save_host: Path | None = None,
+) -> DoctorReport:
+    """Scan the environment of `python`, simulate every selected module, explain the problems."""
+    facts = query_interpreter(python)
+    progress("reading distributions")
+    dists = list_distributions(facts)
+    source = LocalObjects(ElfCache(cache_dir) if cache_dir else None)
+    natives = scan_native_files(facts, dists, image_or_none(source))
+    env = Environment(facts, dists, natives)
+    targets = selected(natives, packages, env)
+    if packages and not targets:
+        raise UsageError(f"no native modules found for {', '.join(packages)} in the environment "
+                         f"of {facts.executable}")
+    host = probe_host(environ)
+    sim = Simulator(env, source, search_config(host), load_import_rules(), glob_files)
+    locator = Locator(lambda: library_dirs(facts.sys_path, environ))
+    roots = [p for p in facts.sys_path if os.path.isdir(p)]
+    ctx = context(sim, locator, load_soname_packages(),
+                  index_library_fix(remote, roots) if remote is not None else None)
+    simulation = simulate_modules(sim, targets, ctx, progress)
+    statuses, findings, results = (list(simulation.statuses), list(simulation.findings),
+                                   simulation.results)
+    saved = None
+    if save_host is not None:
+        saved = _save_host(save_host, host, facts.executable, results, roots, source, progress)
+    verification = None
+    if verify:
+        verification = tuple(_verify(env, statuses, progress))
+        by_module = {s.module: s.path for s in statuses}
+        findings += [_disagreement(v, by_module[v.module]) for v in verification if not v.agrees]
+    libraries = sum(1 for n in natives if n.module is None)
+    gpu_reason = None
+    if gpus is None:
+        gpus, gpu_reason = detect_targets(environ)
+    checks: tuple[GpuCheck, ...] = ()
+    if gpus:
+        checks = _gpu_check(natives, statuses, roots, image_or_none(source), progress, gpus)
+        findings += [f for c in checks for f in c.findings]
+    return DoctorReport(facts.executable, facts.version, tuple(statuses), tuple(findings),
+                        verification, libraries,
+                        tuple(w for c in checks for w in c.warnings), checks, gpu_reason, saved)
+
+
+def _save_host(path: Path, host: HostFacts, executable: str, results: Sequence[LoadResult],
+               roots: list[str], source: ObjectSource, progress: Progress) -> str:
+    """Write this machine's host profile; the line that says so."""
+    from abifit import __version__
+    from abifit.host.profile import dumps, snapshot_host
+
+    progress("saving the host profile")
+    used = {r.path for result in results for r in result.resolutions
+            if r.path and site_root(r.path, roots) is None}
+    snapshot = snapshot_host(host, executable, sorted(used), image_or_none(source),
+                             os.path.realpath, __version__)
+    data = dumps(snapshot)
+    try:
+        path.write_bytes(data)
+    except OSError as e:
+        raise UsageError(f"--save-host {path}: {e.strerror or e}") from e
+    return (f"host profile saved to {path}: {len(snapshot.libraries)} system libraries, "
+            f"{len(data):,} bytes")

@@ -1,0 +1,217 @@
+"""`abifit variants NAME==VERSION`: every wheel of one release, and how their binaries differ.
+
+Wheels whose binary members are identical (same path, CRC-32 and size, after dropping the
+Python tag from extension module names) form one group: a re-upload with a build tag, or an
+`abi3` wheel published under several names. Between groups of one architecture, each member
+that differs is compared by content, through its dynamic view: the libraries it needs, the
+symbols it leaves undefined and the symbol versions it requires.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from abifit.errors import UsageError
+from abifit.formats.elf import ElfImage
+
+if TYPE_CHECKING:
+    from abifit.formats.wheel import Member
+    from abifit.remote.index import IndexFile
+    from abifit.remote.wheels import RemoteContext, RemoteWheel
+
+Progress = Callable[[str], None]
+
+_PY_TAG = re.compile(r"\.(cpython-\d+|pypy\d+-pp\d+)-[\w-]+\.so$")
+_EXAMPLES = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Wheels with identical binary members."""
+
+    filenames: tuple[str, ...]
+    architecture: str
+    members: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDiff:
+    """How one binary member of a group differs from the same member of the reference group."""
+
+    path: str
+    reference: str  # a wheel of the reference group
+    other: str  # a wheel of this group
+    same_needs: bool
+    needed_added: tuple[str, ...] = ()
+    needed_removed: tuple[str, ...] = ()
+    undefined_added: tuple[str, ...] = ()
+    undefined_removed: tuple[str, ...] = ()
+    versions_added: tuple[str, ...] = ()
+    versions_removed: tuple[str, ...] = ()
+    only_in: str | None = None  # "reference" or "other" when the member is in one wheel only
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VariantsReport:
+    name: str
+    version: str
+    groups: tuple[Group, ...]
+    differences: tuple[MemberDiff, ...]
+
+
+def normalized(path: str) -> str:
+    """A member path with the Python tag of an extension module's suffix dropped."""
+    return _PY_TAG.sub(".so", path)
+
+
+def architecture(filename: str) -> str:
+    """The machine of a wheel's platform tag(s): `x86_64`, `aarch64`, ... or `any`."""
+    stem = filename[:-4] if filename.endswith(".whl") else filename
+    platform = stem.rsplit("-", 1)[-1].split(".")[0]
+    for arch in ("x86_64", "aarch64", "ppc64le", "s390x", "armv7l", "i686", "arm64", "amd64",
+                 "win32", "universal2"):
+        if platform.endswith(arch):
+            return arch
+    return platform
+
+
+def _release(text: str, ctx: RemoteContext) -> tuple[str, str, list[IndexFile]]:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion, Version
+
+    from abifit.remote.index import nearest_versions, releases
+
+    try:
+        requirement = Requirement(text)
+        pins = [s for s in requirement.specifier if s.operator in ("==", "===")]
+        version = Version(pins[0].version) if len(pins) == 1 else None
+    except (InvalidRequirement, InvalidVersion) as e:
+        raise UsageError(f"invalid release {text!r}: expected NAME==VERSION") from e
+    if version is None:
+        raise UsageError(f"invalid release {text!r}: expected NAME==VERSION")
+    found = releases(ctx.index.project_files(requirement.name), requirement.name)
+    if version not in found:
+        close = nearest_versions(found, requirement.specifier)
+        hint = f"; nearest: {', '.join(map(str, close))}" if close else ""
+        raise UsageError(f"{requirement.name} has no wheels for {version}{hint}")
+    return requirement.name, str(version), found[version]
+
+
+def _needs(image: ElfImage) -> tuple[set[str], set[str], set[str]]:
+    table = image.symbols
+    undefined = {name for i, name in enumerate(table.names) if not table.is_defined(i)}
+    versions = {f"{n.file}:{v.name}" for n in image.version_needs for v in n.versions}
+    return set(image.needed), undefined, versions
+
+
+def _sorted(items: set[str]) -> tuple[str, ...]:
+    return tuple(sorted(items))
+
+
+def compare(path: str, reference: tuple[str, ElfImage | Exception | None],
+            other: tuple[str, ElfImage | Exception | None]) -> MemberDiff:
+    """The difference of needs between two views of one member."""
+    (ref_name, ref_view), (other_name, other_view) = reference, other
+    for view in (ref_view, other_view):
+        if not isinstance(view, ElfImage):
+            problem = str(view) if view is not None else "not an ELF file"
+            return MemberDiff(path, ref_name, other_name, False, error=problem)
+    assert isinstance(ref_view, ElfImage) and isinstance(other_view, ElfImage)
+    a, b = _needs(ref_view), _needs(other_view)
+    return MemberDiff(
+        path, ref_name, other_name, a == b,
+        needed_added=_sorted(b[0] - a[0]), needed_removed=_sorted(a[0] - b[0]),
+        undefined_added=_sorted(b[1] - a[1]), undefined_removed=_sorted(a[1] - b[1]),
+        versions_added=_sorted(b[2] - a[2]), versions_removed=_sorted(a[2] - b[2]),
+    )
+
+
+def variants(text: str, ctx: RemoteContext, progress: Progress) -> VariantsReport:
+    """Group the wheels of one release by identical binaries and compare the groups."""
+    from abifit.remote.wheels import RemoteWheel
+
+    name, version, files = _release(text, ctx)
+    wheels = {f.filename: RemoteWheel(f, ctx) for f in files}
+    keys: dict[str, dict[str, tuple[int, int]]] = {}
+    members: dict[str, dict[str, Member]] = {}
+    for n, (filename, wheel) in enumerate(sorted(wheels.items()), 1):
+        progress(f"directory {n}/{len(wheels)} {filename}")
+        listed = {normalized(m.path): m for m in wheel.members()}
+        members[filename] = listed
+        keys[filename] = {p: (m.crc, m.size) for p, m in listed.items()}
+    grouped: dict[tuple[tuple[str, tuple[int, int]], ...], list[str]] = {}
+    for filename in sorted(keys):
+        grouped.setdefault(tuple(sorted(keys[filename].items())), []).append(filename)
+    groups = tuple(Group(tuple(names), architecture(names[0]), len(members[names[0]]))
+                   for names in grouped.values())
+    differences: list[MemberDiff] = []
+    references: dict[str, str] = {}
+    for group in groups:
+        ref = references.setdefault(group.architecture, group.filenames[0])
+        if ref == group.filenames[0]:
+            continue
+        other = group.filenames[0]
+        differences += _group_diff(wheels, members, ref, other, progress)
+    return VariantsReport(name, version, groups, tuple(differences))
+
+
+def _group_diff(wheels: dict[str, RemoteWheel], members: dict[str, dict[str, Member]],
+                ref: str, other: str, progress: Progress) -> list[MemberDiff]:
+    out = []
+    a, b = members[ref], members[other]
+    for path in sorted(set(a) | set(b)):
+        if path not in b or path not in a:
+            out.append(MemberDiff(path, ref, other, False,
+                                  only_in="reference" if path in a else "other"))
+            continue
+        if (a[path].crc, a[path].size) == (b[path].crc, b[path].size):
+            continue
+        progress(f"comparing {path}")
+        out.append(compare(path, (ref, wheels[ref].view(a[path])),
+                           (other, wheels[other].view(b[path]))))
+    return out
+
+
+def variants_text(report: VariantsReport) -> str:
+    lines = [f"{report.name} {report.version}: {sum(len(g.filenames) for g in report.groups)} "
+             f"wheel(s) in {len(report.groups)} group(s) of identical binaries", ""]
+    for n, group in enumerate(report.groups, 1):
+        lines.append(f"group {n} ({group.architecture}, {group.members} binary member(s)):")
+        lines += [f"  {f}" for f in group.filenames]
+    for d in report.differences:
+        lines.append("")
+        lines.append(f"{d.path}: {d.other} against {d.reference}")
+        if d.only_in:
+            lines.append(f"  only in {d.reference if d.only_in == 'reference' else d.other}")
+        elif d.error:
+            lines.append(f"  not compared: {d.error}")
+        elif d.same_needs:
+            lines.append("  bytes differ, needs are the same")
+        for label, items in (("needs also", d.needed_added), ("no longer needs", d.needed_removed),
+                             ("leaves undefined also", d.undefined_added),
+                             ("no longer leaves undefined", d.undefined_removed),
+                             ("requires versions also", d.versions_added),
+                             ("no longer requires versions", d.versions_removed)):
+            if items:
+                shown = ", ".join(items[:_EXAMPLES])
+                more = f" (+{len(items) - _EXAMPLES} more)" if len(items) > _EXAMPLES else ""
+                lines.append(f"  {label}: {shown}{more}")
+    return "\n".join(lines) + "\n"
+
+
+def variants_json(report: VariantsReport, transfer: dict[str, int] | None) -> dict[str, object]:
+    from dataclasses import asdict
+
+    return {
+        "schema_version": 1,
+        "command": "variants",
+        "name": report.name,
+        "version": report.version,
+        "groups": [asdict(g) for g in report.groups],
+        "differences": [asdict(d) for d in report.differences],
+        "transfer": transfer,
+    }

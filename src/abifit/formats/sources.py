@@ -1,0 +1,260 @@
+"""Random-access byte sources: the one seam through which every format reader gets its bytes.
+
+A `ByteSource` has a `name` (for error messages), a `size`, and `read_at(offset, length)`, which
+returns exactly `length` bytes or raises `FormatError`. Format readers (ELF, zip) only ever see this
+protocol, so the same code reads a local file, bytes in memory, a member inside a wheel, and later a
+member of a remote wheel.
+
+An `ObjectSource` is the same seam one level up: paths to parsed ELF images, for the loader
+simulation (`abifit.host.localfs.LocalObjects` on this machine, `VirtualTree` over wheels).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import zlib
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from abifit.errors import FormatError
+
+if TYPE_CHECKING:
+    from abifit.formats.elf import ElfImage
+
+
+class ByteSource(Protocol):
+    """Bytes that can be read at any offset."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def size(self) -> int: ...
+
+    def read_at(self, offset: int, length: int) -> bytes: ...
+
+
+class ObjectSource(Protocol):
+    """Files as the loader simulation sees them, parsed: the I/O edge (this machine's file
+    system, a tree of wheels) gives one to the simulation."""
+
+    def is_file(self, path: str) -> bool: ...
+
+    def identity(self, path: str) -> str:
+        """The same value for two paths of one file (a resolved path, or device and inode)."""
+        ...
+
+    def image(self, path: str) -> ElfImage:
+        """The parsed ELF file; raises FormatError when it is not a readable ELF file."""
+        ...
+
+
+def check_range(source: ByteSource, offset: int, length: int) -> None:
+    """Raise FormatError unless [offset, offset + length) lies inside the source."""
+    if offset < 0 or length < 0 or offset + length > source.size:
+        raise FormatError(
+            source.name,
+            f"cannot read {length} bytes at offset {offset:#x}: the data has {source.size} bytes",
+        )
+
+
+_C = TypeVar("_C", bound="Closing")
+
+
+class Closing:
+    """A context manager that calls `close()` on exit."""
+
+    def close(self) -> None:
+        """Release what the object holds."""
+
+    def __enter__(self: _C) -> _C:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class _Described:
+    """The `name` and `size` every source has."""
+
+    _name: str
+    _size: int
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+
+class Layered:
+    """A source over another one (a cache, a lock): its name and size are the base's."""
+
+    def __init__(self, base: ByteSource) -> None:
+        self._base = base
+
+    @property
+    def base(self) -> ByteSource:
+        return self._base
+
+    @property
+    def name(self) -> str:
+        return self._base.name
+
+    @property
+    def size(self) -> int:
+        return self._base.size
+
+
+class BytesSource(_Described):
+    """Bytes already in memory."""
+
+    def __init__(self, data: bytes, name: str = "<bytes>") -> None:
+        self._data = data
+        self._name = name
+        self._size = len(data)
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        check_range(self, offset, length)
+        return self._data[offset : offset + length]
+
+
+class FileSource(_Described, Closing):
+    """A local file, memory-mapped; use as a context manager or call close()."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._name = os.fspath(path)
+        with open(path, "rb") as f:
+            self._size = os.fstat(f.fileno()).st_size
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if self._size else None
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        check_range(self, offset, length)
+        if self._map is None:
+            return b""
+        return self._map[offset : offset + length]
+
+    def close(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+
+
+class SliceSource(_Described):
+    """A contiguous range of another source, such as a STORED zip member."""
+
+    def __init__(self, base: ByteSource, start: int, size: int, name: str) -> None:
+        check_range(base, start, size)
+        self._base = base
+        self._start = start
+        self._size = size
+        self._name = name
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        check_range(self, offset, length)
+        return self._base.read_at(self._start + offset, length)
+
+
+@dataclass(frozen=True, slots=True)
+class _Checkpoint:
+    """Inflater state at a known output position, so a backward read need not start over."""
+
+    out_pos: int
+    in_pos: int
+    pending: bytes
+    state: zlib._Decompress
+
+
+class InflateSource(_Described):
+    """The decompressed bytes of a raw DEFLATE stream, readable at any offset.
+
+    Output is produced forward in chunks; every `checkpoint_every` bytes a copy of the inflater
+    state is kept, so a read behind the current position restarts from the nearest checkpoint
+    instead of from the beginning. Only the most recent chunk is kept in memory.
+    """
+
+    _INPUT_CHUNK = 1 << 16
+    _OUTPUT_CHUNK = 1 << 20
+    _MAX_INPUT = 32 << 20  # input read at once for a far read, at most
+    _MARGIN = 1.1  # on the input a read is estimated to need
+
+    def __init__(
+        self,
+        compressed: ByteSource,
+        size: int,
+        name: str,
+        checkpoint_every: int = 8 << 20,
+    ) -> None:
+        self._compressed = compressed
+        self._size = size
+        self._name = name
+        self._every = checkpoint_every
+        self._checkpoints = [_Checkpoint(0, 0, b"", zlib.decompressobj(-zlib.MAX_WBITS))]
+        self._resume(self._checkpoints[0])
+
+    def _resume(self, checkpoint: _Checkpoint) -> None:
+        self._inflater = checkpoint.state.copy()
+        self._in_pos = checkpoint.in_pos
+        self._pending = checkpoint.pending
+        self._out_pos = checkpoint.out_pos
+        self._chunk = b""
+        self._chunk_start = checkpoint.out_pos
+
+    def _advance(self, end: int) -> None:
+        """Decompress the next chunk of output into self._chunk, reading input for output up to
+        `end` in one read: as much as the compression ratio so far says it needs, with a margin
+        (a slow source then gets one request, not one per input chunk)."""
+        if not self._pending:
+            remaining = self._compressed.size - self._in_pos
+            if remaining <= 0:
+                raise FormatError(self._name, "compressed data ends early", self._out_pos)
+            take = min(max(self._INPUT_CHUNK, self._input_for(end)), self._MAX_INPUT, remaining)
+            self._pending = self._compressed.read_at(self._in_pos, take)
+            self._in_pos += take
+        try:
+            out = self._inflater.decompress(self._pending, self._OUTPUT_CHUNK)
+        except zlib.error as e:
+            raise FormatError(self._name, f"corrupt compressed data ({e})", self._out_pos) from e
+        self._pending = self._inflater.unconsumed_tail
+        if not out and self._inflater.eof:
+            raise FormatError(self._name, "compressed data ends early", self._out_pos)
+        self._chunk_start = self._out_pos
+        self._chunk = out
+        self._out_pos += len(out)
+        if self._out_pos >= len(self._checkpoints) * self._every:
+            self._checkpoints.append(
+                _Checkpoint(self._out_pos, self._in_pos, self._pending, self._inflater.copy())
+            )
+
+    def _input_for(self, end: int) -> int:
+        """Compressed bytes estimated to produce the output up to `end` (0: no estimate yet)."""
+        if self._out_pos <= 0 or end <= self._out_pos:
+            return 0
+        return int((end - self._out_pos) * self._in_pos / self._out_pos * self._MARGIN)
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        check_range(self, offset, length)
+        if offset < self._chunk_start:
+            best = max(
+                (c for c in self._checkpoints if c.out_pos <= offset), key=lambda c: c.out_pos
+            )
+            self._resume(best)
+        parts: list[bytes] = []
+        end = offset + length
+        while True:
+            lo = max(offset, self._chunk_start)
+            hi = min(end, self._chunk_start + len(self._chunk))
+            if lo < hi:
+                parts.append(self._chunk[lo - self._chunk_start : hi - self._chunk_start])
+            if self._chunk_start + len(self._chunk) >= end:
+                return b"".join(parts)
+            self._advance(end)

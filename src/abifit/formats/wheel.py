@@ -1,0 +1,200 @@
+"""Wheels read in place: the zip directory, member bytes as byte sources, and which members are ELF.
+
+The central directory is read from any `ByteSource` with two reads (its end record, then the
+directory itself; the standard library's `zipfile` takes a read per entry and is slower on
+torch's 12,000 entries); member data is read by our own sources (`SliceSource` for STORED members,
+`InflateSource` for DEFLATE ones), so nothing is extracted to disk and a member is only inflated as
+far as the reads into it go.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import struct
+import zipfile
+from dataclasses import dataclass
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+from abifit.errors import WheelError
+from abifit.formats.elf import is_elf, might_be_elf
+from abifit.formats.sources import ByteSource, InflateSource, SliceSource
+
+_LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
+LOCAL_HEADER_SIZE = _LOCAL_HEADER.size  # a local file header's fixed part (name and extra follow)
+_LOCAL_MAGIC = b"PK\x03\x04"
+ZIP_MAGIC = _LOCAL_MAGIC
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One file in a wheel, as its central directory entry describes it."""
+
+    path: str
+    size: int
+    compressed_size: int
+    crc: int
+    method: int
+    header_offset: int
+
+
+class WheelArchive:
+    """A wheel's members, readable in place through any ByteSource."""
+
+    def __init__(self, source: ByteSource, filename: str | None = None) -> None:
+        self.source = source
+        self.filename = filename or posixpath.basename(source.name)
+        try:
+            self.name, self.version, self.build, self.tags = parse_wheel_filename(self.filename)
+        except InvalidWheelFilename as e:
+            raise WheelError(source.name, f"not a wheel: {e}") from e
+        self.members = _read_directory(source)
+        if not any(m.path.endswith("/WHEEL") and _is_wheel_file(m.path) for m in self.members):
+            raise WheelError(source.name, "not a wheel: no *.dist-info/WHEEL member")
+
+    def member(self, path: str) -> Member:
+        for m in self.members:
+            if m.path == path:
+                return m
+        raise WheelError(self.source.name, f"no member {path!r}")
+
+    def open(self, member: Member) -> ByteSource:
+        """The member's (uncompressed) bytes as a byte source."""
+        where = f"{self.source.name}!{member.path}"
+        start = member_data_start(self.source, member, where)
+        data = SliceSource(self.source, start, member.compressed_size, where)
+        if member.method == zipfile.ZIP_STORED:
+            return data
+        if member.method == zipfile.ZIP_DEFLATED:
+            return InflateSource(data, member.size, where)
+        raise WheelError(where, f"unsupported zip compression method {member.method}")
+
+    def candidates(self) -> list[Member]:
+        """Members that may be ELF files by their names; `is_elf_member` tells for sure."""
+        return [m for m in self.members if m.size >= 4 and might_be_elf(m.path)]
+
+
+def is_elf_member(source: ByteSource) -> bool:
+    """Whether an opened member starts with the ELF magic."""
+    return source.size >= 4 and is_elf(source.read_at(0, 4))
+
+
+def member_data_start(source: ByteSource, member: Member, where: str) -> int:
+    """Offset of a member's compressed bytes, from its local header (whose extra field may
+    differ from the central directory's)."""
+    head = source.read_at(member.header_offset, _LOCAL_HEADER.size)
+    fields = _LOCAL_HEADER.unpack(head)
+    if fields[0] != _LOCAL_MAGIC:
+        raise WheelError(where, "corrupt zip: bad local file header", member.header_offset)
+    start = member.header_offset + _LOCAL_HEADER.size + int(fields[9]) + int(fields[10])
+    if start + member.compressed_size > source.size:
+        raise WheelError(where, "corrupt zip: member data runs past the end of the archive",
+                         start)
+    return start
+
+
+def _is_wheel_file(path: str) -> bool:
+    parts = path.split("/")
+    return len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] == "WHEEL"
+
+
+def _read_directory(source: ByteSource) -> tuple[Member, ...]:
+    """The files of a zip archive, from its central directory (ZIP64 too; directories left
+    out), read with one request for the directory where a request costs a round trip."""
+    try:
+        offset, size, count, shift = _directory_place(source)
+        if size < count * _CENTRAL.size or offset < 0 or offset + size > source.size:
+            raise ValueError("the central directory lies outside the archive")
+        return tuple(m for m in _central_entries(source.read_at(offset, size), count, shift)
+                     if not m.path.endswith("/"))
+    except (ValueError, struct.error, UnicodeDecodeError) as e:
+        raise WheelError(source.name, f"not a valid zip file ({e})") from e
+
+
+_EOCD = struct.Struct("<4s4H2LH")  # the end of central directory record
+_EOCD_MAGIC = b"PK\x05\x06"
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")  # the ZIP64 record is taken to sit just before it
+_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
+_CENTRAL = struct.Struct("<4s6H3L5H2L")  # a central directory entry's fixed part
+_CENTRAL_MAGIC = b"PK\x01\x02"
+_MAX_COMMENT = 0xFFFF
+
+
+def _directory_place(source: ByteSource) -> tuple[int, int, int, int]:
+    """Where the central directory starts, its size, its entry count, and by how much the
+    archive's offsets are shifted (bytes prepended to the archive, as zipfile allows)."""
+    span = min(source.size, _EOCD.size)  # an archive without a comment: the record alone
+    tail = source.read_at(source.size - span, span)
+    if not (tail.startswith(_EOCD_MAGIC) and tail.endswith(b"\x00\x00")):
+        span = min(source.size, _EOCD.size + _MAX_COMMENT)
+        tail = source.read_at(source.size - span, span)
+    at = _end_record(tail)
+    _, _, _, _, count, size, offset, _ = _EOCD.unpack_from(tail, at)
+    eocd = source.size - span + at
+    locator_at = at - _ZIP64_LOCATOR.size
+    if locator_at >= 0 and tail[locator_at : locator_at + 4] == b"PK\x06\x07":
+        record_at = eocd - _ZIP64_LOCATOR.size - _ZIP64_EOCD.size
+        fields = _ZIP64_EOCD.unpack(source.read_at(record_at, _ZIP64_EOCD.size))
+        if fields[0] != b"PK\x06\x06":
+            raise ValueError("a ZIP64 locator without its end of central directory record")
+        count, size, offset = fields[7], fields[8], fields[9]
+        return record_at - size, size, count, record_at - size - offset
+    return eocd - size, size, count, eocd - size - offset
+
+
+def _end_record(tail: bytes) -> int:
+    """Where the end of central directory record starts in the archive's last bytes: the last
+    signature whose comment reaches exactly to the end (a comment may hold the signature too),
+    else the last signature."""
+    last = at = tail.rfind(_EOCD_MAGIC, 0, max(0, len(tail) - _EOCD.size + 4))
+    if at < 0:
+        raise ValueError("no end of central directory record")
+    while at >= 0:
+        comment = int.from_bytes(tail[at + _EOCD.size - 2 : at + _EOCD.size], "little")
+        if at + _EOCD.size + comment == len(tail):
+            return at
+        at = tail.rfind(_EOCD_MAGIC, 0, at)
+    return last
+
+
+def _central_entries(directory: bytes, count: int, shift: int) -> list[Member]:
+    entries = []
+    at = 0
+    for _ in range(count):
+        (magic, _made, _needed, flags, method, _time, _date, crc, csize, usize, name_length,
+         extra_length, comment_length, _disk, _internal, _external, offset) = \
+            _CENTRAL.unpack_from(directory, at)
+        if magic != _CENTRAL_MAGIC:
+            raise ValueError("bad magic number for central directory")
+        start = at + _CENTRAL.size
+        raw = directory[start : start + name_length]
+        try:
+            name = raw.decode("ascii")  # the same in UTF-8 and in cp437, and fast
+        except UnicodeDecodeError:
+            name = raw.decode("utf-8" if flags & 0x800 else "cp437")
+        if "\x00" in name:
+            name = name.split("\x00", 1)[0]  # as zipfile reads it
+        if 0xFFFFFFFF in (usize, csize, offset):
+            extra = directory[start + name_length : start + name_length + extra_length]
+            usize, csize, offset = _zip64_sizes(extra, usize, csize, offset)
+        entries.append(Member(name, usize, csize, crc, method, offset + shift))
+        at = start + name_length + extra_length + comment_length
+    return entries
+
+
+def _zip64_sizes(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int, int, int]:
+    """The sizes and offset that a ZIP64 extra field holds for those saturated at 0xFFFFFFFF."""
+    at = 0
+    while at + 4 <= len(extra):
+        kind, length = struct.unpack_from("<HH", extra, at)
+        if kind == 1:
+            values = list(struct.unpack_from(f"<{length // 8}Q", extra, at + 4))
+            saturated = [v == 0xFFFFFFFF for v in (usize, csize, offset)]
+            if sum(saturated) > len(values):
+                raise ValueError("a ZIP64 extra field shorter than its saturated sizes")
+            usize = values.pop(0) if saturated[0] else usize
+            csize = values.pop(0) if saturated[1] else csize
+            offset = values.pop(0) if saturated[2] else offset
+            return usize, csize, offset
+        at += 4 + length
+    raise ValueError("a saturated size without a ZIP64 extra field")

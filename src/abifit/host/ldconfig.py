@@ -1,0 +1,938 @@
+"""Host facts the ld.so simulation needs: the loader's cache, its configuration, its built-in paths.
+
+Four things, each a pure parser plus (where the host has to be asked) a tiny probe:
+
+- `/etc/ld.so.cache` (`parse_ld_so_cache`): glibc's cache in the new format
+  (`glibc-ld.so.cache1.1`), the old format (`ld.so-1.7.0`) and the old format with the new one
+  embedded after it. Layout from glibc's sysdeps/generic/dl-cache.h and elf/cache.c; lookup
+  semantics from elf/dl-cache.c (`search_cache`, `_dl_cache_libcmp`). Every count and offset is
+  checked against the size of the data before it is used, so a corrupt file raises one `FormatError`
+  (file, problem, offset) and never another exception, a hang or an allocation sized by a bogus
+  count.
+- `/etc/ld.so.conf` (`parse_ld_so_conf`, `read_ld_so_conf`): the directories ldconfig scans, with
+  `include` globs resolved relative to the including file the way ldconfig does.
+- The loader's built-in defaults (`parse_ld_so_help`, `loader_defaults`): the system search path and
+  the glibc-hwcaps subdirectories that `ld.so --help` prints (glibc >= 2.33), and `$LIB` and
+  `$PLATFORM`, which no help text prints: the probe runs the loader once with
+  `LD_DEBUG=libs LD_LIBRARY_PATH=<tmp>/L/$LIB:<tmp>/P/$PLATFORM` and reads the expanded search path
+  back from the trace. When the loader cannot be run, a table for Debian-style multiarch is used.
+- The environment (`split_ld_library_path`, `split_ld_preload`, `split_ld_so_preload_file`,
+  `probe_host`): split exactly as ld.so splits them.
+
+How `LdCache.lookup` follows glibc 2.36 (elf/dl-cache.c, `search_cache`): candidates are the entries
+whose name equals the wanted one under `_dl_cache_libcmp`, which compares runs of digits by value
+(so `libfoo.so.01` finds `libfoo.so.1`), in file order. An entry counts only if its flags pass the
+architecture's `_dl_cache_check_flags` (`cache_flags_accepted`). Entries from glibc-hwcaps
+subdirectories (ldconfig sorts them first) are used only when their subdirectory is one the loader
+searches, best priority winning (the x86 ISA level such an entry records is taken to be supported
+when its subdirectory is); otherwise the first plain entry wins. Entries that carry legacy
+hwcap bits (libraries in `tls/`, `x86_64/` and other legacy subdirectories) count when every such
+trailing directory is one the loader searches (`legacy_hwcaps`, by default only `tls`, which glibc
+up to 2.36 always searches). The `osversion` field is not checked (ld.so only checks it when
+`dl_osversion` is set, which current glibc does not do by default).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import platform
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import Enum, IntEnum
+
+from abifit.errors import FormatError
+from abifit.formats.elf import ByteOrder, ElfClass, parse_elf
+from abifit.formats.sources import FileSource
+
+LD_SO_CACHE = "/etc/ld.so.cache"
+LD_SO_CONF = "/etc/ld.so.conf"
+LD_SO_PRELOAD = "/etc/ld.so.preload"
+
+# ---------------------------------------------------------------------------------------------
+# Cache entry flags (sysdeps/generic/ldconfig.h) and the loader's expected id (dl-cache.h)
+
+
+class CacheLibType(IntEnum):
+    """The low byte of a cache entry's flags: the kind of library (`FLAG_ELF_LIBC6` ...)."""
+
+    LIBC4 = 0x0000
+    ELF = 0x0001
+    ELF_LIBC5 = 0x0002
+    ELF_LIBC6 = 0x0003
+
+
+class CacheArch(IntEnum):
+    """The second byte of a cache entry's flags: the ABI of the library (`FLAG_X8664_LIB64` ...)."""
+
+    NONE = 0x0000
+    SPARC_LIB64 = 0x0100
+    IA64_LIB64 = 0x0200
+    X8664_LIB64 = 0x0300
+    S390_LIB64 = 0x0400
+    POWERPC_LIB64 = 0x0500
+    MIPS64_LIBN32 = 0x0600
+    MIPS64_LIBN64 = 0x0700
+    X8664_LIBX32 = 0x0800
+    ARM_LIBHF = 0x0900
+    AARCH64_LIB64 = 0x0A00
+    ARM_LIBSF = 0x0B00
+    MIPS_LIB32_NAN2008 = 0x0C00
+    MIPS64_LIBN32_NAN2008 = 0x0D00
+    MIPS64_LIBN64_NAN2008 = 0x0E00
+    RISCV_FLOAT_ABI_SOFT = 0x0F00
+    RISCV_FLOAT_ABI_DOUBLE = 0x1000
+    LARCH_FLOAT_ABI_SOFT = 0x1100
+    LARCH_FLOAT_ABI_DOUBLE = 0x1200
+
+
+FLAG_TYPE_MASK = 0x00FF
+FLAG_REQUIRED_MASK = 0xFF00
+
+# As elf/cache.c `print_entry` writes them.
+_TYPE_TEXT = {0: "libc4", 1: "ELF", 2: "libc5", 3: "libc6"}
+_ARCH_TEXT: Mapping[int, str] = {
+    CacheArch.SPARC_LIB64: ",64bit",
+    CacheArch.IA64_LIB64: ",IA-64",
+    CacheArch.X8664_LIB64: ",x86-64",
+    CacheArch.S390_LIB64: ",64bit",
+    CacheArch.POWERPC_LIB64: ",64bit",
+    CacheArch.MIPS64_LIBN32: ",N32",
+    CacheArch.MIPS64_LIBN64: ",64bit",
+    CacheArch.X8664_LIBX32: ",x32",
+    CacheArch.ARM_LIBHF: ",hard-float",
+    CacheArch.AARCH64_LIB64: ",AArch64",
+    CacheArch.ARM_LIBSF: ",soft-float",
+    CacheArch.MIPS_LIB32_NAN2008: ",nan2008",
+    CacheArch.MIPS64_LIBN32_NAN2008: ",N32,nan2008",
+    CacheArch.MIPS64_LIBN64_NAN2008: ",64bit,nan2008",
+    CacheArch.RISCV_FLOAT_ABI_SOFT: ",soft-float",
+    CacheArch.RISCV_FLOAT_ABI_DOUBLE: ",double-float",
+    CacheArch.LARCH_FLOAT_ABI_SOFT: ",soft-float",
+    CacheArch.LARCH_FLOAT_ABI_DOUBLE: ",double-float",
+}
+_OS_NAMES = ("Linux", "Hurd", "Solaris", "FreeBSD", "kNetBSD", "Syllable", "Unknown OS")
+
+EM_SPARC = 2
+EM_386 = 3
+EM_MIPS = 8
+EM_SPARC32PLUS = 18
+EM_PPC = 20
+EM_PPC64 = 21
+EM_S390 = 22
+EM_ARM = 40
+EM_SPARCV9 = 43
+EM_IA_64 = 50
+EM_X86_64 = 62
+EM_AARCH64 = 183
+EM_RISCV = 243
+EM_LOONGARCH = 258
+
+_LIBC6 = CacheLibType.ELF_LIBC6
+# Machines whose 64-bit loader expects one fixed id (their sysdeps/.../dl-cache.h).
+_LIB64_IDS = {
+    EM_X86_64: CacheArch.X8664_LIB64 | _LIBC6,
+    EM_AARCH64: CacheArch.AARCH64_LIB64 | _LIBC6,
+    EM_IA_64: CacheArch.IA64_LIB64 | _LIBC6,
+    EM_PPC64: CacheArch.POWERPC_LIB64 | _LIBC6,
+    EM_S390: CacheArch.S390_LIB64 | _LIBC6,
+    EM_SPARCV9: CacheArch.SPARC_LIB64 | _LIBC6,
+}
+_ARM_IDS = (CacheArch.ARM_LIBHF | _LIBC6, CacheArch.ARM_LIBSF | _LIBC6)
+_EF_ARM_ABI_FLOAT_HARD = 0x400
+_EF_MIPS_ABI2 = 0x20
+_EF_MIPS_NAN2008 = 0x400
+_EF_RISCV_FLOAT_ABI_DOUBLE = 0x4
+_EF_RISCV_FLOAT_ABI_MASK = 0x6
+_EF_LARCH_ABI_SOFT_FLOAT = 0x1
+_EF_LARCH_ABI_MODIFIER_MASK = 0x7
+
+
+def describe_flags(flags: int) -> str:
+    """The flags as `ldconfig -p` prints them: "libc6,x86-64", "ELF", "libc6,AArch64"."""
+    kind = _TYPE_TEXT.get(flags & FLAG_TYPE_MASK, "unknown")
+    arch = flags & FLAG_REQUIRED_MASK
+    if arch == 0:
+        return kind
+    return kind + _ARCH_TEXT.get(arch, f",{arch}")
+
+
+def cache_id_for(elf_class: int, machine: int, e_flags: int = 0) -> int:
+    """The cache flags the loader for this ELF class and machine looks for.
+
+    This is glibc's `_DL_CACHE_DEFAULT_ID`: 0x303 for x86-64, 0x803 for x32, 0xa03 for AArch64,
+    3 (`FLAG_ELF_LIBC6`) for i386 and every machine without its own id. For 32-bit Arm, RISC-V,
+    LoongArch and MIPS the float ABI or NaN encoding in `e_flags` selects the id; for 32-bit Arm
+    glibc's own default id is 3 and the float ABI is checked separately, so the id returned here
+    is the float-ABI one (0x903 hard-float, 0xb03 soft-float), which `cache_flags_accepted` treats
+    the way arm's `_dl_cache_check_flags` does.
+    """
+    is64 = elf_class == ElfClass.ELF64
+    if machine == EM_X86_64 and not is64:
+        return CacheArch.X8664_LIBX32 | _LIBC6
+    if is64 and machine in _LIB64_IDS:
+        return _LIB64_IDS[machine]
+    if machine == EM_ARM:
+        return _ARM_IDS[0] if e_flags & _EF_ARM_ABI_FLOAT_HARD else _ARM_IDS[1]
+    if machine == EM_RISCV:
+        double = e_flags & _EF_RISCV_FLOAT_ABI_MASK == _EF_RISCV_FLOAT_ABI_DOUBLE
+        return (CacheArch.RISCV_FLOAT_ABI_DOUBLE if double else CacheArch.RISCV_FLOAT_ABI_SOFT) | 3
+    if machine == EM_LOONGARCH:
+        soft = e_flags & _EF_LARCH_ABI_MODIFIER_MASK == _EF_LARCH_ABI_SOFT_FLOAT
+        return (CacheArch.LARCH_FLOAT_ABI_SOFT if soft else CacheArch.LARCH_FLOAT_ABI_DOUBLE) | 3
+    if machine == EM_MIPS:
+        return _mips_id(is64, e_flags)
+    return _LIBC6
+
+
+def _mips_id(is64: bool, e_flags: int) -> int:
+    nan2008 = bool(e_flags & _EF_MIPS_NAN2008)
+    if is64:
+        arch = CacheArch.MIPS64_LIBN64_NAN2008 if nan2008 else CacheArch.MIPS64_LIBN64
+    elif e_flags & _EF_MIPS_ABI2:
+        arch = CacheArch.MIPS64_LIBN32_NAN2008 if nan2008 else CacheArch.MIPS64_LIBN32
+    else:
+        arch = CacheArch.MIPS_LIB32_NAN2008 if nan2008 else CacheArch.NONE
+    return arch | _LIBC6
+
+
+def cache_flags_accepted(flags: int, cache_id: int) -> bool:
+    """Whether a loader expecting `cache_id` uses an entry with these flags.
+
+    glibc's `_dl_cache_check_flags`: the generic rule (i386 and other 32-bit loaders with id 3)
+    accepts `FLAG_ELF` (1, a library not linked against libc) and `FLAG_ELF_LIBC6` (3); 32-bit Arm
+    accepts its float ABI's id or plain 3; every other loader with its own id accepts only that id.
+    """
+    if cache_id == _LIBC6:
+        return flags in (CacheLibType.ELF, _LIBC6)
+    if cache_id in _ARM_IDS:
+        return flags in (cache_id, _LIBC6)
+    return flags == cache_id
+
+
+# ---------------------------------------------------------------------------------------------
+# ld.so.cache
+
+
+class CacheFormat(Enum):
+    """Which of the three layouts ldconfig can write (`ldconfig -c new|compat|old`)."""
+
+    NEW = "new"
+    COMPAT = "compat"
+    OLD = "old"
+
+
+_DL_CACHE_HWCAP_EXTENSION = 1 << 62
+_ISA_LEVEL_MASK = (1 << 10) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class LdCacheEntry:
+    """One library in the cache: the name ld.so matches, the file it maps, and when it may.
+
+    `hwcap` is either legacy hwcap bits (libraries in `tls/`, `x86_64/` ... subdirectories) or,
+    with bit 62 set, an index into the cache's glibc-hwcaps table; `hwcaps_subdir` is then the
+    subdirectory name (`x86-64-v3`) as the cache's extension section gives it.
+    """
+
+    soname: str
+    path: str
+    flags: int
+    hwcap: int
+    osversion: int = 0
+    hwcaps_subdir: str | None = None
+
+    @property
+    def is_glibc_hwcaps(self) -> bool:
+        """Whether the entry comes from a glibc-hwcaps subdirectory (dl-cache.h's test)."""
+        return ((self.hwcap >> 32) & ~_ISA_LEVEL_MASK) == _DL_CACHE_HWCAP_EXTENSION >> 32
+
+    @property
+    def isa_level(self) -> int:
+        """The x86 ISA level recorded for a glibc-hwcaps entry (0 when none)."""
+        return (self.hwcap >> 32) & _ISA_LEVEL_MASK if self.is_glibc_hwcaps else 0
+
+    @property
+    def description(self) -> str:
+        """What `ldconfig -p` prints in parentheses: 'libc6,x86-64, hwcap: "x86-64-v3"'."""
+        text = describe_flags(self.flags)
+        if self.hwcaps_subdir is not None:
+            text += f', hwcap: "{self.hwcaps_subdir}"'
+        elif self.hwcap:
+            text += f", hwcap: 0x{self.hwcap:016x}"
+        if self.osversion:
+            os_name = _OS_NAMES[min(self.osversion >> 24, len(_OS_NAMES) - 1)]
+            v = self.osversion
+            text += f", OS ABI: {os_name} {(v >> 16) & 0xFF}.{(v >> 8) & 0xFF}.{v & 0xFF}"
+        return text
+
+
+_DIGIT_RUNS = re.compile(r"([0-9]+)")
+
+
+def cache_name_key(name: str) -> tuple[str, ...]:
+    """A key under which two names are equal exactly when `_dl_cache_libcmp` says they are.
+
+    glibc compares runs of ASCII digits by numeric value, so leading zeros do not count.
+    """
+    parts = _DIGIT_RUNS.split(name)
+    parts[1::2] = [run.lstrip("0") for run in parts[1::2]]
+    return tuple(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class LdCache:
+    """A parsed ld.so cache; `entries` are in file order, which is the order ld.so searches."""
+
+    name: str
+    format: CacheFormat
+    byte_order: ByteOrder
+    entries: tuple[LdCacheEntry, ...]
+    generator: str | None = None
+    _by_key: Mapping[tuple[str, ...], tuple[LdCacheEntry, ...]] = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        index: dict[tuple[str, ...], list[LdCacheEntry]] = {}
+        for entry in self.entries:
+            index.setdefault(cache_name_key(entry.soname), []).append(entry)
+        object.__setattr__(self, "_by_key", {k: tuple(v) for k, v in index.items()})
+
+    def by_soname(self, soname: str) -> tuple[LdCacheEntry, ...]:
+        """The entries ld.so considers for this name, in file order (compared as glibc does)."""
+        return self._by_key.get(cache_name_key(soname), ())
+
+    def lookup(
+        self,
+        soname: str,
+        arch_flags: int,
+        *,
+        hwcaps_subdirs: Sequence[str] = (),
+        legacy_hwcaps: Sequence[str] = ("tls",),
+    ) -> str | None:
+        """The path ld.so takes from the cache for `soname`, or None when the cache has none.
+
+        `arch_flags` is the loader's id (`cache_id_for`); `hwcaps_subdirs` are the glibc-hwcaps
+        subdirectories the loader searches, best first (`LoaderDefaults.hwcaps_subdirs`), and
+        `legacy_hwcaps` the legacy subdirectory names it searches
+        (`LoaderDefaults.legacy_hwcaps_subdirs`). See the module docstring for the rules.
+        """
+        best: str | None = None
+        best_rank = len(hwcaps_subdirs)
+        for entry in self.by_soname(soname):
+            if not cache_flags_accepted(entry.flags, arch_flags):
+                continue
+            if entry.is_glibc_hwcaps:
+                rank = _hwcaps_rank(entry.hwcaps_subdir, hwcaps_subdirs)
+                if rank < best_rank:
+                    best, best_rank = entry.path, rank
+                continue
+            if best is not None:
+                break
+            if entry.hwcap == 0 or _legacy_usable(entry, legacy_hwcaps):
+                return entry.path
+        return best
+
+
+def _hwcaps_rank(subdir: str | None, searched: Sequence[str]) -> int:
+    if subdir is None or subdir not in searched:
+        return len(searched)
+    return searched.index(subdir)
+
+
+def _legacy_usable(entry: LdCacheEntry, searched: Sequence[str]) -> bool:
+    """ldconfig sets one hwcap bit per trailing hwcap/platform/tls directory of the path."""
+    count = bin(entry.hwcap).count("1")
+    trailing = os.path.dirname(entry.path).split("/")[-count:]
+    return len(trailing) == count and all(part in searched for part in trailing)
+
+
+_OLD_MAGIC = b"ld.so-1.7.0"
+_NEW_MAGIC = b"glibc-ld.so.cache1.1"
+_OLD_HEADER = struct.Struct("<11sxI")
+_OLD_ENTRY_SIZE = 12
+_NEW_HEADER_SIZE = 48
+_NEW_ENTRY_SIZE = 24
+_EXTENSION_MAGIC = 0xEAA42174  # (uint32_t) -358342284
+_TAG_GENERATOR = 0
+_TAG_GLIBC_HWCAPS = 1
+_ENDIAN_INVALID = 1
+_ENDIAN_BIG = 3
+_MAX_STRING = 4096  # longer than any path ld.so accepts; bounds the search for the NUL
+
+
+class _Strings:
+    """NUL-terminated strings at offsets relative to `base`, checked and decoded once each."""
+
+    def __init__(self, data: bytes, base: int, name: str) -> None:
+        self._data = data
+        self._base = base
+        self._name = name
+        self._seen: dict[int, str] = {}
+
+    def get(self, offset: int, field_at: int) -> str:
+        """The string at `offset`; `field_at` is where the offset was read, for the error."""
+        text = self._seen.get(offset)
+        if text is None:
+            text = self._seen[offset] = self._read(offset, field_at)
+        return text
+
+    def _read(self, offset: int, field_at: int) -> str:
+        start = self._base + offset
+        if start >= len(self._data):
+            problem = f"string offset {offset:#x} points past the end"
+            raise FormatError(self._name, problem, field_at)
+        end = self._data.find(b"\0", start, start + _MAX_STRING + 1)
+        if end < 0:
+            raise FormatError(self._name, "string is not NUL-terminated", start)
+        return self._data[start:end].decode("utf-8", "surrogateescape")
+
+
+def parse_ld_so_cache(data: bytes, name: str = LD_SO_CACHE) -> LdCache:
+    """Parse an ld.so cache in any of the formats ldconfig writes; raises `FormatError`."""
+    if data.startswith(_NEW_MAGIC):
+        return _parse_new(data, 0, name, CacheFormat.NEW)
+    if data.startswith(_OLD_MAGIC):
+        return _parse_old(data, name)
+    if _NEW_MAGIC.startswith(data) or _OLD_MAGIC.startswith(data):
+        raise FormatError(name, f"truncated ld.so cache header ({len(data)} bytes)", 0)
+    raise FormatError(name, "not an ld.so cache (no 'glibc-ld.so.cache1.1' magic)", 0)
+
+
+def _need(data: bytes, offset: int, length: int, name: str, what: str) -> None:
+    if offset + length > len(data):
+        raise FormatError(name, f"truncated {what}: needs {length} bytes", offset)
+
+
+def _parse_new(data: bytes, base: int, name: str, fmt: CacheFormat) -> LdCache:
+    _need(data, base, _NEW_HEADER_SIZE, name, "cache header")
+    endian = data[base + 28] & 3
+    if endian == _ENDIAN_INVALID:
+        raise FormatError(name, "cache header marks the cache as invalid", base + 28)
+    order = ">" if endian == _ENDIAN_BIG else "<"
+    nlibs, _len_strings = struct.unpack_from(order + "II", data, base + 20)
+    (extension_offset,) = struct.unpack_from(order + "I", data, base + 32)
+    table = base + _NEW_HEADER_SIZE
+    room = (len(data) - table) // _NEW_ENTRY_SIZE
+    if nlibs > room:
+        raise FormatError(name, f"header claims {nlibs} entries, room for {room}", base + 20)
+    hwcaps, generator = _parse_extensions(data, extension_offset, order, name)
+    strings = _Strings(data, base, name)
+    file_strings = _Strings(data, 0, name)
+    rows = struct.iter_unpack(order + "iIIIQ", data[table : table + nlibs * _NEW_ENTRY_SIZE])
+    entries = []
+    for i, (flags, key, value, osversion, hwcap) in enumerate(rows):
+        at = table + i * _NEW_ENTRY_SIZE
+        entry = LdCacheEntry(strings.get(key, at + 4), strings.get(value, at + 8), flags, hwcap,
+                             osversion)
+        subdir = _hwcaps_name(entry, hwcaps, file_strings, len(data), at + 16)
+        entries.append(entry if subdir is None else replace(entry, hwcaps_subdir=subdir))
+    byte_order = ByteOrder.BIG if order == ">" else ByteOrder.LITTLE
+    return LdCache(name, fmt, byte_order, tuple(entries), generator)
+
+
+def _hwcaps_name(
+    entry: LdCacheEntry,
+    table: tuple[int, ...] | None,
+    strings: _Strings,
+    size: int,
+    field_at: int,
+) -> str | None:
+    """The glibc-hwcaps subdirectory of an entry; its string offset counts from the file start.
+
+    As in glibc (cache.c `glibc_hwcaps_string`), an index or offset out of range means no name.
+    """
+    if table is None or not entry.is_glibc_hwcaps:
+        return None
+    index = entry.hwcap & 0xFFFFFFFF
+    if index >= len(table) or table[index] >= size:
+        return None
+    return strings.get(table[index], field_at)
+
+
+def _parse_extensions(
+    data: bytes, offset: int, order: str, name: str
+) -> tuple[tuple[int, ...] | None, str | None]:
+    """The glibc-hwcaps string table and the generator text (dl-cache.h `cache_extension_load`)."""
+    if offset == 0:
+        return None, None
+    if offset % 4:
+        raise FormatError(name, "extension directory offset is not a multiple of 4", offset)
+    _need(data, offset, 8, name, "extension directory")
+    magic, count = struct.unpack_from(order + "II", data, offset)
+    if magic != _EXTENSION_MAGIC:
+        raise FormatError(name, f"bad extension directory magic {magic:#x}", offset)
+    room = (len(data) - offset - 8) // 16
+    if count > room:
+        raise FormatError(name, f"extension directory claims {count} sections, room for {room}",
+                          offset + 4)
+    hwcaps: tuple[int, ...] | None = None
+    generator: str | None = None
+    for at in range(offset + 8, offset + 8 + 16 * count, 16):
+        tag, _flags, start, size = struct.unpack_from(order + "IIII", data, at)
+        if start + size > len(data):
+            raise FormatError(name, "extension section extends past the end of the file", at)
+        if tag == _TAG_GENERATOR:
+            generator = data[start : start + size].decode("utf-8", "replace")
+        elif tag == _TAG_GLIBC_HWCAPS:
+            valid = size > 0 and start % 4 == 0 and size % 4 == 0
+            hwcaps = struct.unpack_from(f"{order}{size // 4}I", data, start) if valid else None
+    return hwcaps, generator
+
+
+def _old_count(data: bytes, name: str) -> tuple[str, int]:
+    """The byte order and entry count of an old-format header (the format records no order)."""
+    _need(data, 0, _OLD_HEADER.size, name, "cache header")
+    room = (len(data) - _OLD_HEADER.size) // _OLD_ENTRY_SIZE
+    for order in "<>":
+        (nlibs,) = struct.unpack_from(order + "I", data, 12)
+        if nlibs <= room:
+            return order, nlibs
+    (nlibs,) = struct.unpack_from("<I", data, 12)
+    raise FormatError(name, f"header claims {nlibs} entries, room for {room}", 12)
+
+
+def _embedded_new_header(data: bytes, table_end: int) -> int | None:
+    """Where the new format hides after the old table: 8-aligned, or 4-aligned (32-bit hosts)."""
+    for candidate in ((table_end + 7) & ~7, table_end):
+        if candidate + _NEW_HEADER_SIZE <= len(data) and data.startswith(_NEW_MAGIC, candidate):
+            return candidate
+    return None
+
+
+def _parse_old(data: bytes, name: str) -> LdCache:
+    order, nlibs = _old_count(data, name)
+    table_end = _OLD_HEADER.size + nlibs * _OLD_ENTRY_SIZE
+    new_at = _embedded_new_header(data, table_end)
+    if new_at is not None:
+        return _parse_new(data, new_at, name, CacheFormat.COMPAT)
+    strings = _Strings(data, table_end, name)
+    rows = struct.iter_unpack(order + "iII", data[_OLD_HEADER.size : table_end])
+    entries = []
+    for i, (flags, key, value) in enumerate(rows):
+        at = _OLD_HEADER.size + i * _OLD_ENTRY_SIZE
+        entries.append(LdCacheEntry(strings.get(key, at + 4), strings.get(value, at + 8), flags, 0))
+    byte_order = ByteOrder.BIG if order == ">" else ByteOrder.LITTLE
+    return LdCache(name, CacheFormat.OLD, byte_order, tuple(entries))
+
+
+def read_ld_so_cache(path: str = LD_SO_CACHE) -> LdCache | None:
+    """The host's cache, or None when it cannot be read (as ld.so then runs without one).
+
+    A file that can be read but is not a valid cache raises `FormatError`.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return parse_ld_so_cache(data, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# ld.so.conf
+
+
+class ConfLineKind(Enum):
+    """What a meaningful line of ld.so.conf says."""
+
+    DIRECTORY = "directory"
+    INCLUDE = "include"
+    HWCAP = "hwcap"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfLine:
+    """One directory, one include pattern (a line may hold several) or an ignored hwcap line."""
+
+    kind: ConfLineKind
+    value: str
+    lineno: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConfDirectory:
+    """A directory named by ld.so.conf, with the file and line that named it."""
+
+    path: str
+    source: str
+    lineno: int
+
+
+_C_SPACE = " \t\n\v\f\r"
+_BLANKS = (" ", "\t")
+_MAX_INCLUDE_DEPTH = 32
+
+
+def parse_ld_so_conf(text: str) -> list[ConfLine]:
+    """The lines of one ld.so.conf file, read as ldconfig's `parse_conf` reads them.
+
+    `#` starts a comment anywhere; `include` followed by a blank takes blank-separated glob
+    patterns; `hwcap` (any case) followed by a blank is ignored by ldconfig; anything else is one
+    directory, cut at the first `=` (the old `dir=libc6` syntax), with trailing whitespace and
+    slashes removed; a line that is then empty (such as `/`) names nothing.
+    """
+    lines: list[ConfLine] = []
+    for lineno, raw in enumerate(text.split("\n"), start=1):
+        line = raw.split("\0", 1)[0].split("#", 1)[0].lstrip(_C_SPACE)
+        if not line:
+            continue
+        if line.startswith("include") and line[7:8] in _BLANKS:
+            patterns = re.split("[ \t]", line[8:])
+            lines += [ConfLine(ConfLineKind.INCLUDE, p, lineno) for p in patterns if p]
+        elif line[:5].lower() == "hwcap" and line[5:6] in _BLANKS:
+            lines.append(ConfLine(ConfLineKind.HWCAP, line[6:], lineno))
+        else:
+            directory = line.split("=", 1)[0].rstrip(_C_SPACE).rstrip("/")
+            if directory:
+                lines.append(ConfLine(ConfLineKind.DIRECTORY, directory, lineno))
+    return lines
+
+
+def _read_conf_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as f:
+            return f.read()
+    except OSError:  # ldconfig skips a file it cannot open (and a directory reads as empty)
+        return None
+
+
+def _include_paths(config_file: str, pattern: str) -> list[str]:
+    """As ldconfig's `parse_conf_include`: relative patterns start at the including file's dir."""
+    if not pattern.startswith("/") and "/" in config_file:
+        pattern = os.path.join(os.path.dirname(config_file), pattern)
+    return sorted(glob.glob(pattern))  # glob64 sorts, in the C locale
+
+
+def _walk_conf(path: str, stack: tuple[str, ...]) -> Iterator[ConfDirectory]:
+    text = _read_conf_text(path)
+    if text is None:
+        return
+    for line in parse_ld_so_conf(text):
+        if line.kind is ConfLineKind.DIRECTORY:
+            yield ConfDirectory(line.value, path, line.lineno)
+        elif line.kind is ConfLineKind.INCLUDE and len(stack) < _MAX_INCLUDE_DEPTH:
+            for included in _include_paths(path, line.value):
+                if os.path.realpath(included) not in stack:
+                    yield from _walk_conf(included, (*stack, os.path.realpath(included)))
+
+
+def read_ld_so_conf_entries(path: str = LD_SO_CONF) -> tuple[ConfDirectory, ...]:
+    """Every directory line reached from `path`, includes expanded in place, in order.
+
+    A file that is already being read higher up the include chain is not read again (ldconfig
+    itself recurses until it runs out of file descriptors), and includes nest at most 32 deep.
+    Missing or unreadable files contribute nothing, as with ldconfig.
+    """
+    return tuple(_walk_conf(path, (os.path.realpath(path),)))
+
+
+def read_ld_so_conf(path: str = LD_SO_CONF) -> tuple[str, ...]:
+    """The directories ld.so.conf names, in order, each once.
+
+    Directories are not checked for existence; ldconfig skips the ones it cannot stat and merges
+    the ones that are the same inode (a merged /usr), which is a fact about the disk, not the file.
+    """
+    return tuple(dict.fromkeys(entry.path for entry in read_ld_so_conf_entries(path)))
+
+
+# ---------------------------------------------------------------------------------------------
+# The loader's built-in defaults
+
+
+class DefaultsSource(Enum):
+    """Where `LoaderDefaults` came from."""
+
+    LD_SO_HELP = "ld.so --help"
+    FALLBACK = "fallback table"
+
+
+@dataclass(frozen=True, slots=True)
+class LoaderDefaults:
+    """What the dynamic loader searches without being told.
+
+    `system_dirs`: the built-in search path (after the cache). `lib`, `platform`: what `$LIB` and
+    `$PLATFORM` expand to. `hwcaps_subdirs`: glibc-hwcaps subdirectories searched, best first.
+    `legacy_hwcaps_subdirs`: legacy hwcap subdirectory names searched (glibc <= 2.36: the platform,
+    `tls`, hwcap names such as `x86_64`). `searched_subdirs`: the subdirectories ld.so tries under
+    every search directory before the directory itself, in its order, repeats included (from the
+    `LD_DEBUG=libs` probe; `glibc-hwcaps/<name>` for each of `hwcaps_subdirs` otherwise).
+    """
+
+    system_dirs: tuple[str, ...]
+    lib: str
+    platform: str
+    hwcaps_subdirs: tuple[str, ...]
+    legacy_hwcaps_subdirs: tuple[str, ...] = ()
+    searched_subdirs: tuple[str, ...] = ()
+    source: DefaultsSource = DefaultsSource.LD_SO_HELP
+
+
+_SECTION_SEARCH = "Shared library search path:"
+_SECTION_HWCAPS = "Subdirectories of glibc-hwcaps directories"
+_SECTION_LEGACY = "Legacy HWCAP subdirectories"
+
+
+def _help_sections(text: str) -> dict[str, list[tuple[str, str]]]:
+    """Indented `name (notes)` lines of ld.so --help, grouped under their section headings."""
+    sections: dict[str, list[tuple[str, str]]] = {}
+    current: list[tuple[str, str]] | None = None
+    for line in text.splitlines():
+        if not line.startswith("  "):
+            heading = next((h for h in (_SECTION_SEARCH, _SECTION_HWCAPS, _SECTION_LEGACY)
+                            if line.startswith(h)), None)
+            current = sections.setdefault(heading, []) if heading else None
+        elif current is not None:
+            item, sep, notes = line.strip().rpartition(" (")
+            if sep and notes.endswith(")"):
+                current.append((item, notes[:-1]))
+            else:
+                current.append((line.strip(), ""))
+    return sections
+
+
+def _guess_lib(first_system_dir: str) -> str:
+    """`$LIB` from the first system directory: a multiarch triplet keeps its parent (Debian)."""
+    parts = first_system_dir.strip("/").split("/")
+    if "-linux-" in parts[-1] and len(parts) > 1:
+        return "/".join(parts[-2:])
+    return parts[-1]
+
+
+def parse_ld_so_help(text: str, name: str = "ld.so --help") -> LoaderDefaults:
+    """Read `ld.so --help` (glibc >= 2.33); `$LIB` is guessed from the first system directory.
+
+    Raises `FormatError` when the text has no system search path (not ld.so, or an older glibc).
+    """
+    sections = _help_sections(text)
+    system = tuple(d for d, notes in sections.get(_SECTION_SEARCH, []) if
+                   notes == "system search path")
+    if not system:
+        raise FormatError(name, "no 'Shared library search path' with system directories")
+    hwcaps = tuple(n for n, notes in sections.get(_SECTION_HWCAPS, []) if "searched" in notes)
+    legacy = sections.get(_SECTION_LEGACY, [])
+    platform_name = next((n for n, notes in legacy if notes.startswith("AT_PLATFORM")), "")
+    legacy_names = tuple(dict.fromkeys(n for n, notes in legacy if "searched" in notes))
+    subdirs = tuple(f"glibc-hwcaps/{n}" for n in hwcaps)
+    return LoaderDefaults(system, _guess_lib(system[0]), platform_name, hwcaps, legacy_names,
+                          subdirs)
+
+
+_SEARCH_PATH_LINE = re.compile(r"search path=(.*?)\s+\(LD_LIBRARY_PATH\)\s*$", re.M)
+
+
+def apply_search_probe(
+    defaults: LoaderDefaults, trace: str, lib_dir: str, platform_dir: str
+) -> LoaderDefaults:
+    """Refine `defaults` from an `LD_DEBUG=libs` trace of a run whose LD_LIBRARY_PATH was
+    `<lib_dir>/$LIB:<platform_dir>/$PLATFORM`: the expansions and the subdirectory order.
+
+    Returns `defaults` unchanged when the trace has no LD_LIBRARY_PATH search path.
+    """
+    found = _SEARCH_PATH_LINE.search(trace)
+    if found is None:
+        return defaults
+    components = found.group(1).split(":")
+    lib = _probe_group(components, lib_dir + "/")
+    plat = _probe_group(components, platform_dir + "/")
+    if lib is None:
+        return defaults
+    base, subdirs = lib
+    return replace(defaults, lib=base, platform=plat[0] if plat else defaults.platform,
+                   searched_subdirs=subdirs)
+
+
+def _probe_group(components: list[str], prefix: str) -> tuple[str, tuple[str, ...]] | None:
+    """The expansion under `prefix` and the subdirectories tried before it (the base comes last)."""
+    group = [c[len(prefix):] for c in components if c.startswith(prefix)]
+    if not group:
+        return None
+    base = group[-1]
+    subdirs = tuple(g[len(base) + 1:] for g in group[:-1] if g.startswith(base + "/"))
+    return base, subdirs
+
+
+_MULTIARCH: Mapping[tuple[int, int], tuple[str, str]] = {
+    (ElfClass.ELF64, EM_X86_64): ("x86_64-linux-gnu", "x86_64"),
+    (ElfClass.ELF64, EM_AARCH64): ("aarch64-linux-gnu", "aarch64"),
+    (ElfClass.ELF32, EM_386): ("i386-linux-gnu", "i686"),
+}
+
+
+def fallback_defaults(elf_class: int, machine: int) -> LoaderDefaults:
+    """Debian-style multiarch defaults for when the loader cannot be asked.
+
+    Known: x86-64, AArch64, i386; any other machine gets `/lib:/usr/lib`, `$LIB` = `lib` and no
+    platform. No hwcaps subdirectories are assumed (they depend on the CPU).
+    """
+    known = _MULTIARCH.get((elf_class, machine))
+    if known is None:
+        return LoaderDefaults(("/lib", "/usr/lib"), "lib", "", (),
+                              source=DefaultsSource.FALLBACK)
+    triplet, plat = known
+    dirs = (f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib", "/usr/lib")
+    return LoaderDefaults(dirs, f"lib/{triplet}", plat, (), source=DefaultsSource.FALLBACK)
+
+
+# Host probes: tiny, private, replaceable in tests.
+
+
+def _run(argv: Sequence[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str] | None:
+    try:
+        return subprocess.run(list(argv), env=dict(env), capture_output=True, text=True,
+                              errors="replace", timeout=20, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _ld_so_help(ld_so: str) -> str | None:
+    """The output of `ld.so --help`, or None when it cannot be run."""
+    done = _run([ld_so, "--help"], {"PATH": os.defpath})
+    return done.stdout if done is not None and done.returncode == 0 else None
+
+
+def _search_trace(ld_so: str, program: str, lib_dir: str, platform_dir: str) -> str | None:
+    """The LD_DEBUG=libs trace of `ld.so --list program` with the probe's LD_LIBRARY_PATH."""
+    env = {"PATH": os.defpath, "LD_DEBUG": "libs",
+           "LD_LIBRARY_PATH": f"{lib_dir}/$LIB:{platform_dir}/$PLATFORM"}
+    done = _run([ld_so, "--list", program], env)
+    return done.stderr if done is not None else None
+
+
+def _elf_identity(path: str) -> tuple[int, int, str | None] | None:
+    """ELF class, machine and PT_INTERP of a file, or None when it is not a readable ELF file."""
+    try:
+        with FileSource(path) as source:
+            image = parse_elf(source)
+    except (OSError, FormatError):
+        return None
+    return image.elf_class, image.machine, image.interpreter
+
+
+def _interpreter_and_program(ld_so: str | None) -> tuple[str | None, str | None]:
+    """The loader to ask (PT_INTERP of this Python, else of /bin/sh) and a program it can load."""
+    for program in (sys.executable, "/bin/sh"):
+        identity = _elf_identity(program) if program else None
+        if identity is None or identity[2] is None:
+            continue
+        interp = identity[2]
+        if ld_so is None:
+            return interp, program
+        if os.path.realpath(interp) == os.path.realpath(ld_so):
+            return ld_so, program
+    return ld_so, None
+
+
+def _host_machine() -> tuple[int, int]:
+    machine = platform.machine()
+    table = {"x86_64": (2, EM_X86_64), "aarch64": (2, EM_AARCH64), "i686": (1, EM_386)}
+    return table.get(machine, (2, 0))
+
+
+def loader_defaults(ld_so: str | None = None) -> LoaderDefaults:
+    """Ask the host's dynamic loader for its defaults (see the module docstring for how).
+
+    `ld_so` defaults to the interpreter of the running Python (else of /bin/sh). If the loader
+    cannot be run or does not print a search path, `fallback_defaults` for its machine is used.
+    """
+    ld_so, program = _interpreter_and_program(ld_so)
+    if ld_so is None:
+        return fallback_defaults(*_host_machine())
+    identity = _elf_identity(ld_so)
+    machine = identity[:2] if identity else _host_machine()
+    try:
+        defaults = parse_ld_so_help(_ld_so_help(ld_so) or "", f"{ld_so} --help")
+    except FormatError:
+        defaults = fallback_defaults(*machine)
+    if program is not None:
+        defaults = _probe_expansions(defaults, ld_so, program)
+    if not defaults.platform:
+        defaults = replace(defaults, platform=fallback_defaults(*machine).platform)
+    return defaults
+
+
+def _probe_expansions(defaults: LoaderDefaults, ld_so: str, program: str) -> LoaderDefaults:
+    with tempfile.TemporaryDirectory(prefix="abifit-ld-probe-") as tmp:
+        lib_dir, platform_dir = os.path.join(tmp, "L"), os.path.join(tmp, "P")
+        trace = _search_trace(ld_so, program, lib_dir, platform_dir)
+    return apply_search_probe(defaults, trace or "", lib_dir, platform_dir)
+
+
+# ---------------------------------------------------------------------------------------------
+# The environment
+
+
+def split_ld_library_path(value: str | None) -> tuple[str, ...]:
+    """LD_LIBRARY_PATH as ld.so's `fillin_rpath` splits it.
+
+    Both `:` and `;` separate; an empty entry is kept as `""`, which ld.so searches as the current
+    directory (it prints it as `.`); trailing slashes are dropped (`/` stays `/`); a directory
+    given twice is searched once. Dynamic string tokens (`$ORIGIN`, `$LIB`) are left unexpanded.
+    """
+    if not value:
+        return ()
+    dirs = (part.rstrip("/") or ("/" if part else "") for part in re.split("[:;]", value))
+    return tuple(dict.fromkeys(dirs))
+
+
+def split_ld_preload(value: str | None) -> tuple[str, ...]:
+    """LD_PRELOAD as rtld.c `handle_preload_list` splits it: at spaces and colons only.
+
+    Tabs and newlines are part of a name (glibc's comment says "white space", its code does not).
+    Repeats are kept: ld.so tries each one.
+    """
+    return tuple(part for part in re.split("[ :]", value or "") if part)
+
+
+def split_ld_so_preload_file(text: str) -> tuple[str, ...]:
+    """The names in /etc/ld.so.preload: `#` comments to end of line, separated by blanks, `:`."""
+    without_comments = re.sub("#[^\n]*", " ", text)
+    return tuple(part for part in re.split("[ \t\n:]", without_comments) if part)
+
+
+@dataclass(frozen=True, slots=True)
+class HostFacts:
+    """Everything about the host that decides where ld.so finds a library."""
+
+    ld_library_path: tuple[str, ...]
+    ld_preload: tuple[str, ...]
+    ld_so_preload: tuple[str, ...]
+    conf_dirs: tuple[str, ...]
+    cache: LdCache | None
+    defaults: LoaderDefaults
+
+
+def _read_optional_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def probe_host(
+    env: Mapping[str, str],
+    *,
+    ld_so: str | None = None,
+    cache_path: str = LD_SO_CACHE,
+    conf_path: str = LD_SO_CONF,
+    preload_path: str = LD_SO_PRELOAD,
+) -> HostFacts:
+    """Read the host's loader files and ask its loader; `env` supplies the LD_* variables.
+
+    A missing or unreadable cache gives `cache=None`; a corrupt one raises `FormatError`.
+    """
+    return HostFacts(
+        ld_library_path=split_ld_library_path(env.get("LD_LIBRARY_PATH")),
+        ld_preload=split_ld_preload(env.get("LD_PRELOAD")),
+        ld_so_preload=split_ld_so_preload_file(_read_optional_text(preload_path)),
+        conf_dirs=read_ld_so_conf(conf_path),
+        cache=read_ld_so_cache(cache_path),
+        defaults=loader_defaults(ld_so),
+    )

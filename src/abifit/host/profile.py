@@ -1,0 +1,327 @@
+"""A host profile: what a target machine's loader would find outside the wheels, saved there and
+checked against elsewhere (`abifit doctor --save-host FILE`, then `abifit check --host FILE`).
+
+It holds the machine's loader facts (`ldconfig.HostFacts`: LD_* settings, ld.so.cache, default
+directories), the interpreter that starts the process, and the dynamic views of the libraries a
+process there can find outside the wheels: every library the ld.so cache lists (of the
+interpreter's ELF class and machine), everything the profiled environment's modules loaded from
+outside its site-packages, and what those need in turn. A check against the profile sees exactly
+these files; the NVIDIA driver's libraries are assumed as on any host that lacks them.
+
+The file is a gzip-compressed pickle in a versioned envelope. Unpickling admits only abifit's own
+types and a few builtins, so a profile from elsewhere cannot run code.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import io
+import json
+import os
+import pickle
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from abifit.errors import FormatError
+from abifit.formats.elf import ElfImage
+from abifit.formats.sources import ObjectSource
+from abifit.host.ldconfig import HostFacts
+from abifit.host.localfs import LocalObjects
+from abifit.remote.cache import moved
+
+DATA = Path(__file__).parent.parent / "data"
+
+FORMAT = "abifit-host-profile"
+VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class HostSnapshot:
+    """A target machine as a check sees it: loader facts, the interpreter, system libraries
+    (path -> (identity, dynamic view))."""
+
+    facts: HostFacts
+    executable: str
+    libraries: Mapping[str, tuple[str, ElfImage]]
+    machine: str
+    abifit_version: str
+
+    def uncaptured(self) -> tuple[str, ...]:
+        """Sonames the ld.so cache lists but the profile holds no view of (unreadable files,
+        or of another ELF class or machine)."""
+        if self.facts.cache is None:
+            return ()
+        held = set(self.libraries)
+        return tuple(sorted({e.soname for e in self.facts.cache.entries if e.path not in held}))
+
+
+class ProfileObjects:
+    """The `ObjectSource` of a host profile: its captured files, and nothing else."""
+
+    def __init__(self, snapshot: HostSnapshot) -> None:
+        self._libraries = snapshot.libraries
+
+    def is_file(self, path: str) -> bool:
+        return os.path.normpath(path) in self._libraries
+
+    def identity(self, path: str) -> str:
+        found = self._libraries.get(os.path.normpath(path))
+        return found[0] if found else path
+
+    def image(self, path: str) -> ElfImage:
+        found = self._libraries.get(os.path.normpath(path))
+        if found is None:
+            raise FormatError(path, "not in the host profile")
+        return found[1]
+
+
+def capture_paths(facts: HostFacts, used: Iterable[str], executable: str) -> list[str]:
+    """The system files to capture: the interpreter, the files the environment's modules used
+    from outside it, and every library the ld.so cache lists (what a wheel may ask for)."""
+    paths = [executable, *used]
+    if facts.cache is not None:
+        paths += [e.path for e in facts.cache.entries]
+    return list(dict.fromkeys(paths))
+
+
+def snapshot_host(facts: HostFacts, executable: str, used: Iterable[str],
+                  image: Callable[[str], ElfImage | None], identity: Callable[[str], str],
+                  version: str) -> HostSnapshot:
+    """Capture this machine for a profile: the interpreter, the base libraries and those `used`
+    (paths the environment loaded from the system), closed over DT_NEEDED through the ld.so
+    cache. Files of another ELF class or machine than the interpreter's are left out."""
+    exe = image(executable)
+    if exe is None:
+        raise FormatError(executable, "the interpreter is not a readable ELF file")
+    seen: dict[str, ElfImage | None] = {}
+
+    def fitting(path: str) -> ElfImage | None:
+        if path not in seen:
+            found = image(path)
+            same = found is not None and (found.elf_class, found.machine) == (exe.elf_class,
+                                                                             exe.machine)
+            seen[path] = found if same else None
+        return seen[path]
+
+    by_soname: dict[str, list[str]] = {}
+    for entry in facts.cache.entries if facts.cache else ():
+        by_soname.setdefault(entry.soname, []).append(entry.path)
+    libraries: dict[str, tuple[str, ElfImage]] = {}
+    queue = capture_paths(facts, used, executable)
+    while queue:
+        path = queue.pop(0)
+        found = fitting(path)
+        if found is None or os.path.normpath(path) in libraries:
+            continue
+        libraries[os.path.normpath(path)] = (identity(path), found)
+        for soname in found.needed:
+            target = next((p for p in by_soname.get(soname, ()) if fitting(p)), None)
+            if target is not None:
+                queue.append(target)
+    return HostSnapshot(facts, executable, libraries, f"{exe.elf_class.name} {exe.machine_name}",
+                        version)
+
+
+def dumps(snapshot: HostSnapshot) -> bytes:
+    envelope = {"format": FORMAT, "version": VERSION, "snapshot": snapshot}
+    return gzip.compress(pickle.dumps(envelope, protocol=pickle.HIGHEST_PROTOCOL), mtime=0)
+
+
+class _Restricted(pickle.Unpickler):
+    """Unpickles abifit's own types and plain data only."""
+
+    _BUILTINS = frozenset({"frozenset", "set", "tuple", "list", "dict", "bytes", "bytearray",
+                           "str", "int", "float", "bool", "complex", "slice", "getattr"})
+
+    def find_class(self, module: str, name: str) -> object:
+        module, name = moved(module, name)
+        if module == "abifit" or module.startswith("abifit."):
+            return super().find_class(module, name)
+        if module == "builtins" and name in self._BUILTINS:
+            return super().find_class(module, name)
+        if (module, name) in (("array", "_array_reconstructor"), ("array", "array"),
+                              ("copyreg", "_reconstructor"), ("copyreg", "__newobj__"),
+                              ("collections", "OrderedDict"), ("enum", "Enum")):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"a host profile may not hold {module}.{name}")
+
+
+def loads(data: bytes, name: str) -> HostSnapshot:
+    """The snapshot in a profile file's bytes; FormatError for anything else."""
+    try:
+        raw = gzip.decompress(data)
+        envelope = _Restricted(io.BytesIO(raw)).load()
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError,
+            ValueError) as e:
+        raise FormatError(name, f"not an abifit host profile ({e})") from e
+    if not isinstance(envelope, dict) or envelope.get("format") != FORMAT:
+        raise FormatError(name, "not an abifit host profile")
+    if envelope.get("version") != VERSION:
+        raise FormatError(name, f"host profile format {envelope.get('version')} (this abifit "
+                          f"reads {VERSION}): save it again with this abifit")
+    snapshot = envelope.get("snapshot")
+    if not isinstance(snapshot, HostSnapshot):
+        raise FormatError(name, "the host profile holds no snapshot")
+    return snapshot
+
+
+def load(path: str) -> tuple[HostSnapshot, str]:
+    """The profile at `path` and the sha256 of its bytes."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise FormatError(path, e.strerror or str(e)) from e
+    return loads(data, path), hashlib.sha256(data).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# manylinux presets: a host known only by its policy
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    """A manylinux host: the version nodes its system libraries define (soname -> names)."""
+
+    name: str
+    distribution: str
+    glibc: str
+    versions: Mapping[str, tuple[str, ...]]
+
+    def facts(self, host: HostFacts) -> HostFacts:
+        """This machine's loader, with an ld.so cache of the preset's libraries only and no
+        LD_* settings."""
+        cache = host.cache
+        if cache is not None:
+            cache = replace(cache, entries=tuple(e for e in cache.entries
+                                                 if e.soname in self.versions))
+        return replace(host, ld_library_path=(), ld_preload=(), ld_so_preload=(), conf_dirs=(),
+                       cache=cache)
+
+
+class PresetObjects:
+    """The `ObjectSource` of a preset host: this machine's interpreter (the files under its
+    installation prefix) and this machine's copies of the preset's libraries (glibc,
+    libstdc++, libgcc_s), which define only the versions the preset allows. Nothing else exists
+    there. What these files need of each other is taken as met, as it is on such a host."""
+
+    def __init__(self, preset: Preset, facts: HostFacts, local: ObjectSource,
+                 interpreter_prefixes: tuple[str, ...]) -> None:
+        self._preset = preset
+        self._local = local
+        self._prefixes = tuple(p.rstrip("/") + "/" for p in interpreter_prefixes)
+        self._paths = {os.path.normpath(e.path): e.soname
+                       for e in (facts.cache.entries if facts.cache else ())}
+        self._images: dict[str, ElfImage] = {}
+
+    def _allowed(self, path: str) -> bool:
+        normal = os.path.normpath(path)
+        return normal in self._paths or normal.startswith(self._prefixes)
+
+    def is_file(self, path: str) -> bool:
+        return self._allowed(path) and self._local.is_file(path)
+
+    def identity(self, path: str) -> str:
+        return self._local.identity(path)
+
+    def image(self, path: str) -> ElfImage:
+        if not self._allowed(path):
+            raise FormatError(path, f"not on a {self._preset.name} host")
+        if path not in self._images:
+            image = self._local.image(path)
+            soname = self._paths.get(os.path.normpath(path))
+            defs = image.version_defs
+            if soname is not None:
+                allowed = set(self._preset.versions[soname])
+                defs = tuple(d for d in defs if d.is_base or d.name in allowed)
+            self._images[path] = replace(image, version_needs=(), version_defs=defs)
+        return self._images[path]
+
+
+def _key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+@functools.cache
+def load_presets() -> dict[str, Preset]:
+    """The presets of `data/manylinux.json`, by name and alias."""
+    raw = json.loads((DATA / "manylinux.json").read_text("utf-8"))
+    nodes: dict[str, list[str]] = raw["nodes"]
+    out: dict[str, Preset] = {}
+    for name, spec in raw["presets"].items():
+        def upto(prefix: str, spec: Mapping[str, str] = spec) -> tuple[str, ...]:
+            top = _key(spec[prefix])
+            return tuple(f"{prefix}_{v}" for v in nodes[prefix] if _key(v) <= top)
+
+        glibc = upto("GLIBC")
+        versions = {soname: glibc for soname in raw["glibc_libraries"]}
+        versions["libstdc++.so.6"] = (*upto("GLIBCXX"), *upto("CXXABI"), "CXXABI_TM_1")
+        versions["libgcc_s.so.1"] = upto("GCC")
+        preset = Preset(name, spec["distribution"], spec["GLIBC"], versions)
+        for alias in (name, *spec["aliases"]):
+            out[alias] = preset
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The host of a check
+
+
+@dataclass(frozen=True, slots=True)
+class HostProfile:
+    """What the wheels do not contain: this machine's loader configuration, and whether the
+    NVIDIA driver may be assumed (`--assume-driver VERSION`)."""
+
+    facts: HostFacts
+    assume_driver: str | None = None
+    fingerprint: str = ""  # digest of the host's loader state; empty: results are not cached
+    snapshot: HostSnapshot | None = None  # another machine, from its profile; None: this one
+    preset: Preset | None = None  # a manylinux host known by its policy only
+
+    def objects(self, executable: str) -> ObjectSource:
+        """Where the simulation finds the files that are not in the wheels (`executable`: the
+        interpreter, whose installation a preset host keeps)."""
+        if self.preset is not None:
+            prefix = os.path.dirname(os.path.dirname(os.path.realpath(executable)))
+            return PresetObjects(self.preset, self.facts, LocalObjects(),
+                                 (prefix, os.path.dirname(executable)))
+        return ProfileObjects(self.snapshot) if self.snapshot else LocalObjects()
+
+    @property
+    def executable(self) -> str | None:
+        """The interpreter of the host, when it is not this machine's."""
+        return self.snapshot.executable if self.snapshot else None
+
+
+def host_fingerprint(facts: HostFacts, ld_so_cache: str = "/etc/ld.so.cache") -> str:
+    """A digest of what the simulation reads from this machine beyond the wheels: the loader
+    settings and the ld.so.cache file (rebuilt by ldconfig whenever system libraries change)."""
+    digest = hashlib.sha256(repr((facts.ld_library_path, facts.ld_preload, facts.ld_so_preload,
+                                  facts.conf_dirs, facts.defaults)).encode())
+    try:
+        with open(ld_so_cache, "rb") as f:
+            digest.update(f.read())
+    except OSError:
+        digest.update(b"no ld.so.cache")
+    return digest.hexdigest()
+
+
+def host_profile(spec: str | None, assume_driver: str | None,
+                 environ: Mapping[str, str]) -> HostProfile:
+    """The host a check is for, built in this one place: this machine (`spec` None), a
+    manylinux preset by name (`manylinux_2_28`), or a profile file saved by
+    `abifit doctor --save-host`."""
+    from abifit.host.ldconfig import probe_host
+
+    if spec:
+        preset = load_presets().get(spec)
+        if preset is not None and not os.path.exists(spec):
+            facts = preset.facts(probe_host({}))
+            return HostProfile(facts, assume_driver,
+                               f"preset:{preset.name}:{host_fingerprint(facts)}", preset=preset)
+        snapshot, digest = load(spec)
+        return HostProfile(snapshot.facts, assume_driver, digest, snapshot)
+    facts = probe_host(environ)
+    return HostProfile(facts, assume_driver, host_fingerprint(facts))

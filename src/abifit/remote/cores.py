@@ -1,0 +1,184 @@
+"""CPU-bound work on the machine's other cores, in worker processes.
+
+Reading a remote member spends most of its CPU in `abifit.remote.deflate`: the block-start search is
+pure-Python arithmetic and holds the GIL, so the threads that read members at once share one
+core. `run(function, *args)` hands such a call to an idle worker process, each a plain
+interpreter that imports abifit and answers pickled calls on its standard streams, and waits
+for the answer; the calling thread is free meanwhile, and other threads use other workers.
+
+The workers are started on first use, one per core the process may run on (none on a single
+core: calls then run in the calling thread), and end when abifit does: a worker reads its calls
+from a pipe and exits when the pipe closes. A call whose worker cannot be started or dies runs
+in the calling thread instead, and that worker is not used again. `ABIFIT_WORKERS` sets the
+number of workers; 0 runs everything in-process.
+
+Workers are plain `subprocess` children, not `multiprocessing` ones: those re-import the main
+module of the program that uses abifit, which is unsafe in a script without a
+`__name__ == "__main__"` guard, and forking a process that has threads is unsafe too.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import heapq
+import itertools
+import os
+import pickle
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, TypeVar
+
+R = TypeVar("R")
+
+MAX_WORKERS = 8
+_SERVE = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
+          "from abifit.remote.cores import serve; serve()")
+
+
+class _WorkerDied(Exception):
+    """The worker process ended or stopped answering in the middle of a call."""
+
+
+class _Worker:
+    """One worker process and its two pipes; used by one thread at a time."""
+
+    def __init__(self) -> None:
+        # the worker imports the abifit this process runs, wherever that came from
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, "ABIFIT_WORKERS": "0"}  # a worker computes its calls itself
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", _SERVE, package_root],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True)
+
+    def call(self, function: Callable[..., R], args: tuple[object, ...]) -> R:
+        stdin, stdout = self._process.stdin, self._process.stdout
+        assert stdin is not None and stdout is not None
+        try:
+            pickle.dump((function, args), stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            stdin.flush()
+            ok, value = pickle.load(stdout)
+        except (OSError, EOFError, pickle.UnpicklingError) as e:
+            raise _WorkerDied(str(e)) from e
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if self._process.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._process.stdin.close()
+
+
+class _Pool:
+    """A slot per worker: a call takes a free slot, the waiting call of highest priority first
+    (then the earliest), and gives it back. The slot of a worker that died holds None, and its
+    calls run in the caller."""
+
+    def __init__(self, size: int) -> None:
+        self._free: list[_Worker | None] = []
+        self._workers: list[_Worker] = []
+        self._ready = threading.Condition()
+        self._waiting: list[tuple[float, int]] = []  # heap of (-priority, ticket)
+        self._tickets = itertools.count()
+        for _ in range(size):
+            try:
+                worker = _Worker()
+            except (OSError, ValueError):
+                break
+            self._workers.append(worker)
+            self._free.append(worker)
+
+    @property
+    def size(self) -> int:
+        return len(self._workers)
+
+    def run(self, function: Callable[..., R], args: tuple[object, ...], priority: float) -> R:
+        slot = self._take(priority)
+        try:
+            if slot is not None:
+                try:
+                    return slot.call(function, args)
+                except _WorkerDied:
+                    slot.close()
+                    slot = None
+            return function(*args)
+        finally:
+            with self._ready:
+                self._free.append(slot)
+                self._ready.notify_all()
+
+    def _take(self, priority: float) -> _Worker | None:
+        with self._ready:
+            place = (-priority, next(self._tickets))
+            heapq.heappush(self._waiting, place)
+            while not (self._free and self._waiting[0] == place):
+                self._ready.wait()
+            heapq.heappop(self._waiting)
+            slot = self._free.pop()
+            self._ready.notify_all()  # the next in line may take another free slot
+            return slot
+
+    def close(self) -> None:
+        for worker in self._workers:
+            worker.close()
+
+
+_lock = threading.Lock()
+_pool: _Pool | None = None
+
+
+def workers_wanted() -> int:
+    """`ABIFIT_WORKERS`, else the cores this process may run on (none when that is one)."""
+    text = os.environ.get("ABIFIT_WORKERS", "").strip()
+    if text:
+        try:
+            return max(0, min(MAX_WORKERS, int(text)))
+        except ValueError:
+            pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return 0 if (cores or 1) <= 1 else min(MAX_WORKERS, cores or 1)
+
+
+def _get_pool() -> _Pool | None:
+    global _pool
+    with _lock:
+        if _pool is None:
+            _pool = _Pool(workers_wanted())
+            atexit.register(_pool.close)
+        return _pool if _pool.size > 0 else None
+
+
+def run(function: Callable[..., R], *args: object, priority: float = 0.0) -> R:
+    """`function(*args)`, computed by a worker process when there are workers (the function
+    and its arguments must pickle: a module-level function and plain data). While all workers
+    are busy, calls of higher `priority` go first."""
+    pool = _get_pool()
+    if pool is None:
+        return function(*args)
+    return pool.run(function, args, priority)
+
+
+def serve(reader: IO[bytes] | None = None, writer: IO[bytes] | None = None) -> None:
+    """A worker's loop: answer pickled `(function, args)` calls with `(True, result)` or
+    `(False, exception)` until the input ends."""
+    reader = reader or sys.stdin.buffer
+    writer = writer or sys.stdout.buffer
+    while True:
+        try:
+            function, args = pickle.load(reader)
+        except EOFError:
+            return
+        try:
+            answer: tuple[bool, object] = (True, function(*args))
+        except Exception as e:  # sent back, raised in the caller
+            answer = (False, e)
+        try:
+            data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as e:  # an answer that does not pickle
+            data = pickle.dumps((False, RuntimeError(f"{type(e).__name__}: {e}")))
+        writer.write(data)
+        writer.flush()

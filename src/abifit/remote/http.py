@@ -1,0 +1,603 @@
+"""HTTP: whole documents for index pages, and remote files as byte sources read by Range requests.
+
+`HttpClient` owns one urllib3 `PoolManager` (connections are reused across requests and threads), a
+bound on concurrent requests, retries, the `Transfer` counters, and a memory of what each host has
+shown it supports. `HttpClient.open(url)` returns an `HttpSource`, a `ByteSource` whose reads
+become requests:
+
+- `read_at` asks for an absolute range (`Range: bytes=a-b`), `read_suffix` for a suffix range
+  (`bytes=-n`: a zip's central directory is at the end of a file whose size is not known yet);
+- every 206 is checked: its `Content-Range: bytes a-b/total` must be the range asked for (a wrong
+  one is retried once, then an error) and its body must hold b-a+1 bytes (a short one is retried);
+- a host that answers a Range request with 200 and the whole body does not do ranges: the file is
+  streamed once to an anonymous temporary file, checked against the expected sha256 when one is
+  known, and every later read is served from that file;
+- a host that answers a suffix range with 416, or with 200, does not do suffix ranges: the suffix
+  becomes an absolute range once the size is known (given, from that answer, or from HEAD).
+
+Connection errors, timeouts, 429 and 5xx are retried with exponential backoff, a bounded number of
+times; other 4xx are not. Every failure is an `HttpError`, one line: `<url>: <problem>`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import IO, TypeVar
+from urllib.parse import urljoin, urlsplit
+
+import urllib3
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    LocationValueError,
+    MaxRetryError,
+    NameResolutionError,
+    NewConnectionError,
+    ProtocolError,
+    ReadTimeoutError,
+    ResponseError,
+    SSLError,
+)
+from urllib3.util import make_headers
+
+from abifit import __version__
+from abifit.errors import AbifitError, FormatError
+from abifit.formats.sources import Closing, check_range
+
+_CHUNK = 1 << 20
+_DRAIN_LIMIT = 1 << 16
+_MAX_REDIRECTS = 10
+_MAX_RETRY_AFTER_S = 30.0
+_NOT_FOUND = (404, 410)
+_EXPIRED = (401, 403, 404, 410)
+_CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)", re.ASCII)
+_UNSATISFIED = re.compile(r"bytes\s+\*/(\d+)", re.ASCII)
+_IDENTITY = {"Accept-Encoding": "identity"}
+
+T = TypeVar("T")
+
+
+class HttpError(AbifitError):
+    """A URL that could not be fetched: unreachable, refused, missing, or answered wrongly.
+
+    `status` is the HTTP status when the server's answer was the problem, None when the network
+    failed or the answer was malformed.
+    """
+
+    def __init__(self, url: str, problem: str, status: int | None = None) -> None:
+        self.url = url
+        self.problem = problem
+        self.status = status
+        super().__init__(f"{url}: {problem}")
+
+
+@dataclass
+class Transfer:
+    """What a client has transferred: requests sent (each redirect hop counts) and body bytes
+    received (bodies that broke off included). Safe to update from several threads."""
+
+    bytes_fetched: int = 0
+    requests: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False,
+                                  compare=False)
+
+    def add(self, *, bytes_fetched: int = 0, requests: int = 0) -> None:
+        with self._lock:
+            self.bytes_fetched += bytes_fetched
+            self.requests += requests
+
+
+@dataclass(frozen=True, slots=True)
+class HostSupport:
+    """What a host has shown about Range requests; None until it has shown it."""
+
+    ranges: bool | None = None
+    suffix_ranges: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A whole response: `headers` is case-insensitive, `url` the one that answered (after
+    redirects), `body` decoded from any Content-Encoding."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+    url: str
+
+
+class _Retry(Exception):
+    """An attempt that failed in a way another attempt may not (`once`: retry only once)."""
+
+    def __init__(
+        self, problem: str, *, status: int | None = None, once: bool = False,
+        wait_s: float | None = None,
+    ) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.status = status
+        self.once = once
+        self.wait_s = wait_s
+
+
+class HttpClient(Closing):
+    """Fetches over one connection pool with bounded concurrency, retries and counters."""
+
+    def __init__(
+        self,
+        *,
+        timeout: float = 30.0,
+        retries: int = 4,
+        backoff: float = 0.5,
+        max_concurrent: int = 8,
+        user_agent: str = f"abifit/{__version__}",
+    ) -> None:
+        if retries < 0 or max_concurrent < 1:
+            raise ValueError("retries must be >= 0 and max_concurrent >= 1")
+        self.transfer = Transfer()
+        self._timeout_s = timeout
+        self._retries = retries
+        self._backoff = backoff
+        self._slots = threading.BoundedSemaphore(max_concurrent)
+        self._headers = {"User-Agent": user_agent}
+        self._pool = urllib3.PoolManager(maxsize=max_concurrent)
+        self._timeout = urllib3.Timeout(connect=timeout, read=timeout)
+        # urllib3 follows redirects and nothing else: every other failure comes back to _retrying
+        self._redirects = urllib3.Retry(
+            total=None, connect=0, read=0, status=0, other=0, redirect=_MAX_REDIRECTS,
+            raise_on_redirect=True, raise_on_status=False,
+        )
+        self._hosts: dict[str, HostSupport] = {}
+        self._hosts_lock = threading.Lock()
+
+    def get(self, url: str, headers: Mapping[str, str] | None = None) -> Response:
+        """The whole response to a GET (an index page); 4xx and exhausted retries raise."""
+        asked = {**make_headers(accept_encoding=True), **(headers or {})}
+
+        def attempt() -> Response:
+            resp = self._send("GET", url, asked)
+            parts: list[bytes] = []
+            self._receive(resp, parts.append, decode=True)
+            return Response(resp.status, urllib3.HTTPHeaderDict(resp.headers), b"".join(parts),
+                            _final_url(url, resp))
+
+        return self._retrying(url, attempt)
+
+    def open(self, url: str, *, size: int | None = None, sha256: str | None = None) -> HttpSource:
+        """A byte source over `url`. Nothing is requested until the first read.
+
+        `size` (from the index) must match what the server reports; `sha256` is checked when the
+        whole file is downloaded (a host without ranges), since ranges alone cannot be hashed.
+        """
+        return HttpSource(self, url, size=size, sha256=sha256)
+
+    def host_support(self, url: str) -> HostSupport:
+        """What the host of `url` has shown about Range requests so far."""
+        with self._hosts_lock:
+            return self._hosts.get(_host(url), HostSupport())
+
+    def close(self) -> None:
+        self._pool.clear()
+
+    # -- machinery shared with HttpSource --------------------------------------------------------
+
+    def _learn(self, url: str, *, ranges: bool | None = None,
+               suffix_ranges: bool | None = None) -> None:
+        """Remember what the host that answered `url` (after redirects) supports."""
+        with self._hosts_lock:
+            known = self._hosts.get(_host(url), HostSupport())
+            if ranges is not None:
+                known = replace(known, ranges=ranges)
+            if suffix_ranges is not None:
+                known = replace(known, suffix_ranges=suffix_ranges)
+            self._hosts[_host(url)] = known
+
+    def _retrying(self, url: str, attempt: Callable[[], T]) -> T:
+        """Run `attempt` holding a concurrency slot, again after a pause while it asks for that."""
+        number, wrong_once = 0, False
+        while True:
+            try:
+                with self._slots:
+                    return attempt()
+            except _Retry as e:
+                if e.once and wrong_once:
+                    raise HttpError(url, f"{e.problem}, twice", e.status) from e
+                if number == self._retries:
+                    tries = f"gave up after {number + 1} attempts" if number else "no retries"
+                    raise HttpError(url, f"{e.problem}; {tries}", e.status) from e
+                wrong_once = wrong_once or e.once
+                pause = self._backoff * 2**number
+                if e.wait_s is not None:
+                    pause = max(pause, min(e.wait_s, _MAX_RETRY_AFTER_S))
+            time.sleep(pause)
+            number += 1
+
+    def _send(self, method: str, url: str, headers: Mapping[str, str],
+              allow: tuple[int, ...] = ()) -> urllib3.BaseHTTPResponse:
+        """Send one request (following redirects); the response comes back unread.
+
+        2xx and the statuses in `allow` are returned; 429 and 5xx raise _Retry, other statuses
+        HttpError.
+        """
+        self.transfer.add(requests=1)
+        try:
+            resp = self._pool.request(
+                method, url, headers={**self._headers, **headers}, preload_content=False,
+                decode_content=False, retries=self._redirects, timeout=self._timeout,
+            )
+        except LocationValueError as e:
+            raise HttpError(url, f"not a usable URL ({_one_line(str(e))})") from e
+        except MaxRetryError as e:
+            if isinstance(e.reason, ResponseError):
+                raise HttpError(url, f"more than {_MAX_REDIRECTS} redirects") from e
+            raise _Retry(_describe(e.reason or e, self._timeout_s)) from e
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise _Retry(_describe(e, self._timeout_s)) from e
+        if resp.retries is not None:
+            self.transfer.add(requests=len(resp.retries.history))
+        status = resp.status
+        if 200 <= status < 300 or status in allow:
+            return resp
+        self._drop(resp)
+        problem = f"HTTP {status} {resp.reason or ''}".rstrip()
+        if status == 429 or status >= 500:
+            raise _Retry(problem, status=status, wait_s=_retry_after(resp.headers))
+        if status in _NOT_FOUND:
+            raise HttpError(url, f"not found ({problem})", status)
+        raise HttpError(url, problem, status)
+
+    def _receive(self, resp: urllib3.BaseHTTPResponse, sink: Callable[[bytes], object], *,
+                 limit: int | None = None, decode: bool = False) -> int:
+        """Pass the body to `sink` in chunks, at most `limit` bytes; returns how many."""
+        total = 0
+        while limit is None or total < limit:
+            chunk = self._read_chunk(resp, _CHUNK if limit is None else min(_CHUNK, limit - total),
+                                     decode)
+            if not chunk:
+                break
+            sink(chunk)
+            total += len(chunk)
+        return total
+
+    def _read_chunk(self, resp: urllib3.BaseHTTPResponse, want: int, decode: bool) -> bytes:
+        before = resp.tell()
+        try:
+            return resp.read1(want, decode_content=decode)  # what has arrived: all of it counts
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            resp.close()
+            resp.release_conn()
+            raise _Retry(_describe(e, self._timeout_s)) from e
+        finally:
+            self.transfer.add(bytes_fetched=resp.tell() - before)
+
+    def _drop(self, resp: urllib3.BaseHTTPResponse) -> None:
+        """Give up a response's unread body: drain a small one (the connection stays usable),
+        close the connection under a big or unknown one."""
+        if resp.connection is None:
+            return
+        before = resp.tell()
+        remaining = getattr(resp, "length_remaining", None)
+        if remaining is not None and remaining <= _DRAIN_LIMIT:
+            resp.drain_conn()
+        else:
+            resp.close()
+        self.transfer.add(bytes_fetched=resp.tell() - before)
+        resp.release_conn()
+
+
+class HttpSource(Closing):
+    """A remote file as a `ByteSource`: reads are Range requests, or reads of a local copy when
+    the host does not do ranges. Safe to read from several threads at once."""
+
+    def __init__(self, client: HttpClient, url: str, *, size: int | None = None,
+                 sha256: str | None = None) -> None:
+        self._client = client
+        self._url = url
+        self._target = url  # where requests go: the URL after redirects, once one answered
+        self._size = size
+        self._sha256 = sha256.lower() if sha256 else None
+        self._copy: IO[bytes] | None = None
+        self._copy_lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self._url
+
+    @property
+    def size(self) -> int:
+        """The file's size: given, learned from an answer, or asked for with HEAD."""
+        if self._size is None:
+            return self._learn_size()
+        return self._size
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        if self._size is not None or length <= 0 or offset < 0:
+            check_range(self, offset, length)
+        if length == 0:
+            return b""
+        while True:
+            if self._copy is not None:
+                return self._read_copy(offset, length)
+            if self._support().ranges is False:
+                self._download()
+                continue
+            data = self._fetch(lambda: self._range_attempt(offset, length))
+            if data is not None:
+                return data
+
+    def read_suffix(self, length: int) -> tuple[int, bytes]:
+        """The last `length` bytes (the whole file when it is shorter) and their offset."""
+        if length < 0:
+            raise ValueError(f"a suffix of {length} bytes")
+        while self._copy is None and length > 0:
+            support = self._support()
+            if support.ranges is False or support.suffix_ranges is False:
+                break
+            got = self._fetch(lambda: self._suffix_attempt(length))
+            if got is not None:
+                return got
+        if self._copy is None and self._support().ranges is False:
+            self._download()  # the size comes with the copy: no HEAD needed
+        size = self.size
+        take = min(length, size)
+        return size - take, self.read_at(size - take, take)
+
+    def close(self) -> None:
+        """Delete the local copy, if one was made."""
+        with self._copy_lock:
+            if self._copy is not None:
+                self._copy.close()
+                self._copy = None
+
+    # -- attempts: one request each, run by HttpClient._retrying ---------------------------------
+
+    def _range_attempt(self, offset: int, length: int) -> bytes | None:
+        """The bytes, or None when the host turned out not to do ranges (a copy may exist now)."""
+        asked = f"bytes={offset}-{offset + length - 1}"
+        resp = self._request("GET", {"Range": asked, **_IDENTITY}, allow=(416,))
+        try:
+            if resp.status == 416:
+                if self._learn_size_from_416(resp) is not None:
+                    check_range(self, offset, length)
+                raise HttpError(self._url, f"the server refused Range {asked} (HTTP 416)", 416)
+            if resp.status == 200:
+                if offset == 0 and _content_length(resp) == length:
+                    self._set_size(length)
+                    return self._body(resp, length)  # the whole file is what was asked for
+                self._no_ranges(resp)
+                return None
+            start, end, total = self._content_range(resp, asked)
+            if total is not None:
+                self._set_size(total)
+                if offset + length > total:
+                    check_range(self, offset, length)
+            if (start, end) != (offset, offset + length - 1):
+                raise _wrong_range(resp, asked)
+            data = self._body(resp, length)
+            self._client._learn(self._target, ranges=True)
+            return data
+        finally:
+            self._client._drop(resp)
+
+    def _suffix_attempt(self, length: int) -> tuple[int, bytes] | None:
+        """(offset, bytes), or None when the host turned out not to do suffix ranges."""
+        asked = f"bytes=-{length}"
+        resp = self._request("GET", {"Range": asked, **_IDENTITY}, allow=(416,))
+        try:
+            if resp.status == 416:
+                if self._learn_size_from_416(resp) == 0:
+                    return 0, b""
+                self._client._learn(self._target, suffix_ranges=False)
+                return None
+            if resp.status == 200:
+                whole = _content_length(resp)
+                if whole is not None:
+                    self._set_size(whole)
+                    if whole <= length:
+                        return 0, self._body(resp, whole)
+                self._client._learn(self._target, suffix_ranges=False)
+                return None
+            start, end, total = self._content_range(resp, asked)
+            if total is None or end != total - 1 or end - start + 1 != min(length, total):
+                raise _wrong_range(resp, asked)
+            self._set_size(total)
+            data = self._body(resp, end - start + 1)
+            self._client._learn(self._target, ranges=True, suffix_ranges=True)
+            return start, data
+        finally:
+            self._client._drop(resp)
+
+    def _head_attempt(self) -> int | None:
+        resp = self._request("HEAD", _IDENTITY, allow=(405, 501))
+        self._client._drop(resp)
+        return _content_length(resp) if resp.status < 300 else None
+
+    def _download_attempt(self) -> None:
+        resp = self._request("GET", _IDENTITY)
+        try:
+            if resp.status != 200:
+                raise HttpError(self._url, f"unexpected HTTP {resp.status} to a plain GET",
+                                resp.status)
+            self._store(resp)
+        finally:
+            self._client._drop(resp)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _fetch(self, attempt: Callable[[], T]) -> T:
+        """Run an attempt with retries; when a redirect target stops answering (a signed URL
+        that expired), ask the original URL once more."""
+        try:
+            return self._client._retrying(self._url, attempt)
+        except HttpError as e:
+            if self._target == self._url or e.status not in _EXPIRED:
+                raise
+            self._target = self._url
+            return self._client._retrying(self._url, attempt)
+
+    def _request(self, method: str, headers: Mapping[str, str],
+                 allow: tuple[int, ...] = ()) -> urllib3.BaseHTTPResponse:
+        try:
+            resp = self._client._send(method, self._target, headers, allow)
+        except HttpError as e:
+            raise HttpError(self._url, e.problem, e.status) from e
+        self._target = _final_url(self._target, resp)
+        return resp
+
+    def _support(self) -> HostSupport:
+        return self._client.host_support(self._target)
+
+    def _set_size(self, total: int) -> None:
+        if self._size is None:
+            self._size = total
+        elif self._size != total:
+            raise HttpError(self._url, f"the server has {total} bytes, expected {self._size}")
+
+    def _learn_size(self) -> int:
+        length = self._fetch(self._head_attempt)
+        if length is not None:
+            self._set_size(length)
+        elif self._support().ranges is not False:
+            with contextlib.suppress(FormatError):
+                self.read_at(0, 1)  # a 206 names the total; a 200 leaves a local copy
+        if self._size is None:
+            self._download()  # the file itself will tell
+        if self._size is None:
+            raise HttpError(self._url, "the server does not say how big the file is")
+        return self._size
+
+    def _learn_size_from_416(self, resp: urllib3.BaseHTTPResponse) -> int | None:
+        match = _UNSATISFIED.fullmatch(resp.headers.get("Content-Range", "").strip())
+        if match is None:
+            return None
+        self._set_size(int(match.group(1)))
+        return int(match.group(1))
+
+    def _content_range(self, resp: urllib3.BaseHTTPResponse,
+                       asked: str) -> tuple[int, int, int | None]:
+        encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding != "identity":
+            raise HttpError(self._url, f"the server encoded a range with {encoding}")
+        match = _CONTENT_RANGE.fullmatch(resp.headers.get("Content-Range", "").strip())
+        if match is None:
+            raise _wrong_range(resp, asked)
+        start, end, total = match.groups()
+        if int(end) < int(start):
+            raise _wrong_range(resp, asked)
+        return int(start), int(end), None if total == "*" else int(total)
+
+    def _body(self, resp: urllib3.BaseHTTPResponse, expected: int) -> bytes:
+        parts: list[bytes] = []
+        got = self._client._receive(resp, parts.append, limit=expected + 1)
+        if got != expected:
+            raise _Retry(f"{'short' if got < expected else 'long'} body: {got} of "
+                         f"{expected} bytes")
+        return b"".join(parts)
+
+    def _no_ranges(self, resp: urllib3.BaseHTTPResponse) -> None:
+        """A 200 to a Range request: remember it, and keep the body as the local copy unless
+        another thread is already making one."""
+        self._client._learn(self._target, ranges=False)
+        if not self._copy_lock.acquire(blocking=False):
+            return
+        try:
+            if self._copy is None:
+                self._store(resp)
+        finally:
+            self._copy_lock.release()
+
+    def _download(self) -> None:
+        with self._copy_lock:
+            if self._copy is None:
+                self._fetch(self._download_attempt)
+
+    def _store(self, resp: urllib3.BaseHTTPResponse) -> None:
+        """Stream a whole body to a temporary file, check it, and serve reads from it."""
+        digest = hashlib.sha256()
+        with contextlib.ExitStack() as on_failure:
+            copy = on_failure.enter_context(tempfile.TemporaryFile(prefix="abifit-"))
+
+            def sink(chunk: bytes) -> None:
+                copy.write(chunk)
+                digest.update(chunk)
+
+            got = self._client._receive(resp, sink)
+            if self._size is not None and got != self._size:
+                raise HttpError(self._url, f"downloaded {got} bytes, expected {self._size}")
+            if self._sha256 is not None and digest.hexdigest() != self._sha256:
+                raise HttpError(self._url, f"sha256 mismatch: downloaded {digest.hexdigest()}, "
+                                f"expected {self._sha256}")
+            copy.flush()
+            on_failure.pop_all()  # kept open: reads are served from it until close()
+        self._size = got
+        self._copy = copy
+
+    def _read_copy(self, offset: int, length: int) -> bytes:
+        check_range(self, offset, length)
+        copy = self._copy
+        if copy is None:
+            raise FormatError(self._url, "the local copy was closed")
+        data = os.pread(copy.fileno(), length, offset)
+        if len(data) != length:
+            raise FormatError(self._url, f"local copy ended after {len(data)} bytes", offset)
+        return data
+
+
+def _wrong_range(resp: urllib3.BaseHTTPResponse, asked: str) -> _Retry:
+    got = resp.headers.get("Content-Range")
+    return _Retry(f"wrong Content-Range {got!r} for Range {asked} (HTTP {resp.status})",
+                  once=True)
+
+
+def _final_url(url: str, resp: urllib3.BaseHTTPResponse) -> str:
+    """The URL that answered: `url` after the redirects urllib3 followed."""
+    for hop in resp.retries.history if resp.retries is not None else ():
+        if hop.redirect_location:
+            url = urljoin(url, hop.redirect_location)
+    return url
+
+
+def _content_length(resp: urllib3.BaseHTTPResponse) -> int | None:
+    value = resp.headers.get("Content-Length", "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    value = headers.get("Retry-After", "").strip()
+    return float(value) if value.isdigit() else None
+
+
+def _host(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _describe(error: BaseException, timeout_s: float) -> str:
+    """A short phrase for a network failure."""
+    if isinstance(error, NameResolutionError):
+        return "cannot resolve the host name"
+    if isinstance(error, NewConnectionError):
+        cause = error.__cause__
+        reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(error)
+        return f"cannot connect ({_one_line(reason)})"
+    if isinstance(error, ConnectTimeoutError):
+        return f"no connection within {timeout_s:g} s"
+    if isinstance(error, (ReadTimeoutError, TimeoutError)):
+        return f"no data for {timeout_s:g} s"
+    if isinstance(error, SSLError):
+        return f"TLS failed ({_one_line(str(error))})"
+    if isinstance(error, ProtocolError):
+        detail = error.args[-1] if error.args else error
+        return f"connection broken ({_one_line(str(detail))})"
+    return f"{type(error).__name__}: {_one_line(str(error))}"

@@ -1,0 +1,725 @@
+"""Wheels that are not here: their zip directory and the dynamic view of their ELF members, read
+through range requests over any `ByteSource` (an `HttpSource`, in practice).
+
+The loader's view of a large `.so` is spread over both ends of the file: the ELF header, program
+headers, `.dynsym` and `.gnu.version*` near the front, `PT_DYNAMIC`, the section headers and (in
+patchelf-rewritten libraries such as torch's) `.dynstr` and `.gnu.hash` at the end. A DEFLATE
+member cannot be entered in the middle, so `RemoteMember` serves the front by inflating a prefix
+of the member and the back by decoding a tail of the compressed data without its window
+(`abifit.remote.deflate`), widening the tail while a needed byte is still uncertain. Members under
+`WHOLE_MEMBER` compressed bytes are fetched whole.
+
+Where tens or hundreds of MB follow `PT_DYNAMIC` (torch's symbol tables, cuBLAS's large data),
+a tail reaching back to it would cost them all. Then the compressed place of the dynamic array
+is estimated by walking back from the tail in steps sized by sampled expansions, and windows
+around it, each twice as wide as the last, are decoded from the middle and placed by content
+(`abifit.remote.middle`, from the program headers alone); when none is placed within `MIDDLE_BUDGET`
+of the estimated tail, the tail is widened as before, reusing what the windows fetched.
+
+Requests are few and overlap: a big member's first tail is fetched together with its local
+header, an inflate asks for all the input a far read needs at once, small members come whole
+in one request, and several members are read at once. The decoding itself (CPU-bound) runs in
+worker processes (`abifit.remote.cores`), the largest members' first.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+import zipfile
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from abifit.errors import AbifitError, FormatError, UsageError
+from abifit.formats.elf import ElfImage, parse_elf, parse_layout
+from abifit.formats.fatbin import GpuCode, read_gpu_code
+from abifit.formats.sources import (
+    ByteSource,
+    BytesSource,
+    InflateSource,
+    Layered,
+    SliceSource,
+    check_range,
+)
+from abifit.formats.wheel import (
+    LOCAL_HEADER_SIZE,
+    Member,
+    WheelArchive,
+    is_elf_member,
+    member_data_start,
+)
+from abifit.remote import cores
+from abifit.remote.cache import Cache
+from abifit.remote.deflate import TailView, WindowView, decode_tail, decode_window, expansion
+from abifit.remote.http import HttpClient
+from abifit.remote.index import Fetch, IndexFile, PackageIndex, Target, select_one
+from abifit.remote.middle import dynamic_site, place
+
+WHOLE_MEMBER = 256 << 10
+READ_JOBS = 8  # members read at once (network waits and zlib overlap)
+WHOLE_GPU_MEMBER = 64 << 20  # members read for their GPU code in one request up to this size
+FIRST_TAIL = 128 << 10
+TAIL_DOUBLING = 1 << 20  # a shorter tail that falls short at least doubles
+FIRST_READ = 64 << 10  # a large member's first request (its local header and data's start)
+RATIO_TRUSTED = 4 << 20  # a compressed tail this long predicts the rest of the member
+MIDDLE_MIN = 4 << 20  # members this large (compressed) may have their dynamic array ...
+MIDDLE_FROM = 6 << 20  # ... read from the middle when it is estimated this far from the end
+MIDDLE_WINDOW = 2 << 20  # the first window around its estimated place
+MIDDLE_BUDGET = 0.5  # windows grow up to this fraction of the estimated tail
+HEADERS_BUDGET = 0.25  # the tail may grow to the section headers up to this fraction of it
+MIDDLE_OUTPUT = 384 << 20  # output of one window, at most
+MIDDLE_STEPS = 32  # steps in the first guess of the distance to the dynamic array
+SAMPLE_JOBS = 16  # samples fetched at once
+SAMPLE_BYTES = 64 << 10  # compressed bytes of one
+
+
+class ReadAhead(Layered):
+    """A ByteSource over a slow one: small reads are rounded up, sequential reads fetch ever
+    larger spans ahead, and recent spans are kept, so a zip parse or a streaming inflate costs a
+    handful of requests. Threads may share one: fetches run outside its lock, so they overlap,
+    and a read that a fetch under way holds waits for that fetch instead of fetching again."""
+
+    def __init__(self, base: ByteSource, granule: int = 16 << 10, max_ahead: int = 1 << 20,
+                 keep: int = 32 << 20, first: int = 0) -> None:
+        super().__init__(base)
+        self._granule = granule
+        self._first = first  # the first fetch, at least
+        self.max_ahead = max_ahead
+        self._keep = keep
+        self._spans: OrderedDict[int, bytes] = OrderedDict()
+        self._kept = 0
+        self._last_end = -1
+        self._ahead = granule
+        self._lock = threading.Lock()
+        self._fetching: list[tuple[int, int, threading.Event]] = []  # (offset, end, done)
+
+    def prime(self, offset: int, data: bytes) -> None:
+        """Remember bytes already fetched (a suffix read for the zip directory)."""
+        with self._lock:
+            self._remember(offset, data)
+
+    def _remember(self, offset: int, data: bytes) -> None:
+        self._spans[offset] = data
+        self._kept += len(data)
+        while self._kept > self._keep and len(self._spans) > 1:
+            _, old = self._spans.popitem(last=False)
+            self._kept -= len(old)
+
+    def _cached(self, offset: int, length: int) -> bytes | None:
+        for start, data in reversed(self._spans.items()):
+            if start <= offset and offset + length <= start + len(data):
+                return data[offset - start : offset - start + length]
+        return None
+
+    def _head(self, offset: int) -> bytes:
+        """The bytes from `offset` to the end of a span that holds it (empty: none does)."""
+        for start, data in reversed(self._spans.items()):
+            if start <= offset < start + len(data):
+                return data[offset - start :]
+        return b""
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        check_range(self, offset, length)
+        if length == 0:
+            return b""
+        while True:
+            with self._lock:
+                known = self._cached(offset, length)
+                if known is not None:
+                    return known
+                coming = self._coming(offset, length)
+                if coming is None:
+                    head = self._head(offset)
+                    if not head:
+                        fetch = self._fetch_size(offset, length)
+                        done = self._start(offset, fetch)
+                    break
+            coming.wait()  # a fetch under way holds it: wait for that one, then look again
+        if head:  # a read that runs past what is held: fetch only the rest
+            return head + self.read_at(offset + len(head), length - len(head))
+        return self._fetch(offset, fetch, done)[:length]
+
+    def prefetch(self, offset: int, length: int) -> None:
+        """Fetch `[offset, offset + length)` in the background; reads it holds wait for it."""
+        length = min(length, self.size - offset)
+        if offset < 0 or length <= 0:
+            return
+        with self._lock:
+            done = self._start(offset, length)
+        threading.Thread(target=self._fetch, args=(offset, length, done, True),
+                         daemon=True).start()
+
+    def _coming(self, offset: int, length: int) -> threading.Event | None:
+        for start, end, done in self._fetching:
+            if start <= offset and offset + length <= end:
+                return done
+        return None
+
+    def _start(self, offset: int, length: int) -> threading.Event:
+        done = threading.Event()
+        self._fetching.append((offset, offset + length, done))
+        return done
+
+    def _fetch(self, offset: int, length: int, done: threading.Event,
+               quiet: bool = False) -> bytes:
+        data = b""
+        try:
+            data = self._base.read_at(offset, length)
+        except AbifitError:
+            if not quiet:  # a failed prefetch is fetched again by the read that needs it
+                raise
+        finally:
+            with self._lock:
+                if data:
+                    self._remember(offset, data)
+                self._fetching.remove((offset, offset + length, done))
+            done.set()
+        return data
+
+    def _fetch_size(self, offset: int, length: int) -> int:
+        """How much to fetch from `offset`: a read that starts where the last fetch ended
+        continues a sequential scan, and the fetches ahead double."""
+        if offset == self._last_end:
+            self._ahead = min(self._ahead * 2, self.max_ahead)
+        else:
+            self._ahead = self._granule
+        fetch = max(length, self._ahead)
+        fetch = min(self.size - offset, -(-fetch // self._granule) * self._granule)
+        if self._last_end < 0:
+            fetch = min(self.size - offset, max(fetch, self._first))
+        self._last_end = offset + fetch
+        return fetch
+
+
+class RemoteMember:
+    """The uncompressed bytes of one DEFLATE member, from a prefix inflate, a decoded tail and,
+    for a dynamic array far from the end, a window decoded from the middle
+    (`abifit.remote.middle`)."""
+
+    def __init__(self, archive: ByteSource, member: Member, start: int, name: str,
+                 max_tail_fraction: float = 0.5) -> None:
+        self._archive = archive
+        self._member = member
+        self._start = start
+        self._name = name
+        self._prefix = InflateSource(SliceSource(archive, start, member.compressed_size, name),
+                                     member.size, name)
+        self._tail: TailView | None = None
+        self._tail_bytes = 0
+        self._held: list[tuple[int, bytes]] = []  # compressed spans fetched: (offset, bytes)
+        self._max_tail = max(FIRST_TAIL, int(member.compressed_size * max_tail_fraction))
+        self._middle_tried = False
+        self._tail_cap: int | None = None  # while widening the tail only where cheap
+        self._placed: tuple[int, WindowView] | None = None  # a window and its data's offset
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def _priority(self) -> float:
+        """Of its decoding work, while all workers are busy: the largest members, which have
+        the longest chains of reads and decodes, go first."""
+        return float(self._member.compressed_size)
+
+    @property
+    def size(self) -> int:
+        return self._member.size
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        check_range(self, offset, length)
+        if offset + length <= self.size // 2:
+            return self._prefix.read_at(offset, length)
+        while True:
+            if self._tail is not None:
+                data = self._tail.read(offset, length)
+                if data is not None:
+                    return data
+            if self._placed is not None:
+                base, view = self._placed
+                if view.known(offset - base, offset - base + length):
+                    return view.data[offset - base : offset - base + length]
+            if self._look_in_middle(offset, length):
+                continue
+            if self._tail_cap is not None and self._tail_bytes >= self._tail_cap:
+                raise FormatError(self._name, "the tail is uncertain too far back (capped)")
+            if self._give_up_tail(offset):
+                return self._prefix.read_at(offset, length)  # give up on the tail: inflate
+            self._widen(offset)
+
+    def _give_up_tail(self, offset: int) -> bool:
+        """Whether to inflate from the start instead of widening the tail further: when the
+        tail holds the whole member, or is past `max_tail_fraction` of it and the rest of the
+        way to `offset` is estimated to cost more than inflating up to it (the bytes already
+        fetched are spent either way)."""
+        size = self._member.compressed_size
+        if self._tail_bytes >= size:
+            return True
+        if self._tail_bytes < self._max_tail:
+            return False
+        reach = self._distance(offset)
+        return reach - self._tail_bytes > size - reach
+
+    def _distance(self, offset: int) -> int:
+        """The compressed bytes from member offset `offset` to the end, estimated with the
+        decoded tail's compression ratio (the member's, before a tail is decoded)."""
+        member = self._member
+        if self._tail is None or self._tail.start >= member.size:
+            return (member.size - offset) * member.compressed_size // max(1, member.size)
+        if offset >= self._tail.start:
+            return self._tail_bytes
+        ratio = self._tail_bytes / (member.size - self._tail.start)
+        return self._tail_bytes + int((self._tail.start - offset) * ratio)
+
+    def _look_in_middle(self, offset: int, length: int) -> bool:
+        """Once per member, for a read inside a dynamic array far from the end: decode windows
+        of compressed bytes around its estimated place, each twice as wide as the last, until
+        one is placed (`abifit.remote.middle.place`) or the windows grow past `MIDDLE_BUDGET` of the
+        estimated tail. True when a window was placed."""
+        if self._middle_tried:
+            return False
+        self._middle_tried = True  # also keeps the reads below out of here
+        size = self._member.compressed_size
+        if size < MIDDLE_MIN or self._distance(offset) < MIDDLE_FROM:
+            return False
+        try:
+            layout = parse_layout(self, sections=False)  # the prefix: no tail
+        except FormatError:
+            return False
+        site = dynamic_site(layout)
+        if site is None or not site.offset <= offset <= offset + length <= site.offset + site.size:
+            return False
+        self._reach_section_headers(offset, layout.section_headers_at)
+        for _ in range(3):  # the walk starts from a decoded tail
+            if self._tail is not None:
+                break
+            self._widen(self.size)
+        if self._tail is None:
+            return False
+        plain = self._distance(site.offset)  # with the tail's ratio: no samples
+        behind = self._region_length(site.offset)
+        centre = size - self._tail_bytes - behind - MIDDLE_WINDOW // 8
+        # a region of very compressible text in front of less compressible tables (.strtab
+        # before .symtab) makes the walk stop short: the windows may grow past its estimate
+        budget = max(MIDDLE_WINDOW, int(max(size - centre, plain) * MIDDLE_BUDGET))
+        half = MIDDLE_WINDOW // 2
+        while 2 * half <= budget:
+            lo, hi = max(0, centre - half), min(size - 1, centre + half)
+            try:
+                view = cores.run(decode_window, self._stored(lo, hi), MIDDLE_OUTPUT,
+                                 self._name, priority=self._priority)
+            except FormatError:
+                view = None
+            base = place(site, view) if view is not None else None
+            if view is not None and base is not None:
+                self._placed = (base, view)
+                return True
+            half *= 2
+        return False
+
+    def _reach_section_headers(self, offset: int, shoff: int) -> None:
+        """Widen the tail to the section headers where that is cheap (a quarter of the way to
+        `offset`, estimated). They are not needed, but in patchelf-rewritten libraries (torch's)
+        they sit just before `.dynstr` and `.gnu.hash`, which the reader needs next: the walk to
+        the dynamic array then starts from that longer tail, with less to estimate. Where the
+        tail stays uncertain far back (cuRAND's tables), the cap stops it."""
+        self._tail_cap = max(4 * FIRST_TAIL, int(self._distance(offset) * HEADERS_BUDGET))
+        try:
+            if 0 < shoff < self.size:
+                self.read_at(shoff, min(64, self.size - shoff))
+        except FormatError:
+            pass
+        finally:
+            self._tail_cap = None
+
+    def _region_length(self, offset: int) -> int:
+        """The compressed length of the member from `offset` to the decoded tail, estimated by
+        walking back from the tail in steps, each as long as its sample's expansion (output
+        per input byte, `abifit.remote.deflate.expansion`) says, until the steps hold the region's
+        uncompressed length. Samples are fetched `SAMPLE_JOBS` at a time."""
+        if self._tail is None:
+            raise ValueError("no decoded tail to walk back from")
+        member = self._member
+        end = member.compressed_size - self._tail_bytes
+        wanted = self._tail.start - offset
+        guess = min(wanted * member.compressed_size // max(1, member.size), self._distance(offset))
+        step = max(2 * SAMPLE_BYTES, guess // MIDDLE_STEPS)
+        held = 0.0  # uncompressed bytes in the steps so far
+        rate = member.size / max(1, member.compressed_size)
+        k = 0
+        while (k + 1) * step <= end:
+            centres = [end - (k + i) * step - step // 2 for i in range(SAMPLE_JOBS)]
+            for centre, sampled in zip(centres, self._expansions(centres), strict=True):
+                if centre < step // 2:
+                    return end
+                rate = sampled or rate
+                if held + rate * step >= wanted:
+                    return k * step + int((wanted - held) / rate)
+                held += rate * step
+                k += 1
+        return end
+
+    def _expansions(self, centres: list[int]) -> list[float | None]:
+        """Output per input byte around each compressed offset, fetched and computed at once."""
+        raw = self._archive.base if isinstance(self._archive, Layered) else self._archive
+        size = self._member.compressed_size
+
+        def sampled(centre: int) -> float | None:
+            lo = max(0, centre - SAMPLE_BYTES // 2)
+            data = raw.read_at(self._start + lo, min(size - 1, lo + SAMPLE_BYTES) - lo)
+            if len(data) < SAMPLE_BYTES // 2:
+                return None
+            return cores.run(expansion, data, priority=self._priority)
+
+        with ThreadPoolExecutor(max_workers=len(centres)) as pool:
+            return list(pool.map(sampled, centres))
+
+    def _stored(self, lo: int, hi: int) -> bytes:
+        """The member's compressed bytes `[lo, hi)`, fetching only what no earlier read holds;
+        the spans held are merged."""
+        parts: list[tuple[int, bytes]] = []
+        at = lo
+        for start, data in sorted(self._held):
+            end = start + len(data)
+            if end <= at or start >= hi:
+                continue
+            if start > at:
+                parts.append((at, self._archive.read_at(self._start + at, start - at)))
+            parts.append((max(at, start), data[max(at, start) - start : min(end, hi) - start]))
+            at = min(end, hi)
+        if at < hi:
+            parts.append((at, self._archive.read_at(self._start + at, hi - at)))
+        data = b"".join(part for _, part in parts)
+        kept = [(s, d) for s, d in self._held if s + len(d) < lo or s > hi]
+        merged_lo, merged = lo, data
+        for s, d in self._held:
+            if not (s + len(d) < lo or s > hi):  # touching or overlapping: merge
+                if s < merged_lo:
+                    merged, merged_lo = d[: merged_lo - s] + merged, s
+                if s + len(d) > merged_lo + len(merged):
+                    merged += d[merged_lo + len(merged) - s :]
+        self._held = [*kept, (merged_lo, merged)]
+        return data
+
+    def _widen(self, offset: int) -> None:
+        """Widen the compressed tail (fetching only the bytes no earlier read holds): to
+        double, or at once to what should reach `offset` at the compression ratio seen so
+        far, with a margin."""
+        wanted = max(FIRST_TAIL, self._tail_bytes * 2)
+        if self._tail is not None and self._tail.start < self._member.size:
+            # the ratio of a short tail (the file's very end) misleads: aim short, then again
+            # with the ratio of the longer tail, closely
+            ratio = self._tail_bytes / (self._member.size - self._tail.start)
+            margin = 1.05 if self._tail_bytes >= RATIO_TRUSTED else 0.8
+            grow = 2.0 if self._tail_bytes < TAIL_DOUBLING else 1.25  # round trips or bytes
+            wanted = max(int(self._tail_bytes * grow),
+                         int((self._member.size - offset) * ratio * margin))
+        take = min(wanted, self._member.compressed_size)
+        size = self._member.compressed_size
+        tail = self._stored(size - take, size)
+        self._tail_bytes = take
+        try:
+            self._tail = cores.run(decode_tail, tail, self._member.size, self._name,
+                                   priority=self._priority)
+        except FormatError:
+            self._tail = None
+
+
+def open_member(archive: ByteSource, member: Member, where: str) -> ByteSource:
+    """A member's uncompressed bytes, read with as few remote bytes as the reads need."""
+    start = member_data_start(archive, member, where)
+    if member.method == zipfile.ZIP_STORED:
+        return SliceSource(archive, start, member.compressed_size, where)
+    if member.method != zipfile.ZIP_DEFLATED:
+        raise FormatError(where, f"unsupported zip compression method {member.method}")
+    if member.compressed_size <= WHOLE_MEMBER:
+        data = archive.read_at(start, member.compressed_size)
+        return InflateSource(BytesSource(data, where), member.size, where)
+    return RemoteMember(archive, member, start, where)
+
+
+def _inflated(compressed: ByteSource, member: Member, where: str) -> ByteSource:
+    """A member's bytes, inflated from its start, over a source of its stored bytes."""
+    if member.method == zipfile.ZIP_STORED:
+        return compressed
+    if member.method != zipfile.ZIP_DEFLATED:
+        raise FormatError(where, f"unsupported zip compression method {member.method}")
+    return InflateSource(compressed, member.size, where)
+
+
+def _read_gpu_member(archive: ByteSource, member: Member, where: str) -> GpuCode | None:
+    """A member's fat binaries: a small member fetched in one request; a large one with its
+    headers read from its ends, then inflated from its start up to its fat binaries' end."""
+    source = ReadAhead(archive, max_ahead=8 << 20)
+    start = member_data_start(source, member, where)
+    stored: ByteSource = SliceSource(source, start, member.compressed_size, where)
+    if member.compressed_size <= WHOLE_GPU_MEMBER:
+        stored = BytesSource(archive.read_at(start, member.compressed_size), where)
+        opened = _inflated(stored, member, where)
+        if not is_elf_member(opened):
+            return None
+        return read_gpu_code(opened, parse_elf(opened, relocations=False))
+    headers = open_member(source, member, where)
+    if not is_elf_member(headers):
+        return None
+    return read_gpu_code(_inflated(stored, member, where),
+                         parse_elf(headers, relocations=False))
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteContext:
+    """What reading wheels from an index needs: the index, the HTTP client, the cache, the
+    target interpreter and platform, and whether pre-releases count."""
+
+    index: PackageIndex
+    client: HttpClient | None  # None: offline, read only what the cache holds
+    cache: Cache | None
+    target: Target
+    prereleases: bool = False
+    wheel_sizes: dict[str, int] = field(default_factory=dict)  # filename -> bytes, as read
+    # wheels being read, by URL and whether relocations are read: threads (the cells of a
+    # matrix) that need one wheel read each member once
+    wheels: weakref.WeakValueDictionary[tuple[str, bool], RemoteWheel] = field(
+        default_factory=weakref.WeakValueDictionary)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def resolve(text: str, ctx: RemoteContext) -> IndexFile:
+    """The wheel a requirement selects for the target."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement as e:
+        reason = str(e).splitlines()[0] if str(e) else "not a requirement"
+        raise UsageError(f"invalid requirement {text!r}: {reason}") from e
+    files = ctx.index.project_files(requirement.name)
+    return select_one(files, requirement, ctx.target, prereleases=ctx.prereleases).file
+
+
+def shared_wheel(file: IndexFile, ctx: RemoteContext, relocations: bool = False) -> RemoteWheel:
+    """The `RemoteWheel` of `file` that other threads of this context are reading, if any, so
+    that a member is fetched once while it is not yet in the cache (or there is no cache)."""
+    with ctx.lock:
+        wheel = ctx.wheels.get((file.url, relocations))
+        if wheel is None:
+            wheel = RemoteWheel(file, ctx, relocations)
+            ctx.wheels[(file.url, relocations)] = wheel
+        return wheel
+
+
+def open_wheel(file: IndexFile, ctx: RemoteContext) -> tuple[WheelArchive, ReadAhead]:
+    """The wheel's directory, read from its end with one or two range requests."""
+    if ctx.client is None:
+        raise UsageError(f"offline: {file.filename} is not in the cache (run once without "
+                         "--offline)")
+    http = ctx.client.open(file.url, size=file.size, sha256=file.sha256)
+    ctx.wheel_sizes[file.filename] = http.size
+    source = ReadAhead(http)
+    offset, tail = http.read_suffix(min(_DIRECTORY_GUESS, http.size))
+    source.prime(offset, tail)
+    return WheelArchive(source, file.filename), source
+
+
+class RemoteWheel:
+    """One wheel on an index, read lazily: its ELF candidates, the dynamic view of any member,
+    its core metadata. Everything read is cached by the wheel's sha256; identical members (same
+    CRC and sizes) are read once."""
+
+    def __init__(self, file: IndexFile, ctx: RemoteContext, relocations: bool = False) -> None:
+        self.file = file
+        self.ctx = ctx
+        self.relocations = relocations  # also read the symbols relocations use, in their order
+        if file.size is not None:
+            ctx.wheel_sizes[file.filename] = file.size
+        self._opened: tuple[WheelArchive, ReadAhead] | None = None
+        self._members: tuple[Member, ...] | None = None
+        self._same: dict[tuple[int, int, int], ElfImage] = {}
+        self._lock = threading.Lock()
+        self._member_locks: dict[tuple[int, int, int], threading.Lock] = {}
+
+    def _open(self) -> tuple[WheelArchive, ReadAhead]:
+        if self._opened is None:
+            self._opened = open_wheel(self.file, self.ctx)
+        return self._opened
+
+    def members(self) -> tuple[Member, ...]:
+        """The members that may be ELF files (by name)."""
+        with self._lock:
+            if self._members is None:
+                cached = _cached(self.ctx, self.file, _DIRECTORY)
+                if not isinstance(cached, tuple):
+                    cached = tuple(self._open()[0].candidates())
+                    _remember(self.ctx, self.file, _DIRECTORY, cached)
+                self._members = cached
+            return self._members
+
+    def view(self, member: Member) -> ElfImage | FormatError | None:
+        """The member's dynamic view, the error reading it, or None if it is not ELF. Threads
+        may read different members at once (each through its own read-ahead); identical
+        members are read once."""
+        key = (member.crc, member.size, member.compressed_size)
+        with self._lock:
+            lock = self._member_locks.setdefault(key, threading.Lock())
+        with lock:
+            return self._view(member)
+
+    def _archive(self) -> ByteSource:
+        """The wheel's bytes, for a reader of its own (the directory is read on first use)."""
+        with self._lock:
+            return self._open()[1].base
+
+    def _reader(self, member: Member) -> ByteSource:
+        """A large member gets a read-ahead of its own; small ones share the wheel's (fetched
+        whole at once), so that neighbours come with one request."""
+        if member.compressed_size > WHOLE_MEMBER:
+            # the first fetch holds the local header and the data's first input chunk
+            reader = ReadAhead(self._archive(), granule=FIRST_READ, first=FIRST_READ + (4 << 10))
+            if member.method == zipfile.ZIP_DEFLATED:
+                # the first tail comes at the same time (the local header's extra field is
+                # not known yet: a margin covers one of up to 1 KiB)
+                end = member.header_offset + LOCAL_HEADER_SIZE + len(member.path.encode()) \
+                    + member.compressed_size
+                reader.prefetch(end - FIRST_TAIL, FIRST_TAIL + _LOCAL_HEADER_BYTES)
+            return reader
+        with self._lock:
+            shared = self._open()[1]
+        # the local header (with a name and an extra field of up to 1 KiB) and the data at once
+        whole = _LOCAL_HEADER_BYTES + len(member.path.encode()) + member.compressed_size
+        shared.read_at(member.header_offset, min(whole, shared.size - member.header_offset))
+        return shared
+
+    def _view(self, member: Member) -> ElfImage | FormatError | None:
+        key = (member.crc, member.size, member.compressed_size)
+        entry = member.path + (_RELOCATIONS if self.relocations else "")
+        cached = _cached(self.ctx, self.file, entry)
+        twin = self._same.get(key)
+        if twin is not None and not isinstance(cached, ElfImage):
+            cached = twin
+            _remember(self.ctx, self.file, entry, twin)
+        if isinstance(cached, ElfImage):
+            self._same[key] = cached
+            return cached
+        if cached == _NOT_ELF:
+            return None
+        where = f"{self.file.filename}!{member.path}"
+        try:
+            opened = open_member(self._reader(member), member, where)
+            if not is_elf_member(opened):
+                _remember(self.ctx, self.file, entry, _NOT_ELF)
+                return None
+            image = parse_elf(opened, relocations=self.relocations, sections=False)
+        except FormatError as e:
+            return e
+        _remember(self.ctx, self.file, entry, image)
+        self._same[key] = image
+        return image
+
+    def gpu_code(self, member: Member) -> GpuCode | FormatError | None:
+        """The member's fat binaries (None: not ELF, or no GPU code). A member up to
+        `WHOLE_GPU_MEMBER` compressed bytes is fetched in one request and read in memory; a
+        larger one has its headers read from its ends, then is inflated from its start up to
+        the end of its fat binaries, in large requests."""
+        entry = member.path + _GPU_CODE
+        cached = _cached(self.ctx, self.file, entry)
+        if isinstance(cached, GpuCode):
+            return cached
+        if cached == _NOT_ELF:
+            return None
+        where = f"{self.file.filename}!{member.path}"
+        try:
+            code = _read_gpu_member(self._archive(), member, where)
+        except FormatError as e:
+            return e
+        _remember(self.ctx, self.file, entry, _NOT_ELF if code is None else code)
+        return code
+
+    def metadata(self) -> str:
+        """The wheel's core metadata (METADATA): from the index (PEP 658) when offered, else
+        from the wheel's `*.dist-info/METADATA` member."""
+        with self._lock:
+            cached = _cached(self.ctx, self.file, _METADATA)
+            if isinstance(cached, str):
+                return cached
+            data = self.ctx.index.metadata(self.file) if self.ctx.client is not None else None
+            if data is None:
+                archive = self._open()[0]
+                found = [m for m in archive.members if m.path.count("/") == 1
+                         and m.path.split("/")[0].endswith(".dist-info")
+                         and m.path.endswith("/METADATA")]
+                if not found:
+                    raise FormatError(self.file.filename, "no *.dist-info/METADATA member")
+                source = archive.open(found[0])
+                data = source.read_at(0, source.size)
+            text = data.decode("utf-8", "replace")
+            _remember(self.ctx, self.file, _METADATA, text)
+            return text
+
+
+def member_views(
+    file: IndexFile, ctx: RemoteContext, progress: Callable[[str], None],
+    wheel: RemoteWheel | None = None, jobs: int = READ_JOBS,
+) -> Iterator[tuple[str, ElfImage | FormatError]]:
+    """(member path, dynamic view or the error reading it) for every ELF member of a wheel,
+    `jobs` members read at once."""
+    wheel = RemoteWheel(file, ctx) if wheel is None else wheel
+    members = wheel.members()
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        # large members first, largest first, so that the long reads overlap; then the small
+        # ones in file order, which share read-ahead spans; results in the wheel's order
+        order = sorted(members, key=lambda m: (m.compressed_size <= WHOLE_MEMBER,
+                                               -m.compressed_size if m.compressed_size
+                                               > WHOLE_MEMBER else m.header_offset))
+        futures = {m.path: pool.submit(wheel.view, m) for m in order}
+        for n, member in enumerate(members, 1):
+            view = futures[member.path].result()
+            fetched = ctx.client.transfer.bytes_fetched if ctx.client else 0
+            progress(f"{file.filename}: member {n}/{len(members)} {member.path} "
+                     f"({fetched / 1e6:.1f} MB fetched)")
+            if view is not None:
+                yield member.path, view
+
+
+_NOT_ELF = "not-elf"
+_DIRECTORY = "<directory>"
+_METADATA = "<metadata>"
+_RELOCATIONS = "\x00relocations"  # cache entry of a view that has relocated_symbols
+_GPU_CODE = "\x00gpu-code"  # cache entry of a member's fat binaries
+_DIRECTORY_GUESS = 64 << 10
+_LOCAL_HEADER_BYTES = LOCAL_HEADER_SIZE + 1024  # with room for an extra field
+
+
+def _cached(ctx: RemoteContext, file: IndexFile, member: str) -> object | None:
+    if ctx.cache is None or not file.sha256:
+        return None
+    return ctx.cache.get_view(file.sha256, member)
+
+
+def _remember(ctx: RemoteContext, file: IndexFile, member: str, value: object) -> None:
+    if ctx.cache is not None and file.sha256:
+        ctx.cache.put_view(file.sha256, member, value)
+
+
+# Index pages are fresh for this long; offline, any age will do.
+PAGE_MAX_AGE = 600.0
+
+
+def cached_fetch(client: HttpClient | None, cache: Cache | None) -> Fetch:
+    """The index's fetch function: cached pages when fresh, the network otherwise, and only the
+    cache when offline (client None)."""
+
+    def fetch(url: str, headers: Mapping[str, str]) -> tuple[int, Mapping[str, str], bytes, str]:
+        if cache is not None:
+            page = cache.get_page(url, PAGE_MAX_AGE if client is not None else -1.0)
+            if page is not None:
+                return 200, {"content-type": page[0]}, page[1], url
+        if client is None:
+            raise UsageError(f"offline: {url} is not in the cache (run once without --offline)")
+        response = client.get(url, headers)
+        if cache is not None and response.status == 200:
+            cache.put_page(url, response.headers.get("content-type", ""), response.body)
+        return response.status, response.headers, response.body, response.url
+
+    return fetch

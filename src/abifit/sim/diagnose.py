@@ -1,0 +1,179 @@
+"""Load problems -> findings a person can act on: what fails, the derivation, and a fix.
+
+Pure: the facts it needs beyond the loader's result (which package owns a file, the definitions
+in scope, where else a library exists) arrive through a `Context`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from abifit.sim.findings import Finding, FindingKind
+from abifit.sim.loader import LoadProblem, ProblemKind, Resolution
+
+if TYPE_CHECKING:
+    from abifit.formats.demangle import SignatureDiff
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What diagnosis may ask about the machine, supplied by the caller."""
+
+    owner: Callable[[str], str | None]
+    exports: Callable[[str], Collection[str]]
+    versions_defined: Callable[[str], tuple[str, ...]]
+    locate: Callable[[str], tuple[str, ...]]
+    pip_package: Callable[[str], str | None]
+    rebuild_hint: Callable[[str, str], str | None] = lambda _obj, _provider: None
+    # (soname, the object needing it) -> (hint, explanation) from the wheels on the index that
+    # ship the soname; hint None when none was found (the explanation says why)
+    library_fix: Callable[[str, str], tuple[str | None, str] | None] = lambda _s, _o: None
+
+
+def _label(path: str, ctx: Context) -> str:
+    owner = ctx.owner(path)
+    return f"{path} ({owner})" if owner else path
+
+
+def _trace(resolution: Resolution | None) -> tuple[str, ...]:
+    if resolution is None:
+        return ()
+    lines = []
+    for a in resolution.attempts:
+        owner = f" of {a.owner}" if a.owner else ""
+        lines.append(f"{a.path}  [{a.via.value}{owner}: {a.outcome}]")
+    return tuple(lines)
+
+
+def diagnose(problem: LoadProblem, module: str | None, ctx: Context, deep: bool = True) -> Finding:
+    """The finding for one load problem; `deep` searches the scope for nearest definitions."""
+    if problem.kind is ProblemKind.UNDEFINED_SYMBOL:
+        return _undefined_symbol(problem, module, ctx, deep)
+    if problem.kind is ProblemKind.MISSING_VERSION:
+        return _missing_version(problem, module, ctx)
+    return _missing_library(problem, module, ctx)
+
+
+def _pretty(symbol: str) -> str:
+    from abifit.formats.demangle import (
+        demangle,  # ctypes and libstdc++ only when a symbol is explained
+    )
+
+    text = demangle(symbol)
+    return f"`{text}`" if text != symbol else f"`{symbol}`"
+
+
+def _undefined_symbol(
+    problem: LoadProblem, module: str | None, ctx: Context, deep: bool
+) -> Finding:
+    from abifit.formats.demangle import nearest
+
+    symbol = problem.symbol or ""
+    scope = [p for p in problem.scope if p != problem.object]
+    where: dict[str, str] = {}
+    near: list[SignatureDiff] = []
+    if deep:
+        for path in scope:
+            for diff in nearest(symbol, ctx.exports(path), limit=3):
+                if diff.new.mangled != symbol and diff.new.mangled not in where:
+                    where[diff.new.mangled] = path
+                    near.append(diff)
+        near = sorted(near, key=lambda d: (not d.same_function, d.change_count))[:3]
+    holder = next((p for p in scope if symbol in ctx.exports(p)), None)
+    lines = [
+        f"Because {_label(problem.object, ctx)} needs {_pretty(symbol)}"
+        + (f" at version {problem.version}" if problem.version else "")
+        + f" and none of the {len(problem.scope)} objects in its lookup scope defines it, "
+        "the import fails."
+    ]
+    if holder is not None and problem.version is not None:
+        lines.append(f"{holder} defines that name, but not at version {problem.version}.")
+    for diff in near:
+        lines.append(f"Nearest definition, in {_label(where[diff.new.mangled], ctx)}: "
+                     f"`{diff.new.text}` — {diff.describe()}.")
+        if diff.string_abi_changed:
+            lines.append("The std::string ABIs differ: one side was built with "
+                         "-D_GLIBCXX_USE_CXX11_ABI=0 (the old ABI), the other with the cxx11 ABI.")
+    hint = ctx.rebuild_hint(problem.object, where[near[0].new.mangled]) if near else None
+    return Finding(
+        kind=FindingKind(problem.kind.value), object=problem.object, message=problem.message,
+        explanation="\n".join(lines), module=module, symbol=symbol, version=problem.version,
+        hint=hint, nearest=tuple(f"{d.new.mangled}  {d.describe()}" for d in near),
+    )
+
+
+_VERSION_NUMBER = re.compile(r"^([A-Za-z_]+?)_?(\d+(?:\.\d+)*)$")
+
+
+def newest_version(names: Iterable[str], like: str) -> str | None:
+    """The newest of `names` in the same family as `like` (GLIBCXX_3.4.30 -> GLIBCXX_3.4.*)."""
+    wanted = _VERSION_NUMBER.match(like)
+    if wanted is None:
+        return None
+    family = wanted.group(1)
+    best: tuple[tuple[int, ...], str] | None = None
+    for name in names:
+        m = _VERSION_NUMBER.match(name)
+        if m is None or m.group(1) != family:
+            continue
+        key = tuple(int(x) for x in m.group(2).split("."))
+        if best is None or key > best[0]:
+            best = (key, name)
+    return best[1] if best else None
+
+
+def _missing_version(problem: LoadProblem, module: str | None, ctx: Context) -> Finding:
+    library = problem.library or ""
+    version = problem.version or ""
+    newest = newest_version(ctx.versions_defined(library), version)
+    lines = [f"Because {_label(problem.object, ctx)} requires version {version} and the "
+             f"{library} that the loader found does not define it, the import fails."]
+    if newest:
+        lines.append(f"The newest {newest.split('_')[0]} version it defines is {newest}.")
+    hint = (f"use a newer {library.rsplit('/', 1)[-1]} (for example from a newer toolchain or "
+            "conda's libstdcxx-ng), or a build of the package made for this system")
+    return Finding(
+        kind=FindingKind(problem.kind.value), object=problem.object, message=problem.message,
+        explanation="\n".join(lines), module=module, library=library, version=version, hint=hint,
+    )
+
+
+def _missing_library(problem: LoadProblem, module: str | None, ctx: Context) -> Finding:
+    name = problem.library or ""
+    trace = _trace(problem.resolution)
+    found = ctx.locate(name)
+    lines = [f"Because {_label(problem.object, ctx)} needs {name} and the loader did not find "
+             f"it in the {len(trace)} places it looked (paths considered, in order, below), "
+             "the import fails."]
+    if problem.kind is ProblemKind.WRONG_ELF_CLASS:
+        lines.append("A file of that name exists on the search path but is built for another "
+                     "ELF class (32-bit vs 64-bit).")
+    hint: str | None
+    if found:
+        lines.append("Files with that name on this machine: " + ", ".join(found) + ".")
+        directory = found[0].rsplit("/", 1)[0]
+        hint = (f"add {directory} to the loader's path: `echo {directory} | sudo tee "
+                f"/etc/ld.so.conf.d/abifit.conf && sudo ldconfig`, or "
+                f"`export LD_LIBRARY_PATH={directory}:$LD_LIBRARY_PATH`")
+    elif name.startswith("libcuda.so"):
+        lines.append("No file with that name was found on this machine.")
+        hint = (f"{name} is the NVIDIA driver's library, not a pip package: install the NVIDIA "
+                "driver (a machine without an NVIDIA GPU cannot load this module)")
+    else:
+        package = ctx.pip_package(name)
+        lines.append("No file with that name was found on this machine.")
+        quoted = f"'{package}'" if package and any(c in package for c in "<>=!~ ;") else package
+        hint = (f"`pip install {quoted}` provides {name}" if package
+                else f"install the package that provides {name}")
+        fix = ctx.library_fix(name, problem.object)
+        if fix is not None:
+            lines.append(fix[1])
+            hint = fix[0] or hint
+    return Finding(
+        kind=FindingKind(problem.kind.value), object=problem.object, message=problem.message,
+        explanation="\n".join(lines), module=module, library=name, hint=hint, trace=trace,
+        candidates=found,
+    )

@@ -1,0 +1,58 @@
+"""Findings: the problems abifit found in what it could read. Data, never raised.
+
+An *error* (`abifit.errors`) means something could not be analysed; a finding means it could
+be, and something in it would fail (or deserves a warning). Every finding has a kind from
+`FindingKind`, the object it is about, the loader's message, a derivation ("Because X needs S
+and Y does not define it, the import fails") and, where one exists, a hint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class FindingKind(str, Enum):
+    """What kind of problem a finding is; the values are what reports print and JSON holds."""
+
+    # the loader (abifit.sim.loader's ProblemKind, one to one)
+    MISSING_LIBRARY = "missing-library"
+    WRONG_ELF_CLASS = "wrong-elf-class"
+    UNREADABLE_OBJECT = "unreadable-object"
+    MISSING_VERSION = "missing-version"
+    UNDEFINED_SYMBOL = "undefined-symbol"
+    # the process
+    DUPLICATE_SONAME = "duplicate-soname"
+    MODEL_DISAGREEMENT = "model-disagreement"
+    # GPU code against a GPU
+    NO_KERNEL_IMAGE = "no-kernel-image"
+    PARTIAL_KERNEL_IMAGE = "partial-kernel-image"
+    UNREADABLE_GPU_CODE = "unreadable-gpu-code"
+    # the CUDA stack of a host
+    DRIVER_TOO_OLD = "driver-too-old"
+    CUDA_MAJOR_MIX = "cuda-major-mix"
+    TOOLKIT_NOT_SEARCHED = "toolkit-not-searched"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem found: data, never raised."""
+
+    kind: FindingKind
+    object: str
+    message: str
+    explanation: str
+    module: str | None = None
+    symbol: str | None = None
+    library: str | None = None
+    version: str | None = None
+    hint: str | None = None
+    trace: tuple[str, ...] = ()
+    candidates: tuple[str, ...] = ()
+    nearest: tuple[str, ...] = field(default=())

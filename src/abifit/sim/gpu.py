@@ -1,0 +1,333 @@
+"""Whether a GPU can run an object's kernels: the CUDA rules for SASS, PTX JIT and arch variants.
+
+For each fat binary (container) of an object, the CUDA driver takes, in this order:
+
+1. SASS (a cubin) it can run as is. A GPU of compute capability X.Y runs `sm_XZ` SASS with Z <= Y
+   (same major, minor at most the GPU's); `sm_XYa` (arch-specific) only on exactly X.Y; `sm_XZf`
+   (family-specific) on the same major with minor >= Z, which for SASS is the plain rule.
+   NVIDIA's "NVIDIA Blackwell and NVIDIA CUDA 12.9 Introduce Family-Specific Architecture
+   Features" (https://developer.nvidia.com/blog/nvidia-blackwell-and-nvidia-cuda-12-9-introduce-
+   family-specific-architecture-features/) and the CUDA Programming Guide's "Compute
+   Capabilities" appendix: family-specific features are available on devices of the same major
+   compute capability and an equal or higher minor one; arch-specific ones only on the exact
+   compute capability.
+2. Else PTX it can JIT-compile: `compute_XZ` for any GPU of compute capability >= X.Z;
+   `compute_XYa` only for X.Y; `compute_XZf` for the same major with minor >= Z. The driver must
+   also know the PTX ISA version: a driver of CUDA release R reads ISA versions up to R's
+   (`data/ptx_isa.json`, from the PTX ISA document's release history).
+3. Else no image fits, and launching a kernel of that container fails with "no kernel image is
+   available for execution on the device" (for PTX that is too new for the driver, the runtime's
+   words are "the provided PTX was compiled with an unsupported toolchain").
+
+An object's verdict: `no-gpu-code` without any SASS or PTX; `no-kernel-image` when no container
+is covered; else `runs-sass`, or `runs-ptx-jit` when some covered container needs the JIT.
+`Coverage.partial` says that only some containers are covered (libraries often build some
+kernels for one architecture only, and dispatch by architecture at run time).
+
+Pure: the GPU, the driver's CUDA release and the PTX table are inputs.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from abifit.formats.fatbin import Arch, FatbinContainer, FatbinEntry, GpuCode, Variant
+
+DATA = Path(__file__).parent.parent / "data"
+NO_KERNEL_IMAGE = "no kernel image is available for execution on the device"
+UNSUPPORTED_PTX = "the provided PTX was compiled with an unsupported toolchain"
+
+Release = tuple[int, int]  # a CUDA release or PTX ISA version: (13, 0)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ComputeCapability:
+    """A GPU's compute capability, such as 9.0 (H100) or 12.0 (RTX 5090)."""
+
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+class Verdict(Enum):
+    RUNS_SASS = "runs-sass"
+    RUNS_PTX_JIT = "runs-ptx-jit"
+    NO_KERNEL_IMAGE = "no-kernel-image"
+    NO_GPU_CODE = "no-gpu-code"
+
+
+_CC = re.compile(r"(\d+)\.(\d)")
+_ARCH = re.compile(r"(?:sm|compute|lto)_(\d+)([af]?)")
+_RELEASE = re.compile(r"(\d+)\.(\d+)")
+
+
+def parse_compute_capability(text: str) -> ComputeCapability:
+    """'9.0', '12.0', 'sm_90' or 'sm_90a' (a GPU has no variant: 9.0); ValueError otherwise."""
+    cleaned = text.strip()
+    if m := _CC.fullmatch(cleaned):
+        return ComputeCapability(int(m[1]), int(m[2]))
+    if (m := _ARCH.fullmatch(cleaned)) and len(m[1]) >= 2:
+        sm = int(m[1])
+        return ComputeCapability(sm // 10, sm % 10)
+    raise ValueError(f"invalid compute capability: {text!r} (expected e.g. '9.0' or 'sm_90')")
+
+
+def parse_arch(text: str) -> Arch:
+    """'sm_90a', 'compute_80', 'sm_120f' as an Arch; ValueError otherwise."""
+    m = _ARCH.fullmatch(text.strip())
+    if not m or len(m[1]) < 2:
+        raise ValueError(f"invalid GPU architecture: {text!r} (expected e.g. 'sm_90a')")
+    return Arch(int(m[1]), Variant(m[2]))
+
+
+def parse_release(text: str) -> Release:
+    """A CUDA release or PTX ISA version: '13.0' -> (13, 0); ValueError otherwise."""
+    m = _RELEASE.fullmatch(text.strip())
+    if not m:
+        raise ValueError(f"invalid version: {text!r} (expected e.g. '12.4')")
+    return int(m[1]), int(m[2])
+
+
+@functools.cache
+def ptx_isa_table() -> Mapping[Release, Release]:
+    """PTX ISA version -> first CUDA release whose driver JIT-compiles it (data/ptx_isa.json)."""
+    raw = json.loads((DATA / "ptx_isa.json").read_text("utf-8"))
+    table: dict[str, str] = raw["ptx_isa_to_cuda"]
+    return {parse_release(isa): parse_release(cuda) for isa, cuda in table.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# The rules
+
+
+def _capability(arch: Arch) -> ComputeCapability:
+    return ComputeCapability(arch.major, arch.minor)
+
+
+def sass_runs_on(arch: Arch, gpu: ComputeCapability) -> bool:
+    """Whether SASS built for `arch` runs on `gpu` as it is."""
+    if arch.major != gpu.major:
+        return False
+    if arch.variant is Variant.ARCH_SPECIFIC:
+        return arch.minor == gpu.minor
+    return arch.minor <= gpu.minor
+
+
+def ptx_compiles_for(arch: Arch, gpu: ComputeCapability) -> bool:
+    """Whether PTX for the virtual `arch` can be JIT-compiled for `gpu` (driver aside)."""
+    if arch.variant is Variant.ARCH_SPECIFIC:
+        return _capability(arch) == gpu
+    if arch.variant is Variant.FAMILY:
+        return arch.major == gpu.major and arch.minor <= gpu.minor
+    return _capability(arch) <= gpu
+
+
+def driver_reads_ptx(
+    isa: Release, driver_cuda: Release | None, table: Mapping[Release, Release] | None = None
+) -> bool:
+    """Whether a driver of CUDA release `driver_cuda` knows PTX ISA `isa` (True when unknown).
+
+    An ISA version newer than every row of the table needs a driver newer than every row.
+    """
+    if driver_cuda is None:
+        return True
+    table = ptx_isa_table() if table is None else table
+    needed = table.get(isa)
+    if needed is None:
+        newest_isa = max(table)
+        return isa < newest_isa or driver_cuda > table[newest_isa]
+    return driver_cuda >= needed
+
+
+# ---------------------------------------------------------------------------------------------
+# Coverage
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerCoverage:
+    """What the driver takes from one container for the GPU: the entry and why."""
+
+    container: FatbinContainer
+    verdict: Verdict
+    entry: FatbinEntry | None
+    reason: str
+    error: str | None = None
+
+    @property
+    def covered(self) -> bool:
+        return self.verdict in (Verdict.RUNS_SASS, Verdict.RUNS_PTX_JIT)
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """Whether one object's kernels can run on a GPU, container by container."""
+
+    gpu: ComputeCapability
+    driver_cuda: Release | None
+    verdict: Verdict
+    containers: tuple[ContainerCoverage, ...]
+    reason: str
+    embedded: tuple[ContainerCoverage, ...] = ()
+
+    @property
+    def partial(self) -> bool:
+        """Some containers are covered and some are not."""
+        covered = [c.covered for c in self.containers]
+        return any(covered) and not all(covered)
+
+    @property
+    def uncovered(self) -> tuple[ContainerCoverage, ...]:
+        return tuple(c for c in self.containers if not c.covered)
+
+
+def coverage(
+    code: GpuCode,
+    gpu: ComputeCapability,
+    driver_cuda: Release | None = None,
+    table: Mapping[Release, Release] | None = None,
+) -> Coverage:
+    """Which of `code`'s images a GPU of compute capability `gpu` would run, and the verdict.
+
+    `driver_cuda` is the newest CUDA release the driver supports (None: assume it reads any
+    PTX). Containers without SASS or PTX (an empty device-link container) are left out.
+    """
+    table = ptx_isa_table() if table is None else table
+    choices = tuple(choose_image(c, gpu, driver_cuda, table) for c in code.containers
+                    if _has_kernels(c))
+    if not choices and code.embedded:
+        return _embedded_coverage(code, gpu, driver_cuda, table)
+    verdict = _object_verdict(choices)
+    return Coverage(gpu, driver_cuda, verdict, choices, _object_reason(code, gpu, verdict, choices))
+
+
+def _has_kernels(container: FatbinContainer) -> bool:
+    """A container with images that may hold kernels (not one known to hold none)."""
+    return container.kernels is not False and _has_images(container)
+
+
+def _has_images(container: FatbinContainer) -> bool:
+    return any(e.is_sass or e.is_ptx for e in container.entries)
+
+
+def _embedded_coverage(code: GpuCode, gpu: ComputeCapability, driver_cuda: Release | None,
+                       table: Mapping[Release, Release]) -> Coverage:
+    """Fat binaries a library keeps in its data and loads itself, choosing by the GPU: it runs
+    when any of them has code for the GPU."""
+    choices = tuple(choose_image(c, gpu, driver_cuda, table) for c in code.embedded
+                    if _has_images(c))
+    covered = [c for c in choices if c.covered]
+    sections = ", ".join(sorted({c.section for c in code.embedded}))
+    sass = _names({a for c in code.embedded for a in c.sass_archs}) or "none"
+    ptx = _names({a for c in code.embedded for a in c.ptx_archs}, ptx=True)
+    held = f"SASS {sass}; PTX {ptx or 'none'}"
+    where = (f"its kernels are in {len(choices)} fat binaries embedded in {sections}, which the "
+             "library loads itself")
+    if not covered:
+        first = choices[0] if choices else None
+        error = first.error if first else NO_KERNEL_IMAGE
+        return Coverage(gpu, driver_cuda, Verdict.NO_KERNEL_IMAGE, (), (
+            f"Because the GPU is {gpu} and none of the fat binaries has code for it ({where}; "
+            f"{held}), launching a kernel fails: {error}"), choices)
+    verdict = (Verdict.RUNS_SASS if any(c.verdict is Verdict.RUNS_SASS for c in covered)
+               else Verdict.RUNS_PTX_JIT)
+    return Coverage(gpu, driver_cuda, verdict, (), (
+        f"{len(covered)} of {len(choices)} fat binaries have code for {gpu} ({where}, choosing "
+        f"by the GPU; {held})"), choices)
+
+
+def choose_image(
+    container: FatbinContainer,
+    gpu: ComputeCapability,
+    driver_cuda: Release | None = None,
+    table: Mapping[Release, Release] | None = None,
+) -> ContainerCoverage:
+    """The entry the driver takes from `container` for `gpu`: the best SASS, else JIT-able PTX."""
+    sass = [e for e in container.entries if e.is_sass and sass_runs_on(e.arch, gpu)]
+    if sass:
+        best = max(sass, key=_preference)
+        return ContainerCoverage(container, Verdict.RUNS_SASS, best,
+                                 f"{best.arch} SASS runs on {gpu}")
+    ptx = [e for e in container.entries if e.is_ptx and ptx_compiles_for(e.arch, gpu)]
+    readable = [e for e in ptx if driver_reads_ptx(e.code_version, driver_cuda, table)]
+    if readable:
+        best = max(readable, key=_preference)
+        return ContainerCoverage(container, Verdict.RUNS_PTX_JIT, best,
+                                 f"{_ptx_name(best)} PTX is JIT-compiled for {gpu}")
+    too_new = bool(ptx) and driver_cuda is not None
+    return ContainerCoverage(container, Verdict.NO_KERNEL_IMAGE, None,
+                             _missing_reason(container, gpu, too_new, driver_cuda),
+                             UNSUPPORTED_PTX if too_new else NO_KERNEL_IMAGE)
+
+
+def _preference(entry: FatbinEntry) -> tuple[int, int]:
+    """Newest SM first; at one SM, the arch-specific image over the family and plain ones."""
+    rank = {Variant.ARCH_SPECIFIC: 2, Variant.FAMILY: 1, Variant.PLAIN: 0}
+    return entry.arch.sm, rank[entry.arch.variant]
+
+
+def _ptx_name(entry: FatbinEntry) -> str:
+    return f"{entry.arch.virtual} (ISA {_dotted(entry.code_version)})"
+
+
+def _dotted(version: Release) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+def _missing_reason(
+    container: FatbinContainer, gpu: ComputeCapability, too_new: bool,
+    driver_cuda: Release | None,
+) -> str:
+    sass = _names(container.sass_archs) or "none"
+    ptx = ", ".join(sorted(_ptx_name(e) for e in container.entries if e.is_ptx)) or "none"
+    if too_new and driver_cuda is not None:
+        return (f"there is no SASS for {gpu} (SASS: {sass}) and the PTX that fits it ({ptx}) is "
+                f"newer than a CUDA {_dotted(driver_cuda)} driver reads")
+    return (f"there is no SASS for {gpu} (SASS: {sass}) and no PTX that can be JIT-compiled "
+            f"for it (PTX: {ptx})")
+
+
+def _names(archs: Iterable[Arch], ptx: bool = False) -> str:
+    ordered = sorted(archs, key=lambda a: (a.sm, a.variant.value))
+    return ", ".join(a.virtual if ptx else str(a) for a in ordered)
+
+
+def _object_verdict(choices: tuple[ContainerCoverage, ...]) -> Verdict:
+    if not choices:
+        return Verdict.NO_GPU_CODE
+    covered = [c for c in choices if c.covered]
+    if not covered:
+        return Verdict.NO_KERNEL_IMAGE
+    if any(c.verdict is Verdict.RUNS_PTX_JIT for c in covered):
+        return Verdict.RUNS_PTX_JIT
+    return Verdict.RUNS_SASS
+
+
+def _object_reason(
+    code: GpuCode, gpu: ComputeCapability, verdict: Verdict,
+    choices: tuple[ContainerCoverage, ...],
+) -> str:
+    if verdict is Verdict.NO_GPU_CODE:
+        if any(_has_images(c) for c in code.containers):
+            return "its fat binaries hold no kernels (registration code only)"
+        return "the object carries no SASS and no PTX"
+    ptx = _names(code.ptx_archs, ptx=True)
+    held = f"SASS {_names(code.sass_archs) or 'none'}; PTX {ptx or 'none'}"
+    if verdict is Verdict.NO_KERNEL_IMAGE:
+        first = choices[0]
+        alike = sum(c.reason == first.reason for c in choices)
+        others = f" (in {alike} of {len(choices)} fat binaries)" if len(choices) > 1 else ""
+        return (f"Because the GPU is {gpu} and {first.reason}{others}, launching a kernel "
+                f"fails: {first.error}")
+    covered = sum(c.covered for c in choices)
+    how = "SASS" if verdict is Verdict.RUNS_SASS else "SASS or PTX JIT-compiled by the driver"
+    part = (f"{covered} of {len(choices)} fat binaries have" if covered < len(choices)
+            else "every fat binary has")
+    return f"{part} code for {gpu} ({how}; the object holds {held})"

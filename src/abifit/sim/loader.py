@@ -1,0 +1,670 @@
+"""An ld.so simulation for a Python process: will this object load, and if not, what fails first.
+
+This module is pure: it reads files only through an `ObjectSource` it is given, and host facts
+(search paths, ld.so.cache) arrive as values. It follows glibc's `ld.so` for `dlopen(RTLD_NOW)`:
+
+1. Mapping, breadth first over DT_NEEDED. A name without a slash first matches an object already
+   in the process (by DT_SONAME, by a name it was loaded under, or by path); otherwise it is
+   searched: DT_RPATH of the requesting object and of its loaders up to the caller of `dlopen`
+   (an object with DT_RUNPATH contributes no DT_RPATH), the executable's DT_RPATH,
+   LD_LIBRARY_PATH, DT_RUNPATH of the requesting object only, ld.so.cache, the system
+   directories (the last two skipped under DF_1_NODEFLIB). `$ORIGIN`, `$LIB` and `$PLATFORM`
+   expand; a file of the wrong ELF class or machine is skipped. Every path tried is recorded.
+2. Version requirements (DT_VERNEED) of the new objects, in search-list order: the named library
+   must define the version unless the requirement is weak.
+3. Binding, dependencies first: every non-weak undefined symbol a relocation refers to must be
+   defined in the global scope (the executable, its dependencies, LD_PRELOAD and RTLD_GLOBAL
+   objects) or in the search list of the object passed to `dlopen`, with glibc's version rules.
+
+A host profile may *assume* libraries that are not there (the NVIDIA driver's `libcuda.so.1` on a
+machine without a GPU): such a soname, when the search finds nothing, maps to a placeholder that
+defines the symbols matching a pattern (the driver API's `cu*` functions), so the rest of the
+load can still be judged.
+
+The first failure is reported with the text `dlerror()` gives; every other problem found is kept
+too. A failed `dlopen` leaves the process as it was, as ld.so does.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from abifit.errors import FormatError
+from abifit.formats.elf import (
+    SHN_UNDEF,
+    Binding,
+    DynamicInfo,
+    ElfClass,
+    ElfImage,
+    FileType,
+    SymbolTable,
+    SymbolType,
+    Visibility,
+)
+from abifit.formats.sources import ObjectSource
+
+DF_1_NODEFLIB = 0x800
+
+# auditwheel vendors a library as `<pkg>.libs/libz-<hash>.so.1` or `libz.<hash>.so.1`.
+_VENDORED = re.compile(r"[-.][0-9a-f]{8}\.so")
+
+_ALLOWED_TYPES = frozenset(
+    {SymbolType.NOTYPE, SymbolType.OBJECT, SymbolType.FUNC, SymbolType.COMMON, SymbolType.TLS,
+     SymbolType.GNU_IFUNC}
+)
+_EXPORTED_BINDINGS = frozenset({Binding.GLOBAL, Binding.WEAK, Binding.GNU_UNIQUE})
+
+
+class Cache(Protocol):
+    """ld.so.cache as the loader consults it."""
+
+    def lookup(
+        self, soname: str, arch_flags: int, *, hwcaps_subdirs: Sequence[str] = (),
+        legacy_hwcaps: Sequence[str] = ("tls",),
+    ) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SearchConfig:
+    """Host facts the search needs."""
+
+    ld_library_path: tuple[str, ...] = ()
+    ld_preload: tuple[str, ...] = ()
+    system_dirs: tuple[str, ...] = ("/lib", "/usr/lib")
+    lib: str = "lib"
+    platform: str = "x86_64"
+    cache: Cache | None = None
+    cache_id: Callable[[int, int], int] | None = None
+    subdirs: tuple[str, ...] = ()
+    hwcaps: tuple[str, ...] = ()
+    legacy_hwcaps: tuple[str, ...] = ("tls",)
+    assumed: tuple[tuple[str, str], ...] = ()  # (soname, regex of the names it defines)
+
+
+ASSUMED_DIR = "<assumed>"
+
+
+def placeholder_image(soname: str, like: ElfImage) -> ElfImage:
+    """An empty object standing for an assumed library, of the class and machine of `like`."""
+    empty = SymbolTable((), b"", b"", array("I"), array("Q"), array("Q"), None, {})
+    return ElfImage(
+        name=f"{ASSUMED_DIR}/{soname}", elf_class=like.elf_class, byte_order=like.byte_order,
+        machine=like.machine, file_type=FileType.DYN, osabi=0, interpreter=None, loads=(),
+        dynamic=DynamicInfo((), soname, (), (), 0, 0), symbols=empty, version_needs=(),
+        version_defs=(), sections=(), section_problem=None,
+    )
+
+
+class Via(Enum):
+    """Where a library was looked for or found."""
+
+    LOADED = "already loaded"
+    PATH = "path"
+    RPATH = "DT_RPATH"
+    EXE_RPATH = "DT_RPATH of the executable"
+    LD_LIBRARY_PATH = "LD_LIBRARY_PATH"
+    RUNPATH = "DT_RUNPATH"
+    CACHE = "ld.so.cache"
+    SYSTEM = "system directory"
+    ASSUMED = "assumed by the host profile"
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One path the search tried, and what it found there."""
+
+    path: str
+    via: Via
+    owner: str | None
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """How one DT_NEEDED entry (or the dlopen argument) was resolved."""
+
+    requester: str | None
+    name: str
+    path: str | None
+    via: Via | None
+    attempts: tuple[Attempt, ...]
+
+
+class ProblemKind(Enum):
+    MISSING_LIBRARY = "missing-library"
+    WRONG_ELF_CLASS = "wrong-elf-class"
+    UNREADABLE_OBJECT = "unreadable-object"
+    MISSING_VERSION = "missing-version"
+    UNDEFINED_SYMBOL = "undefined-symbol"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadProblem:
+    """One reason an object does not load, with the text glibc prints for it."""
+
+    kind: ProblemKind
+    object: str
+    message: str
+    symbol: str | None = None
+    version: str | None = None
+    library: str | None = None
+    resolution: Resolution | None = None
+    scope: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """The outcome of one simulated dlopen."""
+
+    target: str
+    loads: bool
+    error: str | None
+    problems: tuple[LoadProblem, ...]
+    resolutions: tuple[Resolution, ...]
+    search_list: tuple[str, ...]
+    duplicates: tuple[tuple[str, str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Definition:
+    version_index: int
+    hidden: bool
+    version: str | None
+
+
+class _Index:
+    """Where each name sits in an object's symbol table; definitions are read on demand."""
+
+    __slots__ = ("image", "last", "repeated")
+
+    def __init__(self, image: ElfImage) -> None:
+        names = image.symbols.names
+        self.image = image
+        self.last = dict(zip(names, range(len(names)), strict=True))
+        self.repeated: dict[str, list[int]] = {}
+        if len(self.last) != len(names):  # one name under several versions (libc's memcpy)
+            multi = {n for n, c in Counter(names).items() if c > 1}
+            for i, n in enumerate(names):
+                if n in multi:
+                    self.repeated.setdefault(n, []).append(i)
+
+    def definitions(self, name: str) -> list[_Definition]:
+        """The exported definitions of `name`: defined, not local, of a type and visibility
+        other objects can bind to, with a value (or TLS)."""
+        indexes = self.repeated.get(name)
+        if indexes is None:
+            at = self.last.get(name)
+            indexes = [] if at is None else [at]
+        table = self.image.symbols
+        out = []
+        for i in indexes:
+            info = table.info[i]
+            kind = info & 0xF
+            if (table.section_indexes[i] == SHN_UNDEF or (info >> 4) not in _EXPORTED_BINDINGS
+                    or kind not in _ALLOWED_TYPES
+                    or table.other[i] & 0x3 in (Visibility.HIDDEN, Visibility.INTERNAL)
+                    or (table.values[i] == 0 and kind != SymbolType.TLS)):
+                continue
+            raw = table.versym[i] if table.versym is not None else 1
+            version, _file, hidden = table.version_of(i)
+            out.append(_Definition(raw & 0x7FFF, hidden, version))
+        return out
+
+
+@dataclass(eq=False)
+class _Obj:
+    """An object mapped into the simulated process."""
+
+    path: str
+    image: ElfImage
+    loader: _Obj | None
+    index_memo: dict[int, _Index] = field(default_factory=dict, repr=False)
+
+    @property
+    def soname(self) -> str | None:
+        return self.image.soname
+
+    def index(self) -> _Index:
+        """The name index, built once per image for all processes."""
+        key = id(self.image)
+        index = self.index_memo.get(key)
+        if index is None:
+            index = self.index_memo[key] = _Index(self.image)
+        return index
+
+
+def _defines(obj: _Obj, name: str, version: str | None) -> bool:
+    """Whether `obj` satisfies a reference to `name` (at `version`), by glibc's check_match."""
+    index = obj.index()
+    if name not in index.last:
+        return False
+    defs = index.definitions(name)
+    if not defs:
+        return False
+    if obj.image.symbols.versym is None:
+        return True
+    if version is not None:
+        # glibc's check_match: the named version, or a definition at an index whose version
+        # hash is 0 (index 0, or the base index 1 of an object that defines no versions)
+        own_versions = bool(obj.image.version_defs)
+        return any(d.version == version
+                   or (not d.hidden and (d.version_index == 0
+                                         or (d.version_index == 1 and not own_versions)))
+                   for d in defs)
+    if any(d.version_index <= 2 for d in defs):
+        return True
+    return sum(1 for d in defs if not d.hidden) == 1
+
+
+def expand_path(entry: str, origin: str, config: SearchConfig) -> str:
+    """A DT_RPATH/DT_RUNPATH entry with $ORIGIN, $LIB and $PLATFORM substituted."""
+    out = entry
+    for token, value in (("ORIGIN", origin), ("LIB", config.lib), ("PLATFORM", config.platform)):
+        out = out.replace("${" + token + "}", value).replace("$" + token, value)
+    return out or "."
+
+
+def _split_paths(entries: Iterable[str]) -> list[str]:
+    return [part for entry in entries for part in entry.split(":")]
+
+
+class Process:
+    """A simulated Python process: the objects mapped so far and the global scope."""
+
+    def __init__(self, source: ObjectSource, config: SearchConfig, executable: str) -> None:
+        self._source = source
+        self._config = config
+        self._objects: list[_Obj] = []
+        self._by_name: dict[str, _Obj] = {}
+        self._by_identity: dict[str, _Obj] = {}
+        self._global: list[_Obj] = []
+        self._indexes: dict[int, _Index] = {}
+        self.startup: LoadResult | None = None
+        self._exe = self._start(executable)
+
+    @property
+    def executable(self) -> str:
+        return self._exe.path
+
+    @property
+    def elf_class(self) -> ElfClass:
+        return self._exe.image.elf_class
+
+    def copy(self) -> Process:
+        """An independent process in the same state (objects themselves are shared)."""
+        clone = object.__new__(Process)
+        clone._source = self._source
+        clone._config = self._config
+        clone._objects = list(self._objects)
+        clone._by_name = dict(self._by_name)
+        clone._by_identity = dict(self._by_identity)
+        clone._global = list(self._global)
+        clone._indexes = self._indexes
+        clone.startup = self.startup
+        clone._exe = self._exe
+        return clone
+
+    def loaded(self, name: str) -> str | None:
+        """The path of the loaded object that a DT_NEEDED `name` would match, if any."""
+        obj = self._by_name.get(name)
+        return obj.path if obj else None
+
+    @property
+    def objects(self) -> tuple[str, ...]:
+        return tuple(o.path for o in self._objects)
+
+    def _machine_fits(self, image: ElfImage) -> bool:
+        return image.machine == self._exe.image.machine
+
+    def _start(self, executable: str) -> _Obj:
+        image = self._source.image(executable)
+        exe = _Obj(executable, image, None, self._indexes)
+        self._exe = exe
+        session = _Session(self, exe, caller=None)
+        session.add(exe, executable)
+        preloads = [p for p in self._config.ld_preload if p]
+        session.map_all(exe, preloads)
+        self.startup = session.finish(global_=True, target=executable)
+        return exe
+
+    def dlopen(self, path: str, *, global_: bool = False) -> LoadResult:
+        """Simulate `dlopen(path, RTLD_NOW | (RTLD_GLOBAL if global_ else RTLD_LOCAL))`."""
+        caller = next((o for o in self._objects if (o.soname or "").startswith("libpython")),
+                      self._exe)
+        session = _Session(self, None, caller=caller)
+        return session.open_root(path, global_=global_)
+
+
+class _Session:
+    """One dlopen in progress: the objects it maps, the search list and the problems found."""
+
+    def __init__(self, process: Process, root: _Obj | None, caller: _Obj | None) -> None:
+        self.p = process
+        self.root = root
+        self.caller = caller
+        self.new: list[_Obj] = []
+        self.new_names: dict[str, _Obj] = {}
+        self.new_ids: dict[str, _Obj] = {}
+        self.search_list: list[_Obj] = []
+        self.deps: dict[int, list[_Obj]] = {}
+        self.problems: list[LoadProblem] = []
+        self.resolutions: list[Resolution] = []
+
+    # -- lookup of mapped objects -------------------------------------------------------------
+
+    def find_loaded(self, name: str) -> _Obj | None:
+        return self.new_names.get(name) or self.p._by_name.get(name)
+
+    def add(self, obj: _Obj, requested: str) -> None:
+        self.new.append(obj)
+        self.new_ids[self.p._source.identity(obj.path)] = obj
+        for name in (requested, obj.path, obj.soname):
+            if name:
+                self.new_names.setdefault(name, obj)
+
+    # -- opening the root ---------------------------------------------------------------------
+
+    def open_root(self, path: str, global_: bool) -> LoadResult:
+        existing = self.find_loaded(path)
+        if existing is None and self.p._source.is_file(path):
+            existing = self.p._by_identity.get(self.p._source.identity(path))
+        if existing is not None:
+            return LoadResult(path, True, None, (), (), (existing.path,))
+        attempt = self._open_candidate(path, Via.PATH, None, self.p.elf_class)
+        if attempt[0] is None:
+            problem = self._open_problem(path, path, None, Resolution(None, path, None, None,
+                                                                      (attempt[1],)))
+            return LoadResult(path, False, problem.message, (problem,), (), ())
+        root = _Obj(path, attempt[0], self.caller, self.p._indexes)
+        self.root = root
+        self.add(root, path)
+        self.map_all(root, [])
+        return self.finish(global_=global_, target=path)
+
+    def _open_candidate(
+        self, path: str, via: Via, owner: str | None, elf_class: ElfClass
+    ) -> tuple[ElfImage | None, Attempt]:
+        if not self.p._source.is_file(path):
+            return None, Attempt(path, via, owner, "not found")
+        try:
+            image = self.p._source.image(path)
+        except FormatError as e:
+            return None, Attempt(path, via, owner, f"unreadable: {e.problem}")
+        if image.elf_class != elf_class:
+            return None, Attempt(path, via, owner,
+                                 f"wrong ELF class: ELFCLASS{32 if image.elf_class == 1 else 64}")
+        if not self.p._machine_fits(image):
+            return None, Attempt(path, via, owner, f"wrong machine: {image.machine_name}")
+        return image, Attempt(path, via, owner, "found")
+
+    # -- mapping ------------------------------------------------------------------------------
+
+    def map_all(self, root: _Obj, preloads: list[str]) -> None:
+        """Breadth-first mapping of root's dependencies (and preloads, for the executable)."""
+        queue = [root]
+        seen = {id(root)}
+        for pre in preloads:
+            obj = self.map_needed(root, pre)
+            if obj is not None and id(obj) not in seen:
+                seen.add(id(obj))
+                queue.append(obj)
+        index = 0
+        while index < len(queue):
+            obj = queue[index]
+            index += 1
+            deps = []
+            for name in obj.image.needed:
+                dep = self.map_needed(obj, name)
+                if dep is None:
+                    continue
+                deps.append(dep)
+                if id(dep) not in seen:
+                    seen.add(id(dep))
+                    queue.append(dep)
+            self.deps[id(obj)] = deps
+        self.search_list = queue
+
+    def map_needed(self, requester: _Obj, name: str) -> _Obj | None:
+        found = self.find_loaded(name)
+        if found is not None:
+            self.resolutions.append(Resolution(requester.path, name, found.path, Via.LOADED, ()))
+            return found
+        attempts: list[Attempt] = []
+        for path, via, owner in self._candidates(requester, name):
+            image, attempt = self._open_candidate(path, via, owner, requester.image.elf_class)
+            attempts.append(attempt)
+            if image is None:
+                if attempt.outcome.startswith("unreadable"):
+                    break
+                continue
+            ident = self.p._source.identity(path)
+            same = self.new_ids.get(ident) or self.p._by_identity.get(ident)
+            if same is not None:  # the same file under another name
+                self.new_names.setdefault(name, same)
+                self.resolutions.append(Resolution(requester.path, name, same.path, via,
+                                                   tuple(attempts)))
+                return same
+            obj = _Obj(path, image, requester, self.p._indexes)
+            self.add(obj, name)
+            self.resolutions.append(Resolution(requester.path, name, path, via, tuple(attempts)))
+            return obj
+        if name in dict(self.p._config.assumed):
+            obj = _Obj(f"{ASSUMED_DIR}/{name}", placeholder_image(name, requester.image),
+                       requester, self.p._indexes)
+            self.add(obj, name)
+            self.resolutions.append(Resolution(requester.path, name, obj.path, Via.ASSUMED,
+                                               tuple(attempts)))
+            return obj
+        resolution = Resolution(requester.path, name, None, None, tuple(attempts))
+        self.resolutions.append(resolution)
+        self.problems.append(self._open_problem(name, requester.path, requester, resolution))
+        return None
+
+    def _open_problem(
+        self, name: str, requester: str, obj: _Obj | None, resolution: Resolution
+    ) -> LoadProblem:
+        outcomes = [a.outcome for a in resolution.attempts]
+        unreadable = next((o for o in outcomes if o.startswith("unreadable")), None)
+        wrong = next((o for o in outcomes if o.startswith("wrong ELF class")), None)
+        if unreadable is not None:
+            bad = next(a.path for a in resolution.attempts if a.outcome == unreadable)
+            return LoadProblem(ProblemKind.UNREADABLE_OBJECT, requester,
+                               f"{bad}: invalid ELF header", library=name, resolution=resolution)
+        if wrong is not None:
+            return LoadProblem(ProblemKind.WRONG_ELF_CLASS, requester, f"{name}: {wrong}",
+                               library=name, resolution=resolution)
+        return LoadProblem(ProblemKind.MISSING_LIBRARY, requester,
+                           f"{name}: cannot open shared object file: No such file or directory",
+                           library=name, resolution=resolution)
+
+    def _candidates(self, requester: _Obj, name: str) -> Iterator[tuple[str, Via, str | None]]:
+        config = self.p._config
+        if "/" in name:
+            yield name, Via.PATH, None
+            return
+        image = requester.image
+        runpath = image.dynamic.runpath if image.dynamic else ()
+        if not runpath:
+            chain = requester
+            visited: set[int] = set()
+            node: _Obj | None = chain
+            while node is not None and id(node) not in visited:
+                visited.add(id(node))
+                yield from self._in_dirs(node, _rpath_of(node), name, Via.RPATH)
+                node = node.loader
+            exe = self.p._exe
+            if id(exe) not in visited:
+                yield from self._in_dirs(exe, _rpath_of(exe), name, Via.EXE_RPATH)
+        exe_origin = posixpath.dirname(self.p._exe.path)
+        for d in config.ld_library_path:
+            directory = expand_path(d, exe_origin, config) if d else "."
+            yield from self._in_dir(directory, name, Via.LD_LIBRARY_PATH, None)
+        if runpath:
+            yield from self._in_dirs(requester, _split_paths(runpath), name, Via.RUNPATH)
+        nodeflib = bool(image.dynamic and image.dynamic.flags_1 & DF_1_NODEFLIB)
+        if nodeflib:
+            return
+        if config.cache is not None and config.cache_id is not None:
+            cached = config.cache.lookup(
+                name, config.cache_id(image.elf_class, image.machine),
+                hwcaps_subdirs=config.hwcaps, legacy_hwcaps=config.legacy_hwcaps,
+            )
+            if cached is not None:
+                yield cached, Via.CACHE, None
+        for d in config.system_dirs:
+            yield from self._in_dir(d, name, Via.SYSTEM, None)
+
+    def _in_dirs(
+        self, owner: _Obj, dirs: list[str], name: str, via: Via
+    ) -> Iterator[tuple[str, Via, str | None]]:
+        origin = posixpath.dirname(owner.path)
+        for d in dirs:
+            yield from self._in_dir(expand_path(d, origin, self.p._config), name, via, owner.path)
+
+    def _in_dir(
+        self, directory: str, name: str, via: Via, owner: str | None
+    ) -> Iterator[tuple[str, Via, str | None]]:
+        """`directory/name`, after the hwcaps subdirectories ld.so tries first (only those that
+        hold such a file are listed, to keep the trace readable)."""
+        for subdir in self.p._config.subdirs:
+            path = posixpath.join(directory, subdir, name)
+            if self.p._source.is_file(path):
+                yield path, via, owner
+        yield posixpath.join(directory, name), via, owner
+
+    # -- versions and symbols -----------------------------------------------------------------
+
+    def check_versions(self) -> None:
+        for obj in self.search_list:
+            if obj not in self.new:
+                continue
+            for need in obj.image.version_needs:
+                lib = self.find_loaded(need.file)
+                if lib is None or not lib.image.version_defs:
+                    continue
+                defined = {d.name for d in lib.image.version_defs}
+                for version in need.versions:
+                    if version.name in defined or version.weak:
+                        continue
+                    self.problems.append(LoadProblem(
+                        ProblemKind.MISSING_VERSION, obj.path,
+                        f"{lib.path}: version `{version.name}' not found (required by "
+                        f"{obj.path})",
+                        version=version.name, library=lib.path,
+                    ))
+
+    def scope(self) -> list[_Obj]:
+        out: list[_Obj] = []
+        seen: set[int] = set()
+        for obj in [*self.p._global, *self.search_list]:
+            if id(obj) not in seen:
+                seen.add(id(obj))
+                out.append(obj)
+        return out
+
+    def bind_symbols(self) -> None:
+        scope = self.scope()
+        scope_paths = tuple(o.path for o in scope)
+        indexed = [(o, o.index().last) for o in scope]
+        assumed = dict(self.p._config.assumed)
+        patterns = [re.compile(assumed[o.soname]) for o in scope
+                    if o.path.startswith(ASSUMED_DIR) and o.soname in assumed]
+        for obj in reversed(self._dependency_order()):
+            table = obj.image.symbols
+            refs = obj.image.relocated_symbols
+            order = refs if refs is not None else range(len(table))
+            undefined = [i for i in order if table.section_indexes[i] == SHN_UNDEF
+                         and table.info[i] >> 4 != Binding.WEAK]
+            names = table.names
+            for i in undefined:
+                name = names[i]
+                version = table.version_of(i)[0] if table.versym is not None else None
+                if any(name in last and _defines(o, name, version) for o, last in indexed):
+                    continue
+                if any(p.fullmatch(name) for p in patterns):
+                    continue
+                suffix = f", version {version}" if version else ""
+                self.problems.append(LoadProblem(
+                    ProblemKind.UNDEFINED_SYMBOL, obj.path,
+                    f"{obj.path}: undefined symbol: {name}{suffix}",
+                    symbol=name, version=version, scope=scope_paths,
+                ))
+
+    def _dependency_order(self) -> list[_Obj]:
+        """New objects with each one before its dependencies (glibc relocates in reverse)."""
+        new_ids = {id(o) for o in self.new}
+        order: list[_Obj] = []
+        done: set[int] = set()
+
+        def visit(obj: _Obj, stack: set[int]) -> None:
+            if id(obj) in done or id(obj) in stack:
+                return
+            stack.add(id(obj))
+            for dep in self.deps.get(id(obj), []):
+                visit(dep, stack)
+            done.add(id(obj))
+            if id(obj) in new_ids:
+                order.append(obj)
+
+        for obj in self.search_list:
+            visit(obj, set())
+        order.reverse()
+        return order
+
+    # -- outcome ------------------------------------------------------------------------------
+
+    def finish(self, global_: bool, target: str) -> LoadResult:
+        mapped = not self.problems
+        self.check_versions()
+        if mapped:
+            self.bind_symbols()
+        problems = tuple(self.problems)
+        loads = not problems
+        duplicates = self._duplicates()
+        if loads:
+            self._commit(global_)
+        return LoadResult(
+            target=target,
+            loads=loads,
+            error=problems[0].message if problems else None,
+            problems=problems,
+            resolutions=tuple(self.resolutions),
+            search_list=tuple(o.path for o in self.search_list),
+            duplicates=duplicates,
+        )
+
+    def _duplicates(self) -> tuple[tuple[str, str, str], ...]:
+        """(soname, new file, file already loaded) for each second copy of a library."""
+        found = []
+        for obj in self.new:
+            if obj.soname is None or _VENDORED.search(posixpath.basename(obj.path)):
+                continue  # auditwheel's renamed copies are meant to live beside the original
+            other = self.p._by_name.get(obj.soname)
+            if other is not None and other is not obj:
+                found.append((obj.soname, obj.path, other.path))
+        return tuple(found)
+
+    def _commit(self, global_: bool) -> None:
+        p = self.p
+        p._objects.extend(self.new)
+        for name, obj in self.new_names.items():
+            p._by_name.setdefault(name, obj)
+        p._by_identity.update(self.new_ids)
+        if global_:
+            for obj in self.search_list:
+                if obj not in p._global:
+                    p._global.append(obj)
+
+
+def _rpath_of(obj: _Obj) -> list[str]:
+    dyn = obj.image.dynamic
+    if dyn is None or dyn.runpath:
+        return []
+    return _split_paths(dyn.rpath)
