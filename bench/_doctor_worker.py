@@ -8,7 +8,7 @@ Both call `abifit.cli.main(ARGS)` in this process; doctor's own output goes to s
 `measure` writes a JSON object to REPORT: doctor's exit code, the seconds of importing abifit and
 of `main`, the seconds spent in each phase (below) and this process's peak memory. Phases are
 timed by wrapping module-level functions of abifit (each wrapper costs about a microsecond per
-call); they nest, e.g. `parse_elf` runs inside `scan_native_files` and `run_doctor`.
+call); they nest, e.g. `parse_elf` runs inside `scan_native_files` and `simulate_modules`.
 
 Peak memory is VmHWM of /proc/self/status read just before exiting: the high-water mark of this
 process's resident set since its exec. `ru_maxrss` is not used because Linux carries the
@@ -38,7 +38,8 @@ import abifit.commands.doctor  # noqa: E402
 import abifit.host.environment  # noqa: E402
 import abifit.host.ldconfig  # noqa: E402
 import abifit.host.localfs  # noqa: E402
-import abifit.report.render  # noqa: E402
+import abifit.report.doctor  # noqa: E402
+import abifit.report.json  # noqa: E402
 
 IMPORTED = time.perf_counter()
 PROFILE_TOP = 20
@@ -57,12 +58,12 @@ PHASES: tuple[tuple[str, object, str], ...] = (
     ("load_data_tables", abifit.commands.doctor, "load_import_rules"),
     ("load_data_tables", abifit.commands.doctor, "load_soname_packages"),
     ("library_dirs", abifit.commands.doctor, "library_dirs"),
-    ("simulate_and_diagnose", abifit.commands.doctor, "run_doctor"),
+    ("simulate_and_diagnose", abifit.commands.doctor, "simulate_modules"),
     ("elf.parse", abifit.host.localfs, "parse_elf"),
     ("elf.cache_get", abifit.host.localfs.ElfCache, "get"),
     ("elf.cache_put", abifit.host.localfs.ElfCache, "put"),
-    ("output.doctor_json", abifit.report.render, "doctor_json"),
-    ("output.dumps", abifit.report.render, "dumps"),
+    ("output.doctor_json", abifit.report.doctor, "doctor_json"),
+    ("output.dumps", abifit.report.json, "dumps"),
 )
 
 

@@ -210,7 +210,7 @@ def breakdown(requirement: str, cache_dir: Path, target: Target,
     return {
         "requirement": requirement,
         "wheel": file.filename,
-        "wheel_bytes": ctx.wheel_sizes.get(file.filename),
+        "wheel_bytes": ctx.state.wheel_sizes.get(file.filename),
         "seconds": round(time.perf_counter() - start, 3),
         "range_read_seconds": round(sum(p.range_seconds for p in recorder.phases), 3),
         "bytes_fetched": client.transfer.bytes_fetched,

@@ -1,4 +1,8 @@
-"""Shared test fixtures: the torch test environment and the ELF fixtures compiled from sources."""
+"""Shared test fixtures: the torch test environment and a loopback package index.
+
+The binaries the tests use are compiled from the sources under tests/fixtures/ by
+`fixtures.build.compile_c` (see tests/fixtures/build.py).
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,12 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from httpserver import LoopbackIndex, LoopbackServer, Projects, publish_index
 
 TORCH_VERSION = "2.13.0"
 CACHE = Path(os.environ.get("ABIFIT_TEST_CACHE", Path.home() / ".cache" / "abifit-tests"))
@@ -60,3 +67,18 @@ def torch_dir(torch_venv: Path) -> Path:
     found = sorted(torch_venv.glob("lib/python3*/site-packages/torch"))
     assert found, f"torch is not installed in {torch_venv}"
     return found[0]
+
+
+@pytest.fixture(scope="module")
+def index_projects() -> Projects:
+    """What `loopback_index` serves: project -> [(wheel filename, bytes)]; a test module that
+    uses the index defines its own."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def loopback_index(index_projects: Projects) -> Iterator[LoopbackIndex]:
+    """A PEP 503 index on 127.0.0.1 serving the module's `index_projects`, with sha256 in every
+    link (as PyPI gives) and `Range` honoured; one server per test module."""
+    with LoopbackServer() as server:
+        yield publish_index(server, index_projects)

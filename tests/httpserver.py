@@ -25,6 +25,9 @@ Faults (`inject`) apply to the next GET requests of files (optionally of one pat
     slow        wait `slow_s` before answering at all
     stall       send half the body, wait `slow_s`, send the rest
 
+`publish_index(server, projects)` serves wheels as a PEP 503 index under `/simple` (the
+`loopback_index` fixture of conftest.py is one such index per test module).
+
 Counters (`requests`, `bytes_sent`, `max_active`, `log`) are what the server saw, each updated
 before the client can see the answer (`bytes_sent` counts body bytes handed to the socket);
 `delay_s` holds every request for a while before it is answered, so concurrent clients overlap and
@@ -33,13 +36,14 @@ before the client can see the answer (`bytes_sent` counts body bytes handed to t
 
 from __future__ import annotations
 
+import hashlib
 import re
 import socket
 import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -270,6 +274,40 @@ class LoopbackServer:
                 return Reply(416, headers={"Content-Range": f"bytes */{size}"})
         headers = {"Content-Range": f"bytes {start}-{end}/{size}", "Accept-Ranges": "bytes"}
         return Reply(206, data[start : end + 1], headers)
+
+
+Projects = Mapping[str, Sequence[tuple[str, bytes]]]  # project -> [(wheel filename, bytes)]
+
+
+@dataclass(frozen=True)
+class LoopbackIndex:
+    """A PEP 503 index on a `LoopbackServer`: its `/simple` URL and the wheels it serves."""
+
+    server: LoopbackServer
+    url: str
+    files: Mapping[str, bytes]
+
+
+def publish_index(server: LoopbackServer, projects: Projects, *,
+                  sha256: bool = True) -> LoopbackIndex:
+    """Serve `projects` on `server`: each wheel at `/files/<filename>`, and a page per project at
+    `/simple/<project>/` linking its wheels (with `#sha256=` fragments, as PyPI gives them,
+    unless `sha256` is False)."""
+    files: dict[str, bytes] = {}
+    for project, entries in projects.items():
+        links = []
+        for filename, data in entries:
+            url = server.add_file(f"/files/{filename}", data)
+            files[filename] = data
+            fragment = f"#sha256={hashlib.sha256(data).hexdigest()}" if sha256 else ""
+            links.append(f'<a href="{url}{fragment}">{filename}</a>')
+        page = f"<html><body>{''.join(links)}</body></html>".encode()
+
+        def reply(_request: Request, page: bytes = page) -> Reply:
+            return Reply(200, page, {"Content-Type": "text/html"})
+
+        server.add_handler(f"/simple/{project}/", reply)
+    return LoopbackIndex(server, server.url("/simple"), files)
 
 
 class _Server(ThreadingHTTPServer):

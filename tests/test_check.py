@@ -4,13 +4,11 @@ built against 1.0, and an extension that links the NVIDIA driver directly."""
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import shutil
 import subprocess
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import jsonschema
@@ -18,42 +16,38 @@ import pytest
 
 from abifit.cli import main
 from abifit.formats.pins import pylock_toml, requirements_txt, uv_lock
-from httpserver import LoopbackServer, Reply, Request
+from fixtures.build import STUBS, compile_c
+from httpserver import LoopbackIndex, LoopbackServer, Projects, publish_index
 
-SOURCES = Path(__file__).parent / "check_fixtures"
-SCHEMA = json.loads((Path(__file__).parent.parent / "src/abifit/report/schemas/check.schema.json")
-                    .read_text("utf-8"))
+SOURCES = Path(__file__).parent / "fixtures" / "check"
+SCHEMAS = Path(__file__).parent.parent / "src/abifit/report/schemas"
+SCHEMA = json.loads((SCHEMAS / "check.schema.json").read_text("utf-8"))
+MATRIX_SCHEMA = json.loads((SCHEMAS / "matrix.schema.json").read_text("utf-8"))
+VARIANTS_SCHEMA = json.loads((SCHEMAS / "variants.schema.json").read_text("utf-8"))
 TAG = "py3-none-linux_x86_64"
 TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
 
-def _compile(out: Path, source: str, *extra: str, cxx: bool = True) -> bytes:
-    command = ["g++" if cxx else "gcc", "-shared", "-fPIC", "-O1", "-o", str(out),
-               str(SOURCES / source), *extra]
-    subprocess.run(command, check=True, capture_output=True)
-    return out.read_bytes()
-
-
 @pytest.fixture(scope="module")
 def binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     root = tmp_path_factory.mktemp("check")
-    for d in ("v1", "v2", "v2m", "stub"):
-        (root / d).mkdir()
-    soname = "-Wl,-soname,libhost.so"
-    out = {
-        "v1": _compile(root / "v1/libhost.so", "host_v1.cpp", soname),
-        "v2": _compile(root / "v2/libhost.so", "host_v2.cpp", soname),
-        "v2m": _compile(root / "v2m/libhost.so", "host_v2.cpp", soname, "-DHOSTLIB_LOG"),
+    host = "libhost.so"
+    built = {
+        "v1": compile_c(SOURCES / "host_v1.cpp", root / "v1" / host, cxx=True, soname=host),
+        "v2": compile_c(SOURCES / "host_v2.cpp", root / "v2" / host, cxx=True, soname=host),
+        "v2m": compile_c(SOURCES / "host_v2.cpp", root / "v2m" / host, cxx=True, soname=host,
+                         flags=["-DHOSTLIB_LOG"]),
+        "ext": compile_c(SOURCES / "ext.cpp", root / "_ops.abi3.so", cxx=True,
+                         flags=[f"-L{root / 'v1'}", "-Wl,-rpath,$ORIGIN/../hostpkg/lib"],
+                         libs=["-lhost"]),
     }
-    out["ext"] = _compile(root / "_ops.abi3.so", "ext.cpp", f"-L{root / 'v1'}", "-lhost",
-                          "-Wl,-rpath,$ORIGIN/../hostpkg/lib")
-    stub = root / "stub/libcuda.so.1"
-    _compile(stub, "cuda_stub.c", "-Wl,-soname,libcuda.so.1", cxx=False)
-    out["drv"] = _compile(root / "_drv.abi3.so", "drv.c", str(stub), cxx=False)
-    out["new_glibc"] = _compile(root / "_newglibc.abi3.so", "new_glibc.c", cxx=False)
-    return out
+    stub = compile_c(STUBS / "libcuda_stub.c", root / "stub" / "libcuda.so.1",
+                     soname="libcuda.so.1")
+    built["drv"] = compile_c(SOURCES / "drv.c", root / "_drv.abi3.so", libs=[stub])
+    built["new_glibc"] = compile_c(SOURCES / "new_glibc.c", root / "_newglibc.abi3.so")
+    return {name: path.read_bytes() for name, path in built.items()}
 
 
 def make_wheel(name: str, version: str, files: dict[str, bytes], requires: tuple[str, ...] = (),
@@ -72,6 +66,7 @@ def make_wheel(name: str, version: str, files: dict[str, bytes], requires: tuple
 
 
 def wheels(binaries: dict[str, bytes]) -> dict[str, list[tuple[str, bytes]]]:
+    """hostpkg 1.0 and 2.0 (three builds), extpkg built against 1.0, drvpkg and newglibc."""
     init = {"hostpkg/__init__.py": b""}
     return {
         "hostpkg": [
@@ -95,24 +90,9 @@ def wheels(binaries: dict[str, bytes]) -> dict[str, list[tuple[str, bytes]]]:
 
 
 @pytest.fixture(scope="module")
-def index(binaries: dict[str, bytes]) -> Iterator[tuple[str, dict[str, bytes]]]:
-    """A PEP 503 index on 127.0.0.1 with the three projects."""
-    files: dict[str, bytes] = {}
-    with LoopbackServer() as server:
-        for project, entries in wheels(binaries).items():
-            links = []
-            for filename, data in entries:
-                url = server.add_file(f"/files/{filename}", data)
-                files[filename] = data
-                links.append(f'<a href="{url}#sha256={hashlib.sha256(data).hexdigest()}">'
-                             f"{filename}</a>")
-            page = f"<html><body>{''.join(links)}</body></html>".encode()
-
-            def reply(_request: Request, page: bytes = page) -> Reply:
-                return Reply(200, page, {"Content-Type": "text/html"})
-
-            server.add_handler(f"/simple/{project}/", reply)
-        yield server.url("/simple"), files
+def index_projects(binaries: dict[str, bytes]) -> Projects:
+    """What `loopback_index` (conftest.py) serves to this module: the projects of `wheels`."""
+    return wheels(binaries)
 
 
 def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, cache: Path,
@@ -126,11 +106,11 @@ def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, cac
 
 
 def test_extension_fits_the_host_it_was_built_for(
-        index: tuple[str, dict[str, bytes]], tmp_path: Path,
+        loopback_index: LoopbackIndex, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """extpkg requires hostpkg==1.0; checked alone, the dependency is resolved and it fits."""
     code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--index-url",
-                          index[0], "--json")
+                          loopback_index.url, "--json")
     doc = json.loads(out)
     jsonschema.validate(doc, SCHEMA)
     assert code == 0, out
@@ -142,13 +122,13 @@ def test_extension_fits_the_host_it_was_built_for(
     assert doc["transfer"]["bytes_fetched"] > 0
 
 
-def test_new_host_fails_naming_the_parameter(index: tuple[str, dict[str, bytes]],
+def test_new_host_fails_naming_the_parameter(loopback_index: LoopbackIndex,
                                              tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """With hostpkg 2.0 the symbol is undefined; the finding names it, demangled, with the
     parameter that changed, and a note says the metadata forbids this pairing."""
     code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
-                          "hostpkg==2.0", "--index-url", index[0], "--json")
+                          "hostpkg==2.0", "--index-url", loopback_index.url, "--json")
     doc = json.loads(out)
     jsonschema.validate(doc, SCHEMA)
     assert code == 1
@@ -159,19 +139,20 @@ def test_new_host_fails_naming_the_parameter(index: tuple[str, dict[str, bytes]]
     assert "parameter 4: `int` → `unsigned int`" in finding["explanation"]
     assert any("requires hostpkg==1.0" in n and "forbids" in n for n in doc["notes"])
     code, text, _err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
-                           "hostpkg==2.0", "--index-url", index[0])
+                           "hostpkg==2.0", "--index-url", loopback_index.url)
     assert "hostlib::check_impl(int, char const*, char const*, int, bool)" in text
     assert text.rstrip().splitlines()[-1].startswith("does not fit")
 
 
-def test_a_check_is_not_simulated_twice(index: tuple[str, dict[str, bytes]], tmp_path: Path,
+def test_a_check_is_not_simulated_twice(loopback_index: LoopbackIndex, tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str],
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The same wheels (by sha256) on the same host give the stored answer without a second
     simulation; --refresh simulates again."""
     import abifit.commands.check
 
-    args = ("check", "extpkg==1.0", "--with", "hostpkg==2.0", "--index-url", index[0], "--json")
+    args = ("check", "extpkg==1.0", "--with", "hostpkg==2.0", "--index-url", loopback_index.url,
+            "--json")
     code, first, _err = run(capsys, monkeypatch, tmp_path, *args)
     assert code == 1
 
@@ -188,19 +169,19 @@ def test_a_check_is_not_simulated_twice(index: tuple[str, dict[str, bytes]], tmp
         run(capsys, monkeypatch, tmp_path, *args, "--refresh")
 
 
-def test_local_wheel_target(index: tuple[str, dict[str, bytes]], tmp_path: Path,
+def test_local_wheel_target(loopback_index: LoopbackIndex, tmp_path: Path,
                             capsys: pytest.CaptureFixture[str],
                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A local .whl file is a target like a requirement; its dependency comes from the index."""
     filename = "extpkg-1.0-cp310-abi3-linux_x86_64.whl"
     path = tmp_path / filename
-    path.write_bytes(index[1][filename])
+    path.write_bytes(loopback_index.files[filename])
     code, out, _err = run(capsys, monkeypatch, tmp_path / "cache", "check", str(path),
-                          "--index-url", index[0], "--json")
+                          "--index-url", loopback_index.url, "--json")
     assert code == 0 and json.loads(out)["verdict"] == "fits"
 
 
-def test_driver_is_reported_apart(index: tuple[str, dict[str, bytes]], tmp_path: Path,
+def test_driver_is_reported_apart(loopback_index: LoopbackIndex, tmp_path: Path,
                                   capsys: pytest.CaptureFixture[str],
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """An extension linking libcuda.so.1: on a machine without the driver the verdict says the
@@ -208,7 +189,7 @@ def test_driver_is_reported_apart(index: tuple[str, dict[str, bytes]], tmp_path:
     has_driver = b"libcuda.so.1" in subprocess.run(["/sbin/ldconfig", "-p"],
                                                    capture_output=True).stdout
     code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "drvpkg==1.0", "--index-url",
-                          index[0], "--json")
+                          loopback_index.url, "--json")
     doc = json.loads(out)
     assert doc["findings"] == []
     if has_driver:
@@ -217,19 +198,21 @@ def test_driver_is_reported_apart(index: tuple[str, dict[str, bytes]], tmp_path:
         assert (code, doc["verdict"], doc["host_missing"]) == (
             1, "fits-but-host-lacks-driver", ["libcuda.so.1"])
     code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "drvpkg==1.0", "--index-url",
-                          index[0], "--assume-driver", "580.95", "--json")
+                          loopback_index.url, "--assume-driver", "580.95", "--json")
     assert (code, json.loads(out)["verdict"]) == (0, "fits")
 
 
-def test_matrix_singles_out_the_fitting_host(index: tuple[str, dict[str, bytes]],
+def test_matrix_singles_out_the_fitting_host(loopback_index: LoopbackIndex,
                                              tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """`matrix extpkg==1.0 --against hostpkg>=1`: 1.0 fits, 2.0 fails on the changed symbol;
     the HTML page holds both rows."""
     page = tmp_path / "m.html"
     code, out, _err = run(capsys, monkeypatch, tmp_path, "matrix", "extpkg==1.0", "--against",
-                          "hostpkg>=1", "--index-url", index[0], "--json", "--html", str(page))
+                          "hostpkg>=1", "--index-url", loopback_index.url, "--json", "--html",
+                          str(page))
     doc = json.loads(out)
+    jsonschema.validate(doc, MATRIX_SCHEMA)
     assert code == 0
     assert doc["fits"] == ["1.0"]
     rows = {r["version"]: r for r in doc["rows"]}
@@ -240,14 +223,15 @@ def test_matrix_singles_out_the_fitting_host(index: tuple[str, dict[str, bytes]]
     assert "hostlib::check_impl" in html
 
 
-def test_variants_groups_identical_wheels(index: tuple[str, dict[str, bytes]], tmp_path: Path,
+def test_variants_groups_identical_wheels(loopback_index: LoopbackIndex, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """hostpkg 2.0 has two wheels with identical binaries and one whose library also calls
     puts: two groups, and the difference is told by needs."""
     code, out, _err = run(capsys, monkeypatch, tmp_path, "variants", "hostpkg==2.0",
-                          "--index-url", index[0], "--json")
+                          "--index-url", loopback_index.url, "--json")
     doc = json.loads(out)
+    jsonschema.validate(doc, VARIANTS_SCHEMA)
     assert code == 0
     groups = sorted(sorted(g["filenames"]) for g in doc["groups"])
     assert groups == [["hostpkg-2.0-1-py3-none-linux_x86_64.whl",
@@ -267,12 +251,12 @@ def test_variants_groups_identical_wheels(index: tuple[str, dict[str, bytes]], t
     (["matrix", "extpkg==1.0", "--against", "hostpkg>=9"], "hostpkg"),
 ], ids=["unknown-package", "unknown-version", "typo", "variants-unknown-version",
         "matrix-no-host-release"])
-def test_errors_are_one_line_with_exit_2(index: tuple[str, dict[str, bytes]], tmp_path: Path,
+def test_errors_are_one_line_with_exit_2(loopback_index: LoopbackIndex, tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str],
                                          monkeypatch: pytest.MonkeyPatch, args: list[str],
                                          needle: str) -> None:
     """Unknown packages and versions and malformed requirements are an `error:` line, exit 2."""
-    code, out, err = run(capsys, monkeypatch, tmp_path, *args, "--index-url", index[0])
+    code, out, err = run(capsys, monkeypatch, tmp_path, *args, "--index-url", loopback_index.url)
     assert code == 2 and out == ""
     assert err.startswith("error: ") and needle in err.splitlines()[0]
     assert "Traceback" not in err
@@ -304,14 +288,14 @@ def test_requirement_files() -> None:
     assert pylock.requirements == ("numpy==2.1.0",)
 
 
-def test_check_from_a_requirements_file(index: tuple[str, dict[str, bytes]], tmp_path: Path,
+def test_check_from_a_requirements_file(loopback_index: LoopbackIndex, tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str],
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """`check -r FILE` checks every native wheel the file pins, with the pinned versions."""
     pins = tmp_path / "requirements.txt"
     pins.write_text("extpkg==1.0\nhostpkg==2.0\n")
     code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "-r", str(pins),
-                          "--index-url", index[0], "--json")
+                          "--index-url", loopback_index.url, "--json")
     doc = json.loads(out)
     assert code == 1 and doc["verdict"] == "fails"
     assert {w["name"]: w["version"] for w in doc["wheels"]} == {"extpkg": "1.0", "hostpkg": "2.0"}
@@ -332,14 +316,15 @@ def host_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return profile
 
 
-def test_check_against_a_saved_host_profile(index: tuple[str, dict[str, bytes]],
+def test_check_against_a_saved_host_profile(loopback_index: LoopbackIndex,
                                             host_profile: Path, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A profile of this machine gives the same modules and findings as this machine itself;
     the report says which host it checked for."""
     capsys.readouterr()
-    args = ("check", "extpkg==1.0", "--with", "hostpkg==2.0", "--index-url", index[0], "--json")
+    args = ("check", "extpkg==1.0", "--with", "hostpkg==2.0", "--index-url", loopback_index.url,
+            "--json")
     code, here, _err = run(capsys, monkeypatch, tmp_path / "a", *args)
     code_p, there, _err = run(capsys, monkeypatch, tmp_path / "b", *args, "--host",
                               str(host_profile))
@@ -351,11 +336,11 @@ def test_check_against_a_saved_host_profile(index: tuple[str, dict[str, bytes]],
                                                              for f in here_doc["findings"]]
     assert any(n.startswith("host: a saved profile of an ELF64") for n in there_doc["notes"])
     code, out, _err = run(capsys, monkeypatch, tmp_path / "c", "check", "drvpkg==1.0",
-                          "--index-url", index[0], "--json", "--host", str(host_profile))
+                          "--index-url", loopback_index.url, "--json", "--host", str(host_profile))
     assert json.loads(out)["verdict"] in ("fits", "fits-but-host-lacks-driver")
 
 
-def test_a_host_profile_that_is_not_one_is_refused(index: tuple[str, dict[str, bytes]],
+def test_a_host_profile_that_is_not_one_is_refused(loopback_index: LoopbackIndex,
                                                    tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
@@ -374,7 +359,7 @@ def test_a_host_profile_that_is_not_one_is_refused(index: tuple[str, dict[str, b
                                                  "snapshot": Evil()})))
     for path in (bad, evil):
         code, out, err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0",
-                             "--index-url", index[0], "--host", str(path))
+                             "--index-url", loopback_index.url, "--host", str(path))
         assert code == 2 and out == ""
         assert err.startswith(f"error: {path}: not an abifit host profile"), err
         assert "pwned" not in out + err
@@ -382,14 +367,14 @@ def test_a_host_profile_that_is_not_one_is_refused(index: tuple[str, dict[str, b
 
 @pytest.mark.parametrize(("host", "fits"), [("manylinux_2_28", False), ("manylinux2014", False),
                                             ("manylinux_2_34", True)])
-def test_manylinux_presets_check_symbol_versions(index: tuple[str, dict[str, bytes]],
+def test_manylinux_presets_check_symbol_versions(loopback_index: LoopbackIndex,
                                                  tmp_path: Path, host: str, fits: bool,
                                                  capsys: pytest.CaptureFixture[str],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """A module that calls close_range (GLIBC_2.34) does not load on a manylinux_2_28 host
     and does on a manylinux_2_34 one; the finding names the version and libc.so.6."""
     code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "newglibc==1.0",
-                          "--index-url", index[0], "--json", "--host", host)
+                          "--index-url", loopback_index.url, "--json", "--host", host)
     doc = json.loads(out)
     jsonschema.validate(doc, SCHEMA)
     assert any(n.startswith(f"host: the {host.replace('manylinux2014', 'manylinux_2_17')} "
@@ -412,12 +397,12 @@ def _glibc() -> tuple[int, ...]:
 
 
 @pytest.mark.skipif(_glibc() < (2, 34), reason="needs glibc >= 2.34 on this machine")
-def test_this_machine_has_the_newer_glibc(index: tuple[str, dict[str, bytes]], tmp_path: Path,
+def test_this_machine_has_the_newer_glibc(loopback_index: LoopbackIndex, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """Without a preset, the module loads here (this machine's glibc is at least 2.34)."""
     code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "newglibc==1.0",
-                          "--index-url", index[0], "--json")
+                          "--index-url", loopback_index.url, "--json")
     assert code == 0 and json.loads(out)["verdict"] == "fits"
 
 
@@ -436,12 +421,7 @@ def test_matrix_cells_read_a_shared_dependency_once(
         "extpkg": wheels(binaries)["extpkg"],
     }
     with LoopbackServer(delay_s=0.05) as server:
-        for project, entries in projects.items():
-            links = "".join(f'<a href="{server.add_file(f"/files/{name}", data)}">{name}</a>'
-                            for name, data in entries)
-            page = f"<html><body>{links}</body></html>".encode()
-            server.add_handler(f"/simple/{project}/", lambda _r, page=page: Reply(
-                200, page, {"Content-Type": "text/html"}))
+        publish_index(server, projects, sha256=False)
         dep_path = f"/files/{dep[0]}"
         code, _out, _err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
                                "hostpkg==1.0", "--index-url", server.url("/simple"),
@@ -454,5 +434,7 @@ def test_matrix_cells_read_a_shared_dependency_once(
                               "--against", "hostpkg>=1", "--index-url", server.url("/simple"),
                               "--no-cache", "--jobs", "2", "--json")
         assert code == 0, out
-        assert json.loads(out)["fits"] == ["1.1", "1.0"]
+        doc = json.loads(out)
+        jsonschema.validate(doc, MATRIX_SCHEMA)
+        assert doc["fits"] == ["1.1", "1.0"]
         assert server.count(path=dep_path) == once

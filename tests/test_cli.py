@@ -16,8 +16,9 @@ import jsonschema
 import pytest
 
 from abifit.cli import main
+from fixtures.build import compile_c
 
-DATA = Path(__file__).parent / "data"
+SOURCES = Path(__file__).parent / "fixtures" / "inspect"
 LIBSTDCXX = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
 SCHEMA = json.loads(files("abifit").joinpath("report/schemas/inspect.schema.json").read_text())
 
@@ -49,10 +50,7 @@ def json_of(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def ext_so(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("ext") / "_ext.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(out), str(DATA / "demo_ext.c")],
-                   check=True)
-    return out
+    return compile_c(SOURCES / "demo_ext.c", tmp_path_factory.mktemp("ext") / "_ext.so")
 
 
 def _record_line(name: str, data: bytes) -> str:

@@ -3,8 +3,8 @@
 The driver and GPU texts are copied from real hosts (an H200 with the open 580.159.04 module,
 older proprietary modules); toolkit trees are built in tmp_path in the two layouts seen on real
 machines (the installer's `lib64 -> targets/x86_64-linux/lib`, and the pip-assembled `lib` that
-`lib64` and `targets/x86_64-linux/lib` link to); the libcuda probe runs against tiny fake
-libcuda.so.1 libraries compiled with gcc, one of which crashes.
+`lib64` and `targets/x86_64-linux/lib` link to); the libcuda probe runs against fake
+libcuda.so.1 libraries compiled from tests/fixtures/stubs/libcuda_stub.c, one of which crashes.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -67,6 +66,7 @@ from abifit.host.cudastack import (
 )
 from abifit.host.ldconfig import CacheFormat, HostFacts, LdCache, LdCacheEntry, LoaderDefaults
 from abifit.sim.cuda import cuda_findings
+from fixtures.build import STUBS, compile_c
 
 # ---------------------------------------------------------------------------------------------
 # Texts from real hosts
@@ -466,28 +466,14 @@ def test_driver_older_than_the_table() -> None:
     assert driver.reason is not None and "older than every" in driver.reason
 
 
-FAKE_LIBCUDA = r"""
-int cuDriverGetVersion(int *v) {
-#ifdef CRASH
-    return *(volatile int *)0;
-#else
-    *v = 12080;
-    return 0;
-#endif
-}
-"""
-
-
 def _fake_libcuda(tmp_path: Path, *defines: str) -> Path:
+    """A directory with tests/fixtures/stubs/libcuda_stub.c built as libcuda.so.575.57.08 and
+    the libcuda.so.1 link to it, as the driver installs them."""
     if shutil.which("gcc") is None:
         pytest.skip("gcc is needed to build a fake libcuda.so.1")
-    source = tmp_path / "fake_libcuda.c"
-    source.write_text(FAKE_LIBCUDA)
     lib_dir = tmp_path / "lib"
-    lib_dir.mkdir()
-    real = lib_dir / "libcuda.so.575.57.08"
-    subprocess.run(["gcc", "-shared", "-fPIC", *defines, "-Wl,-soname,libcuda.so.1", "-o",
-                    str(real), str(source)], check=True)
+    real = compile_c(STUBS / "libcuda_stub.c", lib_dir / "libcuda.so.575.57.08", optimize=None,
+                     flags=defines, soname="libcuda.so.1")
     (lib_dir / "libcuda.so.1").symlink_to(real.name)
     return lib_dir
 

@@ -25,6 +25,7 @@ from abifit.formats.demangle import (
     parse_signature,
     string_abi,
 )
+from fixtures.build import compile_c
 
 LIBSTDCXX = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
 CXXFILT_TOKEN = re.compile(r"[A-Za-z0-9_$.]+")  # what c++filt reading stdin takes as one name
@@ -308,20 +309,8 @@ def test_string_abi_of_symbols_compiled_by_gxx(tmp_path: Path, cxx11_abi: int) -
     """Symbols g++ emits with _GLIBCXX_USE_CXX11_ABI=0 read as OLD and with =1 as CXX11."""
     source = tmp_path / "abi.cpp"
     source.write_text(ABI_SOURCE)
-    library = tmp_path / "libabi.so"
-    subprocess.run(
-        [
-            "g++",
-            "-std=c++17",
-            f"-D_GLIBCXX_USE_CXX11_ABI={cxx11_abi}",
-            "-shared",
-            "-fPIC",
-            "-o",
-            str(library),
-            str(source),
-        ],
-        check=True,
-    )
+    library = compile_c(source, tmp_path / "libabi.so", cxx=True, optimize=None,
+                        flags=["-std=c++17", f"-D_GLIBCXX_USE_CXX11_ABI={cxx11_abi}"])
     listing = subprocess.run(
         ["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True
     ).stdout

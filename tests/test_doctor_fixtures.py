@@ -1,6 +1,6 @@
 """Differential tests of `abifit doctor`: its predictions against real imports in a real venv.
 
-The packages of tests/doctor_fixtures/ (sources and `build.py` there) are compiled once per
+The packages of tests/fixtures/doctor/ (sources and `build.py` there) are compiled once per
 module, installed as wheels into a fresh CPython 3.11 venv, and then, for every fixture, two things
 run with the same environment (LD_LIBRARY_PATH, LD_PRELOAD): `abifit doctor <pkg> --json` and
 `python -c "import <pkg>"` in the venv. The predicted verdict must be the real one, and a
@@ -26,7 +26,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from doctor_fixtures import build
+from fixtures.doctor import build
 
 EXT = ".cpython-311-x86_64-linux-gnu.so"
 LD_ENV_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",

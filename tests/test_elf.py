@@ -1,7 +1,7 @@
 """Tests of the ELF dynamic-view reader: differential against binutils, fixtures, corrupt input.
 
 Real files (every ELF file of the installed torch, the system's C and C++ runtimes, a fixed sample
-of /usr/lib/x86_64-linux-gnu, the fixtures compiled from tests/fixtures/) are compared with
+of /usr/lib/x86_64-linux-gnu, the fixtures compiled from tests/fixtures/elf/) are compared with
 `readelf -W --dyn-syms -d -V -l` and `nm -D`. Corrupt files are synthetic (tests/elfbuilder.py), so
 each case breaks exactly one field; property tests mutate real files at random.
 """
@@ -71,7 +71,7 @@ from elfbuilder import (
     build_elf,
     locate_tables,
 )
-from fixtures.build import MULTI_PATHS, NAMES, ORIGIN_LIB, cached_build, unavailable_reason
+from fixtures.elf.build import MULTI_PATHS, NAMES, ORIGIN_LIB, cached_build, unavailable_reason
 
 SYSTEM_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/lib64")
 SYSTEM_LIBS = ("libc.so.6", "libm.so.6", "libstdc++.so.6")
@@ -353,7 +353,7 @@ class ElfFixtures:
 
 @pytest.fixture(scope="session")
 def elf_fixtures(tmp_path_factory: pytest.TempPathFactory) -> ElfFixtures:
-    """The fixtures of tests/fixtures/, compiled once per session."""
+    """The fixtures of tests/fixtures/elf/, compiled once per session."""
     if shutil.which("gcc") is None or shutil.which("g++") is None:
         pytest.skip("needs gcc and g++ to build the ELF fixtures")
     return ElfFixtures(*cached_build(tmp_path_factory))

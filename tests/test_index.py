@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import urllib.error
 import urllib.request
 import zipfile
@@ -15,7 +16,7 @@ from packaging.requirements import Requirement
 from packaging.tags import Tag, sys_tags
 from packaging.version import Version
 
-from abifit.errors import AbifitError, FormatError
+from abifit.errors import AbifitError, FormatError, UsageError
 from abifit.remote.index import (
     ACCEPT,
     Candidate,
@@ -698,3 +699,26 @@ def test_pypi_sgl_kernel() -> None:
 def test_pip_config_file_devnull_turns_config_off(tmp_path: Path) -> None:
     """PIP_CONFIG_FILE=/dev/null loads no configuration file at all, as in pip."""
     assert pip_config_files({"PIP_CONFIG_FILE": "/dev/null", "HOME": str(tmp_path)}) == []
+
+
+def test_target_for_python_is_the_running_interpreter_by_default() -> None:
+    """With nothing given, the target is the running interpreter with its own ABI tags."""
+    assert Target.for_python() == Target.current()
+
+
+def test_target_for_python_keeps_this_machine_unless_told() -> None:
+    """A version alone keeps this machine's platforms and implementation; platforms override."""
+    current = Target.current()
+    target = Target.for_python("3.12")
+    assert (target.python_version, target.platforms, target.implementation) == (
+        (3, 12), current.platforms, current.implementation)
+    other = Target.for_python((3, 10), ["manylinux_2_28_aarch64"], "pp")
+    assert (other.python_version, other.platforms, other.implementation) == (
+        (3, 10), ("manylinux_2_28_aarch64",), "pp")
+
+
+@pytest.mark.parametrize("text", ["banana", "3", "3.12.1", "", ".12", "3.x"])
+def test_target_for_python_refuses_what_is_not_a_version(text: str) -> None:
+    """A Python version that is not MAJOR.MINOR is a usage error that quotes it."""
+    with pytest.raises(UsageError, match=re.escape(repr(text))):
+        Target.for_python(text)

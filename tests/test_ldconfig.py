@@ -60,6 +60,7 @@ from abifit.host.ldconfig import (
     split_ld_preload,
     split_ld_so_preload_file,
 )
+from fixtures.build import BuildError, compile_c
 
 GCC = shutil.which("gcc")
 LDCONFIG = shutil.which("ldconfig") or next(
@@ -138,14 +139,11 @@ HWCAPS_LIBS = (
 
 
 def _compile(root: Path, lib: Lib) -> None:
-    assert GCC is not None
-    out = root / lib.path
-    out.parent.mkdir(parents=True, exist_ok=True)
-    argv = [GCC, "-shared", "-fPIC", f"-Wl,-soname,{lib.soname}", "-o", str(out),
-            str(root / "lib.c"), *lib.flags]
-    done = subprocess.run(argv, cwd=root, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"gcc cannot build {lib.path}: {done.stderr.strip()[:200]}")
+    try:
+        compile_c(root / "lib.c", root / lib.path, optimize=None, flags=lib.flags,
+                  soname=lib.soname, cwd=root)
+    except BuildError as e:
+        pytest.skip(f"gcc cannot build {lib.path}: {e.stderr[:200]}")
 
 
 def _build_tree(root: Path, libs: tuple[Lib, ...]) -> None:
@@ -294,16 +292,16 @@ def test_lookup_agrees_with_ld_so_on_the_host_cache(tmp_path: Path) -> None:
     cache = read_ld_so_cache()
     if cache is None:
         pytest.skip("no readable /etc/ld.so.cache")
-    assert GCC is not None
     names = sorted({e.soname for e in cache.entries if e.flags == X86_64_ID}
                    - {"ld-linux-x86-64.so.2"})
     dirs = sorted({os.path.dirname(e.path) for e in cache.entries})
     (tmp_path / "m.c").write_text("int main(void) { return 0; }\n")
-    link = _run([GCC, "-o", str(tmp_path / "needs-all"), str(tmp_path / "m.c"),
-                 *(f"-L{d}" for d in dirs), "-Wl,--no-as-needed,--allow-shlib-undefined",
-                 *(f"-l:{n}" for n in names)])
-    if link.returncode != 0:
-        pytest.skip(f"cannot link against every cached library: {link.stderr[-300:]}")
+    try:
+        compile_c(tmp_path / "m.c", tmp_path / "needs-all", shared=False, optimize=None,
+                  flags=[*(f"-L{d}" for d in dirs), "-Wl,--no-as-needed,--allow-shlib-undefined"],
+                  libs=[f"-l:{n}" for n in names])
+    except BuildError as e:
+        pytest.skip(f"cannot link against every cached library: {e.stderr[-300:]}")
     done = _run([_host_ld_so(), "--list", str(tmp_path / "needs-all")],
                 env={"PATH": os.defpath, "LD_DEBUG": "libs"})
     answers = _cache_answers(done.stderr)
@@ -338,10 +336,9 @@ def test_lookup_agrees_with_dlopen_on_built_caches(built: Built, key: str, tmp_p
     """
     if not _can_unshare():
         pytest.skip("needs unshare -m (a private mount namespace) and /mnt")
-    assert GCC is not None
     (tmp_path / "dl.c").write_text(DLOPEN_C)
-    program = tmp_path / "dl"
-    assert _run([GCC, "-o", str(program), str(tmp_path / "dl.c"), "-ldl"]).returncode == 0
+    program = compile_c(tmp_path / "dl.c", tmp_path / "dl", shared=False, optimize=None,
+                        libs=["-ldl"])
     root = built.hwcaps_root if key == "hwcaps" else built.plain_root
     cache_path = built.caches[key]
     script = (f'mount --bind "{cache_path}" /etc/ld.so.cache && mount --bind "{root}/mnt" /mnt && '
@@ -828,7 +825,7 @@ def test_lib_and_platform_expand_as_the_loader_expands_them(tmp_path: Path) -> N
     """A program with RUNPATH `<tmp>/$LIB:<tmp>/$PLATFORM` finds libraries placed under the
     reported `lib` and `platform` directories, so both values are what ld.so substitutes."""
     defaults = loader_defaults()
-    assert GCC is not None and defaults.platform
+    assert defaults.platform
     (tmp_path / "lib.c").write_text(LIB_C)
     (tmp_path / "m.c").write_text("int abifit_probe(void); int abifit_plat(void);\n"
                                   "int main(void) { return abifit_probe() + abifit_plat() - 3; }\n")
@@ -838,11 +835,11 @@ def test_lib_and_platform_expand_as_the_loader_expands_them(tmp_path: Path) -> N
     plat_dir.mkdir(parents=True, exist_ok=True)
     for out, src in ((lib_dir / "libabifitlib.so", "lib.c"), (plat_dir / "libabifitplat.so",
                                                                 "plat.c")):
-        assert _run([GCC, "-shared", "-fPIC", "-o", str(out), str(tmp_path / src)]).returncode == 0
-    link = _run([GCC, "-o", str(tmp_path / "m"), str(tmp_path / "m.c"), f"-L{lib_dir}",
-                 f"-L{plat_dir}", "-labifitlib", "-labifitplat",
-                 f"-Wl,-rpath,{tmp_path}/$LIB:{tmp_path}/$PLATFORM"])
-    assert link.returncode == 0, link.stderr
+        compile_c(tmp_path / src, out, optimize=None)
+    compile_c(tmp_path / "m.c", tmp_path / "m", shared=False, optimize=None,
+              flags=[f"-L{lib_dir}", f"-L{plat_dir}",
+                     f"-Wl,-rpath,{tmp_path}/$LIB:{tmp_path}/$PLATFORM"],
+              libs=["-labifitlib", "-labifitplat"])
     done = _run([str(tmp_path / "m")], env={"PATH": os.defpath})
     assert done.returncode == 0, done.stderr
 

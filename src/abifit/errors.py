@@ -8,10 +8,25 @@ something it could read) is data in a report and is never raised.
     ├── FormatError               bytes that do not form what they claim to be
     │   ├── ElfError              not an ELF file, truncated, offsets or counts out of range
     │   └── WheelError            not a zip, a corrupt zip, a zip that is not a wheel
-    └── EnvironmentQueryError     a Python interpreter that could not be asked for its facts
+    ├── EnvironmentQueryError     a Python interpreter that could not be asked for its facts
+    ├── HttpError                 a URL that could not be fetched, or was answered wrongly
+    ├── IndexUnavailable          an index page that could not be fetched
+    ├── _Hinted                   one line, and a `hint:` line under it when there is a hint
+    │   ├── PackageNotFound       no configured index or find-links location has the project
+    │   └── NoMatchingWheel       the project has no wheel for the requirement and the target
+    ├── _Retry                    internal: an HTTP attempt worth another; never leaves the client
+    └── _WorkerDied               internal: a worker process that died; its call runs in-process
 
-Every error renders as one line that names the file (and the member inside a wheel, and the offset
-where that is known).
+This module defines the first six. The others are defined beside the code that raises them, so
+that no module imports from a layer above its own: `HttpError` and `_Retry` in
+`abifit.remote.http`, `IndexUnavailable`, `_Hinted`, `PackageNotFound` and `NoMatchingWheel` in
+`abifit.remote.index`, `_WorkerDied` in `abifit.remote.cores`. The two internal ones are caught
+where they are raised (`HttpClient` retries or turns `_Retry` into an `HttpError`; the worker
+pool runs the call in the calling thread after `_WorkerDied`) and never reach a caller.
+
+Every error renders as one line that names what could not be read: the file (and the member
+inside a wheel, and the offset where that is known), the URL, the interpreter, the input as given;
+a `_Hinted` one adds its `hint:` line.
 """
 
 from __future__ import annotations

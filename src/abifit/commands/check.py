@@ -43,7 +43,7 @@ from abifit.host.natives import NativeFile, defines_init, mark_plugins, module_n
 from abifit.host.profile import HostProfile
 from abifit.sim.diagnose import Context
 from abifit.sim.findings import Finding
-from abifit.sim.gpucode import GpuCheck, GpuTarget, check_gpu_code
+from abifit.sim.gpu import GpuCheck, GpuTarget, check_gpu_code
 from abifit.sim.loader import ASSUMED_DIR, SearchConfig
 from abifit.sim.process import (
     Environment,

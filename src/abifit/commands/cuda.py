@@ -2,7 +2,7 @@
 
 Wiring only: the stack comes from `cudastack.probe_cuda_stack`, the environment's ELF files from
 doctor's scan (distributions, their native files, parsed through the ELF cache), the findings
-from `cudastack.cuda_findings` and, for the GPUs found or given, from `gpucode.check_gpu_code`.
+from `sim.cuda.cuda_findings` and, for the GPUs found or given, from `sim.gpu.check_gpu_code`.
 Nothing is imported from the environment: its interpreter is asked for its paths only.
 """
 
@@ -22,7 +22,7 @@ from abifit.host.localfs import ElfCache, LocalObjects
 from abifit.host.natives import NativeFile, image_or_none, scan_native_files, short_name
 from abifit.sim.cuda import cuda_findings
 from abifit.sim.findings import Finding, FindingKind
-from abifit.sim.gpucode import GpuCheck, GpuTarget, check_gpu_code, gpu_targets
+from abifit.sim.gpu import GpuCheck, GpuTarget, check_gpu_code, gpu_targets
 
 Progress = Callable[[str], None]
 

@@ -40,7 +40,7 @@ from abifit.host.natives import (
     site_root,
 )
 from abifit.sim.findings import Finding, FindingKind
-from abifit.sim.gpucode import GpuCheck, GpuTarget, check_gpu_code
+from abifit.sim.gpu import GpuCheck, GpuTarget, check_gpu_code
 from abifit.sim.loader import LoadResult
 from abifit.sim.process import (
     Environment,

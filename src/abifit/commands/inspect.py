@@ -23,7 +23,7 @@ from abifit.formats.sources import ByteSource, FileSource
 from abifit.formats.wheel import ZIP_MAGIC, WheelArchive, is_elf_member
 from abifit.host.environment import InterpreterFacts, find_distribution
 from abifit.host.localfs import is_elf_file
-from abifit.sim.gpucode import GpuTarget, ObjectCoverage, object_coverage
+from abifit.sim.gpu import GpuTarget, ObjectCoverage, object_coverage
 
 if TYPE_CHECKING:
     from abifit.remote.wheels import RemoteContext

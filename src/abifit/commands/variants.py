@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 Progress = Callable[[str], None]
 
 _PY_TAG = re.compile(r"\.(cpython-\d+|pypy\d+-pp\d+)-[\w-]+\.so$")
-_EXAMPLES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,44 +173,3 @@ def _group_diff(wheels: dict[str, RemoteWheel], members: dict[str, dict[str, Mem
         out.append(compare(path, (ref, wheels[ref].view(a[path])),
                            (other, wheels[other].view(b[path]))))
     return out
-
-
-def variants_text(report: VariantsReport) -> str:
-    lines = [f"{report.name} {report.version}: {sum(len(g.filenames) for g in report.groups)} "
-             f"wheel(s) in {len(report.groups)} group(s) of identical binaries", ""]
-    for n, group in enumerate(report.groups, 1):
-        lines.append(f"group {n} ({group.architecture}, {group.members} binary member(s)):")
-        lines += [f"  {f}" for f in group.filenames]
-    for d in report.differences:
-        lines.append("")
-        lines.append(f"{d.path}: {d.other} against {d.reference}")
-        if d.only_in:
-            lines.append(f"  only in {d.reference if d.only_in == 'reference' else d.other}")
-        elif d.error:
-            lines.append(f"  not compared: {d.error}")
-        elif d.same_needs:
-            lines.append("  bytes differ, needs are the same")
-        for label, items in (("needs also", d.needed_added), ("no longer needs", d.needed_removed),
-                             ("leaves undefined also", d.undefined_added),
-                             ("no longer leaves undefined", d.undefined_removed),
-                             ("requires versions also", d.versions_added),
-                             ("no longer requires versions", d.versions_removed)):
-            if items:
-                shown = ", ".join(items[:_EXAMPLES])
-                more = f" (+{len(items) - _EXAMPLES} more)" if len(items) > _EXAMPLES else ""
-                lines.append(f"  {label}: {shown}{more}")
-    return "\n".join(lines) + "\n"
-
-
-def variants_json(report: VariantsReport, transfer: dict[str, int] | None) -> dict[str, object]:
-    from dataclasses import asdict
-
-    return {
-        "schema_version": 1,
-        "command": "variants",
-        "name": report.name,
-        "version": report.version,
-        "groups": [asdict(g) for g in report.groups],
-        "differences": [asdict(d) for d in report.differences],
-        "transfer": transfer,
-    }

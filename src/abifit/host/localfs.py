@@ -60,8 +60,6 @@ class LocalObjects:
     def __init__(self, cache: ElfCache | None = None) -> None:
         self._cache = cache
         self._images: dict[str, ElfImage] = {}
-        self.parsed = 0
-        self.from_cache = 0
 
     def is_file(self, path: str) -> bool:
         return os.path.isfile(path)
@@ -83,10 +81,7 @@ class LocalObjects:
         if image is None:
             with FileSource(path) as source:
                 image = parse_elf(source)
-            self.parsed += 1
             if self._cache is not None:
                 self._cache.put(path, st, image)
-        else:
-            self.from_cache += 1
         self._images[key] = image
         return image

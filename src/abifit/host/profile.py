@@ -49,14 +49,6 @@ class HostSnapshot:
     machine: str
     abifit_version: str
 
-    def uncaptured(self) -> tuple[str, ...]:
-        """Sonames the ld.so cache lists but the profile holds no view of (unreadable files,
-        or of another ELF class or machine)."""
-        if self.facts.cache is None:
-            return ()
-        held = set(self.libraries)
-        return tuple(sorted({e.soname for e in self.facts.cache.entries if e.path not in held}))
-
 
 class ProfileObjects:
     """The `ObjectSource` of a host profile: its captured files, and nothing else."""

@@ -46,7 +46,7 @@ MOVED_MODULES = {
     "abifit.cudastack": "abifit.host.cudastack",
     "abifit.verify": "abifit.host.realload",
     "abifit.gpu": "abifit.sim.gpu",
-    "abifit.gpucode": "abifit.sim.gpucode",
+    "abifit.gpucode": "abifit.sim.gpu",
     "abifit.loader": "abifit.sim.loader",
     "abifit.diagnose": "abifit.sim.diagnose",
 }

@@ -32,6 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TypeVar
 
+from abifit.errors import AbifitError
+
 R = TypeVar("R")
 
 MAX_WORKERS = 8
@@ -39,8 +41,10 @@ _SERVE = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
           "from abifit.remote.cores import serve; serve()")
 
 
-class _WorkerDied(Exception):
-    """The worker process ended or stopped answering in the middle of a call."""
+class _WorkerDied(AbifitError):
+    """The worker process ended or stopped answering in the middle of a call.
+
+    Internal: `_Pool.run` catches it and runs the call in the calling thread."""
 
 
 class _Worker:

@@ -113,8 +113,10 @@ class Response:
     url: str
 
 
-class _Retry(Exception):
-    """An attempt that failed in a way another attempt may not (`once`: retry only once)."""
+class _Retry(AbifitError):
+    """An attempt that failed in a way another attempt may not (`once`: retry only once).
+
+    Internal: `HttpClient._retrying` catches every one, and retries or raises an HttpError."""
 
     def __init__(
         self, problem: str, *, status: int | None = None, once: bool = False,

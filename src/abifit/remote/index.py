@@ -35,7 +35,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Protocol
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 from urllib.request import url2pathname
 
@@ -53,7 +52,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from abifit.errors import AbifitError, FormatError
+from abifit.errors import AbifitError, FormatError, UsageError
 
 DEFAULT_INDEX_URL = "https://pypi.org/simple"
 ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
@@ -545,6 +544,14 @@ def compatible_platforms(platform: str) -> list[str]:
     return [f"linux_{arch}", *_manylinux_chain(major, minor, arch)]
 
 
+def parse_python_version(text: str) -> tuple[int, int]:
+    """"3.12" -> (3, 12); UsageError for anything else."""
+    major, _, minor = text.partition(".")
+    if not (major.isdigit() and minor.isdigit()):
+        raise UsageError(f"not a Python version: {text!r} (expected MAJOR.MINOR, e.g. 3.12)")
+    return int(major), int(minor)
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """The interpreter and platform a wheel must fit.
@@ -569,6 +576,25 @@ class Target:
         return cls((sys.version_info[0], sys.version_info[1]),
                    platforms=tuple(_tags.platform_tags()), implementation=implementation,
                    abis=tuple(abis))
+
+    @classmethod
+    def for_python(cls, version: str | tuple[int, int] | None = None,
+                   platforms: Sequence[str] | None = None,
+                   implementation: str | None = None) -> Target:
+        """The one place a target is built: the running interpreter (nothing given), else the
+        Python `version` ("3.12" or (3, 12)) with this machine's platforms and implementation
+        unless others are given."""
+        if version is None and not platforms:
+            return cls.current()
+        current = cls.current()
+        if version is None:
+            wanted = current.python_version
+        elif isinstance(version, str):
+            wanted = parse_python_version(version)
+        else:
+            wanted = version
+        return cls(wanted, platforms=tuple(platforms or current.platforms),
+                   implementation=implementation or current.implementation)
 
     @property
     def interpreter(self) -> str:
@@ -804,31 +830,6 @@ def no_matching_wheel(files: Iterable[IndexFile], requirement: Requirement, targ
 
 
 # --- the I/O layer --------------------------------------------------------------------------------
-
-
-class _Response(Protocol):
-    @property
-    def status(self) -> int: ...
-    @property
-    def headers(self) -> Mapping[str, str]: ...
-    @property
-    def body(self) -> bytes: ...
-    @property
-    def url(self) -> str: ...
-
-
-class _Client(Protocol):
-    def get(self, url: str, headers: Mapping[str, str]) -> _Response: ...
-
-
-def fetch_with(client: _Client) -> Fetch:
-    """A `Fetch` over any client whose `get(url, headers)` returns status/headers/body/url."""
-
-    def fetch(url: str, headers: Mapping[str, str]) -> tuple[int, Mapping[str, str], bytes, str]:
-        response = client.get(url, headers)
-        return response.status, response.headers, response.body, response.url
-
-    return fetch
 
 
 def _header(headers: Mapping[str, str], name: str) -> str:

@@ -468,22 +468,30 @@ def _read_gpu_member(archive: ByteSource, member: Member, where: str) -> GpuCode
                          parse_elf(headers, relocations=False))
 
 
+class RunState:
+    """What one run learns while it reads wheels: mutable, shared by the run's threads."""
+
+    def __init__(self) -> None:
+        self.wheel_sizes: dict[str, int] = {}  # filename -> bytes, as read
+        # wheels being read, by URL and whether relocations are read: threads (the cells of a
+        # matrix) that need one wheel read each member once
+        self.wheels: weakref.WeakValueDictionary[tuple[str, bool], RemoteWheel] = (
+            weakref.WeakValueDictionary())
+        self.lock = threading.Lock()
+
+
 @dataclass(frozen=True, slots=True)
 class RemoteContext:
-    """What reading wheels from an index needs: the index, the HTTP client, the cache, the
-    target interpreter and platform, and whether pre-releases count."""
+    """What reading wheels from an index needs, fixed for a run: the index, the HTTP client, the
+    cache, the target interpreter and platform, whether pre-releases count; and the run's
+    mutable `state`."""
 
     index: PackageIndex
     client: HttpClient | None  # None: offline, read only what the cache holds
     cache: Cache | None
     target: Target
     prereleases: bool = False
-    wheel_sizes: dict[str, int] = field(default_factory=dict)  # filename -> bytes, as read
-    # wheels being read, by URL and whether relocations are read: threads (the cells of a
-    # matrix) that need one wheel read each member once
-    wheels: weakref.WeakValueDictionary[tuple[str, bool], RemoteWheel] = field(
-        default_factory=weakref.WeakValueDictionary)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    state: RunState = field(default_factory=RunState, compare=False)
 
 
 def resolve(text: str, ctx: RemoteContext) -> IndexFile:
@@ -502,11 +510,11 @@ def resolve(text: str, ctx: RemoteContext) -> IndexFile:
 def shared_wheel(file: IndexFile, ctx: RemoteContext, relocations: bool = False) -> RemoteWheel:
     """The `RemoteWheel` of `file` that other threads of this context are reading, if any, so
     that a member is fetched once while it is not yet in the cache (or there is no cache)."""
-    with ctx.lock:
-        wheel = ctx.wheels.get((file.url, relocations))
+    with ctx.state.lock:
+        wheel = ctx.state.wheels.get((file.url, relocations))
         if wheel is None:
             wheel = RemoteWheel(file, ctx, relocations)
-            ctx.wheels[(file.url, relocations)] = wheel
+            ctx.state.wheels[(file.url, relocations)] = wheel
         return wheel
 
 
@@ -516,7 +524,7 @@ def open_wheel(file: IndexFile, ctx: RemoteContext) -> tuple[WheelArchive, ReadA
         raise UsageError(f"offline: {file.filename} is not in the cache (run once without "
                          "--offline)")
     http = ctx.client.open(file.url, size=file.size, sha256=file.sha256)
-    ctx.wheel_sizes[file.filename] = http.size
+    ctx.state.wheel_sizes[file.filename] = http.size
     source = ReadAhead(http)
     offset, tail = http.read_suffix(min(_DIRECTORY_GUESS, http.size))
     source.prime(offset, tail)
@@ -533,7 +541,7 @@ class RemoteWheel:
         self.ctx = ctx
         self.relocations = relocations  # also read the symbols relocations use, in their order
         if file.size is not None:
-            ctx.wheel_sizes[file.filename] = file.size
+            ctx.state.wheel_sizes[file.filename] = file.size
         self._opened: tuple[WheelArchive, ReadAhead] | None = None
         self._members: tuple[Member, ...] | None = None
         self._same: dict[tuple[int, int, int], ElfImage] = {}

@@ -7,12 +7,10 @@ installed package in a fresh venv, a local wheel and a wheel on a loopback index
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from importlib.resources import files
 from pathlib import Path
 
@@ -24,19 +22,17 @@ from abifit.errors import FormatError
 from abifit.formats.elf import parse_elf
 from abifit.formats.fatbin import ptx_has_kernels, read_fatbins, read_gpu_code
 from abifit.formats.sources import BytesSource, FileSource
-from abifit.sim.gpu import ComputeCapability
-from abifit.sim.gpucode import (
+from abifit.sim.gpu import (
+    ComputeCapability,
     GpuTarget,
     check_gpu_code,
     object_coverage,
     parse_gpu_option,
     summarize,
 )
-from httpserver import LoopbackServer, Reply, Request
+from fixtures.cuda import build as cuda_build
+from httpserver import LoopbackIndex, Projects
 from test_check import make_wheel
-
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "cuda"))
-import build
 
 SCHEMAS = files("abifit").joinpath("report/schemas")
 INSPECT_SCHEMA = json.loads(SCHEMAS.joinpath("inspect.schema.json").read_text("utf-8"))
@@ -50,7 +46,7 @@ Json = dict[str, object]
 
 @pytest.fixture(scope="module")
 def cuda() -> dict[str, Path]:
-    built = build.cached_build()
+    built = cuda_build.cached_build()
     if built is None:
         pytest.skip("needs nvcc")
     return built[1]
@@ -303,18 +299,9 @@ def gpu_wheel(cuda: dict[str, Path]) -> tuple[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def gpu_index(cuda: dict[str, Path]) -> Iterator[tuple[LoopbackServer, str]]:
-    filename, data = gpu_wheel(cuda)
-    with LoopbackServer() as server:
-        url = server.add_file(f"/files/{filename}", data)
-        page = (f'<a href="{url}#sha256={hashlib.sha256(data).hexdigest()}">{filename}</a>'
-                ).encode()
-
-        def reply(_request: Request) -> Reply:
-            return Reply(200, page, {"Content-Type": "text/html"})
-
-        server.add_handler("/simple/gpupkg/", reply)
-        yield server, server.url("/simple")
+def index_projects(cuda: dict[str, Path]) -> Projects:
+    """What `loopback_index` (conftest.py) serves to this module: gpupkg 1.0."""
+    return {"gpupkg": [gpu_wheel(cuda)]}
 
 
 def test_check_gpu_local_wheel(cuda: dict[str, Path], tmp_path: Path,
@@ -337,11 +324,11 @@ def test_check_gpu_local_wheel(cuda: dict[str, Path], tmp_path: Path,
 
 
 def test_check_gpu_remote_wheel_reads_member_once(
-        gpu_index: tuple[LoopbackServer, str], tmp_path: Path,
+        loopback_index: LoopbackIndex, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """check REQ --gpu over a loopback index: the member is fetched (once), its verdict cached."""
     monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
-    server, index = gpu_index
+    server, index = loopback_index.server, loopback_index.url
     args = ["check", "gpupkg==1.0", "--gpu", "10.0", "--json", "--index-url", index,
             "--cache-dir", str(tmp_path), *TARGET]
     code, out, _ = run(capsys, *args)
@@ -358,11 +345,11 @@ def test_check_gpu_remote_wheel_reads_member_once(
 
 
 def test_inspect_requirement_gpu_reads_fat_binaries(
-        gpu_index: tuple[LoopbackServer, str], tmp_path: Path,
+        loopback_index: LoopbackIndex, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """inspect REQ --gpu lists the remote member's fat binaries like a local read does."""
     monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
-    _, index = gpu_index
+    index = loopback_index.url
     code, out, _ = run(capsys, "inspect", "gpupkg==1.0", "--gpu", "9.0", "--json",
                        "--index-url", index, "--cache-dir", str(tmp_path), *TARGET)
     assert code == 0

@@ -1,0 +1,100 @@
+"""What a command runs with, built from plain options: the cache, the package index, the facts of
+an interpreter. The command line (`abifit.cli`) and the library API (`abifit.check`,
+`abifit.doctor`, `abifit.inspect`) build them here, the same way.
+
+Each builder returns a function that builds its value on first call and returns that value
+afterwards, so that a command that never needs the index or the interpreter never reads pip's
+configuration, opens a connection pool or starts a process.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from abifit.commands.inspect import SymbolFilter, SymbolSelection
+from abifit.errors import UsageError
+from abifit.host.environment import InterpreterFacts, default_interpreter, query_interpreter
+from abifit.remote.cache import Cache, default_cache_dir
+
+if TYPE_CHECKING:
+    from abifit.remote.wheels import RemoteContext
+
+
+def cache_root(cache_dir: str | Path | None, environ: Mapping[str, str]) -> Path:
+    """The cache directory: the one given, else $ABIFIT_CACHE_DIR, else the user cache."""
+    return Path(cache_dir) if cache_dir else default_cache_dir(dict(environ))
+
+
+def open_cache(cache_dir: str | Path | None, environ: Mapping[str, str], *,
+               enabled: bool = True, refresh: bool = False) -> Cache | None:
+    """The cache in `cache_root(cache_dir, environ)`; None when it is not `enabled`."""
+    if not enabled:
+        return None
+    return Cache(cache_root(cache_dir, environ), refresh=refresh)
+
+
+def interpreter_facts(python: str | None,
+                      environ: Mapping[str, str]) -> Callable[[], InterpreterFacts]:
+    """The facts of `python`, else of the active environment's interpreter, asked once."""
+
+    @functools.cache
+    def facts() -> InterpreterFacts:
+        return query_interpreter(python or default_interpreter(environ))
+
+    return facts
+
+
+def index_context(
+    cache: Callable[[], Cache | None],
+    environ: Mapping[str, str],
+    *,
+    offline: bool = False,
+    index_url: str | None = None,
+    extra_index_urls: Sequence[str] = (),
+    find_links: Sequence[str] = (),
+    python_version: str | Callable[[], str] | None = None,
+    platforms: Sequence[str] | None = None,
+    implementation: str | None = None,
+    prereleases: bool = False,
+) -> Callable[[], RemoteContext]:
+    """The package index as pip is configured in `environ` (the arguments replace or extend
+    that), read for a target interpreter: this one, else `python_version` ("3.12", or a function
+    that says it) with this machine's platforms unless `platforms` are given. `offline`: only
+    what `cache()` holds."""
+
+    @functools.cache
+    def make() -> RemoteContext:
+        from abifit.remote.http import HttpClient
+        from abifit.remote.index import PackageIndex, Target, pip_index_config
+        from abifit.remote.wheels import RemoteContext, cached_fetch
+
+        store = cache()
+        client = None if offline else HttpClient()
+        config = pip_index_config(environ, index_url=index_url,
+                                  extra_index_urls=tuple(extra_index_urls),
+                                  find_links=tuple(find_links))
+        version = python_version() if callable(python_version) else python_version
+        target = Target.for_python(version, platforms, implementation)
+        return RemoteContext(PackageIndex(cached_fetch(client, store), config), client, store,
+                             target, prereleases)
+
+    return make
+
+
+def python_version_of(facts: Callable[[], InterpreterFacts]) -> Callable[[], str]:
+    """The "X.Y" of an interpreter, asked when first needed."""
+    return lambda: ".".join(facts().version.split(".")[:2])
+
+
+def symbol_filter(symbols: str | SymbolSelection | None, match: str | None) -> SymbolFilter:
+    """The symbols `inspect` lists: those `symbols` selects (a `match` alone implies all)."""
+    if isinstance(symbols, SymbolSelection):
+        return SymbolFilter(symbols, match)
+    try:
+        return SymbolFilter(SymbolSelection(symbols or ("all" if match else "none")), match)
+    except ValueError as e:
+        names = ", ".join(s.value for s in SymbolSelection)
+        raise UsageError(f"symbols {symbols!r}: expected one of {names}") from e

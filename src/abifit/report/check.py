@@ -1,0 +1,72 @@
+"""`abifit check` rendered: the wheels, the notes, the problems, then the verdict; `--json`
+prints doctor's module and finding fields plus the wheels, the verdict and the transfer."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from abifit.commands.check import CheckReport
+from abifit.report.findings import finding_json, problem_blocks
+from abifit.report.gpu import gpu_check_json
+from abifit.report.json import SCHEMA_VERSION, JsonObject
+from abifit.sim.findings import FindingKind
+
+
+def check_json(report: CheckReport, transfer: dict[str, int] | None) -> JsonObject:
+    """The `--json` document of `abifit check`: doctor's module and finding fields, plus the
+    wheels, the verdict and the transfer."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "command": "check",
+        "verdict": report.verdict,
+        "target": report.target,
+        "wheels": [{"name": w.name, "version": w.version, "filename": w.filename,
+                    "role": w.role.value, "size": w.size} for w in report.wheels],
+        "notes": list(report.notes),
+        "host_missing": list(report.host_missing),
+        "assumed_driver": report.assumed_driver,
+        "modules": [{**asdict(m), "prerequisites": list(m.prerequisites)}
+                    for m in report.modules],
+        "findings": [finding_json(f) for f in report.findings],
+        "warnings": [finding_json(f) for f in report.warnings],
+        "gpu": gpu_check_json(report.gpu) if report.gpu else None,
+        "summary": {
+            "modules": len(report.modules),
+            "loading": len(report.modules) - report.failing,
+            "failing": report.failing,
+            "findings": len(report.findings),
+            "warnings": len(report.warnings),
+        },
+        "transfer": transfer,
+    }
+
+
+def check_text(report: CheckReport) -> str:
+    """The text rendering of `abifit check`: the wheels, the notes, the problems, the verdict."""
+    lines = [f"target: {report.target}"]
+    lines += [f"  {w.role.value:<10} {w.name} {w.version}  ({w.filename})" for w in report.wheels]
+    blocks = ["\n".join(lines)]
+    if report.notes:
+        blocks.append("\n".join(f"note: {n}" for n in report.notes))
+    blocks += problem_blocks(report.findings, report.warnings,
+                             (report.gpu,) if report.gpu else (), None)
+    blocks.append(_verdict_line(report))
+    return "\n\n".join(blocks) + "\n"
+
+
+def _verdict_line(report: CheckReport) -> str:
+    checked = f"{len(report.modules)} extension module(s) checked"
+    if report.verdict == "fails":
+        symbols = sum(1 for f in report.findings if f.kind in ("undefined-symbol",
+                                                               "missing-version"))
+        libraries = sum(1 for f in report.findings if f.kind == FindingKind.MISSING_LIBRARY)
+        kernels = sum(1 for f in report.findings if f.kind == FindingKind.NO_KERNEL_IMAGE)
+        gpu = (f"; {kernels} object(s) without a kernel image for {report.gpu.target.arch}"
+               if report.gpu and kernels else "")
+        return (f"does not fit: {checked}, {report.failing} fail "
+                f"({symbols} symbol and {libraries} library problem(s)){gpu}")
+    if report.host_missing:
+        missing = ", ".join(report.host_missing)
+        return (f"the ABI fits ({checked}), but {missing} (the NVIDIA driver) is not on this "
+                "machine: the modules load only where the driver is installed")
+    return f"fits: {checked}, all load"

@@ -1,0 +1,56 @@
+"""`abifit variants` rendered: the groups of wheels with identical binaries, then how each
+differing member's needs differ; `--json` prints the same report as one versioned document."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from abifit.commands.variants import MemberDiff, VariantsReport
+from abifit.report.json import SCHEMA_VERSION, JsonObject
+
+_EXAMPLES = 5
+
+
+def variants_text(report: VariantsReport) -> str:
+    """The text rendering of `abifit variants`: the groups, then one block per difference."""
+    lines = [f"{report.name} {report.version}: {sum(len(g.filenames) for g in report.groups)} "
+             f"wheel(s) in {len(report.groups)} group(s) of identical binaries", ""]
+    for n, group in enumerate(report.groups, 1):
+        lines.append(f"group {n} ({group.architecture}, {group.members} binary member(s)):")
+        lines += [f"  {f}" for f in group.filenames]
+    for d in report.differences:
+        lines += ["", *_difference_text(d)]
+    return "\n".join(lines) + "\n"
+
+
+def _difference_text(d: MemberDiff) -> list[str]:
+    lines = [f"{d.path}: {d.other} against {d.reference}"]
+    if d.only_in:
+        lines.append(f"  only in {d.reference if d.only_in == 'reference' else d.other}")
+    elif d.error:
+        lines.append(f"  not compared: {d.error}")
+    elif d.same_needs:
+        lines.append("  bytes differ, needs are the same")
+    for label, items in (("needs also", d.needed_added), ("no longer needs", d.needed_removed),
+                         ("leaves undefined also", d.undefined_added),
+                         ("no longer leaves undefined", d.undefined_removed),
+                         ("requires versions also", d.versions_added),
+                         ("no longer requires versions", d.versions_removed)):
+        if items:
+            shown = ", ".join(items[:_EXAMPLES])
+            more = f" (+{len(items) - _EXAMPLES} more)" if len(items) > _EXAMPLES else ""
+            lines.append(f"  {label}: {shown}{more}")
+    return lines
+
+
+def variants_json(report: VariantsReport, transfer: dict[str, int] | None) -> JsonObject:
+    """The `--json` document of `abifit variants`."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "command": "variants",
+        "name": report.name,
+        "version": report.version,
+        "groups": [asdict(g) for g in report.groups],
+        "differences": [asdict(d) for d in report.differences],
+        "transfer": transfer,
+    }

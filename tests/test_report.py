@@ -1,0 +1,225 @@
+"""The report layer: every command's `--json` has a schema and a schema_version; the matrix and
+variants documents validate against theirs, and their text and HTML say what the report holds."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+from dataclasses import replace
+from importlib.resources import files
+
+import jsonschema
+import pytest
+
+import abifit.report
+from abifit.commands.matrix import Cell, MatrixReport
+from abifit.commands.variants import Group, MemberDiff, VariantsReport
+from abifit.report.json import SCHEMA_VERSION, dumps
+from abifit.report.matrix import matrix_html, matrix_json, matrix_text
+from abifit.report.variants import variants_json, variants_text
+
+SCHEMAS = files("abifit").joinpath("report/schemas")
+COMMANDS = ("inspect", "doctor", "check", "cuda", "matrix", "variants")
+TRANSFER = {"bytes_fetched": 4096, "requests": 3, "wheel_bytes": 1_000_000}
+
+
+def schema(command: str) -> dict[str, object]:
+    doc = json.loads(SCHEMAS.joinpath(f"{command}.schema.json").read_text("utf-8"))
+    assert isinstance(doc, dict)
+    return doc
+
+
+def _cell(version: str, variant: str, **changes: object) -> Cell:
+    """A fitting cell of host `version`+`variant`, with `changes` applied."""
+    filename = f"host-{version}+{variant}-py3-none-any.whl"
+    return replace(Cell(version, variant, filename, True, 0, (), (), ()), **changes)
+
+
+MATRIX = MatrixReport("ext==1.0", "host", "cp311 on manylinux_2_28_x86_64", (
+    _cell("2.0", "cu128", fits=False, failing_modules=2,
+          symbols=("host::f(int)", "host::g<char>()"), sonames=("libhost.so.2",)),
+    _cell("2.0", "cu130"),
+    _cell("1.0", "cu128", notes=("built against 0.9",)),
+    _cell("0.9", "cu128", fits=False, error="host-0.9: not a valid zip file"),
+))
+
+VARIANTS = VariantsReport("host", "2.0", (
+    Group(("host-2.0-1-py3-none-linux_x86_64.whl", "host-2.0-py3-none-linux_x86_64.whl"),
+          "x86_64", 2),
+    Group(("host-2.0-2-py3-none-linux_x86_64.whl",), "x86_64", 3),
+    Group(("host-2.0-py3-none-linux_aarch64.whl",), "aarch64", 2),
+), (
+    MemberDiff("host/lib/libhost.so", "host-2.0-1-py3-none-linux_x86_64.whl",
+               "host-2.0-2-py3-none-linux_x86_64.whl", False,
+               needed_added=("libm.so.6",),
+               undefined_added=tuple(f"sym{n}" for n in range(7)),
+               versions_removed=("libc.so.6:GLIBC_2.34",)),
+    MemberDiff("host/_core.so", "host-2.0-1-py3-none-linux_x86_64.whl",
+               "host-2.0-2-py3-none-linux_x86_64.whl", True),
+    MemberDiff("host/lib/libextra.so", "host-2.0-1-py3-none-linux_x86_64.whl",
+               "host-2.0-2-py3-none-linux_x86_64.whl", False, only_in="other"),
+    MemberDiff("host/lib/libodd.so", "host-2.0-1-py3-none-linux_x86_64.whl",
+               "host-2.0-2-py3-none-linux_x86_64.whl", False, error="not an ELF file"),
+))
+
+
+def _report_modules_with_json() -> list[str]:
+    """The commands whose report module in abifit.report has a `<command>_json` renderer."""
+    found = []
+    for info in pkgutil.iter_modules(abifit.report.__path__):
+        module = importlib.import_module(f"abifit.report.{info.name}")
+        if callable(getattr(module, f"{info.name}_json", None)):
+            found.append(info.name)
+    return sorted(found)
+
+
+def test_every_json_renderer_has_a_schema() -> None:
+    """Each report module with a `<command>_json` has `schemas/<command>.schema.json`."""
+    assert _report_modules_with_json() == sorted(COMMANDS)
+    assert all(SCHEMAS.joinpath(f"{c}.schema.json").is_file() for c in COMMANDS)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_schema_pins_the_version_and_the_command(command: str) -> None:
+    """Every schema is a valid draft 2020-12 schema that pins schema_version to the one the
+    renderers write, names its command, and allows no undeclared field."""
+    doc = schema(command)
+    jsonschema.Draft202012Validator.check_schema(doc)
+    properties = doc["properties"]
+    assert isinstance(properties, dict)
+    assert properties["schema_version"] == {"const": SCHEMA_VERSION}
+    assert properties["command"] == {"const": command}
+    assert doc["additionalProperties"] is False
+    required = doc["required"]
+    assert isinstance(required, list) and set(required) == set(properties)
+
+
+@pytest.mark.parametrize("transfer", [None, TRANSFER], ids=["no-transfer", "transfer"])
+def test_matrix_json_validates_and_holds_every_cell(transfer: dict[str, int] | None) -> None:
+    """The matrix document validates against matrix.schema.json; one row per cell, with its
+    verdict, counts and first problem; `fits` lists the labels that fit."""
+    doc = json.loads(dumps(matrix_json(MATRIX, transfer)))
+    jsonschema.validate(doc, schema("matrix"))
+    assert list(doc)[:2] == ["schema_version", "command"]
+    assert (doc["schema_version"], doc["command"], doc["transfer"]) == (1, "matrix", transfer)
+    assert [(r["version"], r["variant"], r["verdict"]) for r in doc["rows"]] == [
+        ("2.0", "cu128", "fails"), ("2.0", "cu130", "fits"), ("1.0", "cu128", "fits"),
+        ("0.9", "cu128", "error")]
+    failing = doc["rows"][0]
+    assert (failing["failing_modules"], failing["failing_symbols"],
+            failing["failing_sonames"], failing["first"]) == (2, 2, 1, "host::f(int)")
+    assert doc["rows"][3]["error"] == "host-0.9: not a valid zip file"
+    assert doc["rows"][3]["first"] is None
+    assert doc["fits"] == ["2.0+cu130", "1.0+cu128"]
+
+
+def test_matrix_schema_rejects_an_unknown_verdict_or_field() -> None:
+    """The schema is strict: a verdict outside fits/fails/error, or an extra field, fails."""
+    doc = matrix_json(MATRIX, None)
+    rows = doc["rows"]
+    assert isinstance(rows, list)
+    bad_verdict = {**doc, "rows": [{**rows[0], "verdict": "maybe"}]}
+    extra = {**doc, "cells": []}
+    for bad in (bad_verdict, extra):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema("matrix"))
+
+
+def test_matrix_text_is_an_aligned_table_then_the_fits() -> None:
+    """A header line, one aligned row per cell with its first problem, then the fitting
+    labels; no fitting cell says `fits: none`."""
+    assert matrix_text(MATRIX).splitlines() == [
+        "ext==1.0 against host (cp311 on manylinux_2_28_x86_64)",
+        "",
+        "host            verdict  symbols  sonames  first problem",
+        "host 2.0+cu128  fails    2        1        host::f(int)",
+        "host 2.0+cu130  fits     0        0        ",
+        "host 1.0+cu128  fits     0        0        ",
+        "host 0.9+cu128  error    0        0        host-0.9: not a valid zip file",
+        "",
+        "fits: 2.0+cu130, 1.0+cu128",
+    ]
+    none_fit = MatrixReport("ext==1.0", "host", "t", (MATRIX.cells[0],))
+    assert matrix_text(none_fit).splitlines()[-1] == "fits: none"
+
+
+def test_matrix_html_is_a_grid_of_releases_by_variant() -> None:
+    """One row per release, one column per variant; a release without that variant is an
+    empty cell, a failing cell lists its sonames then its symbols, escaped."""
+    page = matrix_html(MATRIX)
+    assert page.startswith("<!doctype html>") and page.endswith("</body></html>\n")
+    assert "<tr><th></th><th>cu128</th><th>cu130</th></tr>" in page
+    assert page.count("<tr><th>host ") == 3
+    assert ("<tr><th>host 1.0</th><td class=\"fits\" title=\"host-1.0+cu128-py3-none-any.whl\">"
+            "fits</td><td class=\"none\">—</td></tr>") in page
+    assert ("<summary>fails: 2 symbol(s), 1 soname(s)</summary><ul><li>libhost.so.2</li>"
+            "<li>host::f(int)</li><li>host::g&lt;char&gt;()</li></ul>") in page
+    assert '<td class="error" title="host-0.9+cu128-py3-none-any.whl">host-0.9: not a valid' \
+        in page
+
+
+@pytest.mark.parametrize("transfer", [None, TRANSFER], ids=["no-transfer", "transfer"])
+def test_variants_json_validates_and_holds_groups_and_differences(
+        transfer: dict[str, int] | None) -> None:
+    """The variants document validates against variants.schema.json and carries every group
+    and every difference field by field."""
+    doc = json.loads(dumps(variants_json(VARIANTS, transfer)))
+    jsonschema.validate(doc, schema("variants"))
+    assert list(doc)[:2] == ["schema_version", "command"]
+    assert (doc["schema_version"], doc["command"], doc["transfer"]) == (1, "variants", transfer)
+    assert [(g["architecture"], len(g["filenames"]), g["members"]) for g in doc["groups"]] == [
+        ("x86_64", 2, 2), ("x86_64", 1, 3), ("aarch64", 1, 2)]
+    first = doc["differences"][0]
+    assert first["needed_added"] == ["libm.so.6"] and len(first["undefined_added"]) == 7
+    assert [(d["same_needs"], d["only_in"], d["error"]) for d in doc["differences"]] == [
+        (False, None, None), (True, None, None), (False, "other", None),
+        (False, None, "not an ELF file")]
+
+
+def test_variants_schema_rejects_an_unknown_only_in() -> None:
+    """`only_in` is `reference`, `other` or null; anything else fails validation."""
+    doc = variants_json(VARIANTS, None)
+    differences = doc["differences"]
+    assert isinstance(differences, list)
+    bad = {**doc, "differences": [{**differences[0], "only_in": "both"}]}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema("variants"))
+
+
+def test_variants_text_lists_groups_then_each_difference() -> None:
+    """The groups with their wheels, then one block per differing member: what it needs,
+    leaves undefined or requires in addition or no longer, at most five names shown."""
+    reference, other = ("host-2.0-1-py3-none-linux_x86_64.whl",
+                        "host-2.0-2-py3-none-linux_x86_64.whl")
+    assert variants_text(VARIANTS).splitlines() == [
+        "host 2.0: 4 wheel(s) in 3 group(s) of identical binaries",
+        "",
+        "group 1 (x86_64, 2 binary member(s)):",
+        f"  {reference}",
+        "  host-2.0-py3-none-linux_x86_64.whl",
+        "group 2 (x86_64, 3 binary member(s)):",
+        f"  {other}",
+        "group 3 (aarch64, 2 binary member(s)):",
+        "  host-2.0-py3-none-linux_aarch64.whl",
+        "",
+        f"host/lib/libhost.so: {other} against {reference}",
+        "  needs also: libm.so.6",
+        "  leaves undefined also: sym0, sym1, sym2, sym3, sym4 (+2 more)",
+        "  no longer requires versions: libc.so.6:GLIBC_2.34",
+        "",
+        f"host/_core.so: {other} against {reference}",
+        "  bytes differ, needs are the same",
+        "",
+        f"host/lib/libextra.so: {other} against {reference}",
+        f"  only in {other}",
+        "",
+        f"host/lib/libodd.so: {other} against {reference}",
+        "  not compared: not an ELF file",
+    ]
+
+
+def test_dumps_keeps_the_order_built_and_indents_by_two() -> None:
+    """`dumps` prints keys in the order the renderer built them, indented by two spaces."""
+    assert dumps({"schema_version": 1, "command": "x", "rows": [1]}) == (
+        '{\n  "schema_version": 1,\n  "command": "x",\n  "rows": [\n    1\n  ]\n}')
