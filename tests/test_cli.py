@@ -16,6 +16,7 @@ import jsonschema
 import pytest
 
 from abifit.cli import main
+from abifit.report.json import SCHEMA_VERSION
 from fixtures.build import compile_c
 
 SOURCES = Path(__file__).parent / "fixtures" / "inspect"
@@ -93,7 +94,7 @@ def test_inspect_json_matches_schema_and_readelf() -> None:
     done = run("inspect", LIBSTDCXX, "--json")
     assert done.returncode == 0, done.stderr
     doc = json_of(done)
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == SCHEMA_VERSION == 2
     (obj,) = doc["objects"]  # type: ignore[misc]
     readelf = subprocess.run(["readelf", "--dyn-syms", "-W", LIBSTDCXX], capture_output=True,
                              text=True, check=True).stdout

@@ -24,7 +24,7 @@ import pytest
 
 from abifit.commands.check import CheckReport, Role, Wheel
 from abifit.commands.cuda import CudaReport, SonameUse
-from abifit.commands.doctor import DoctorReport, Verification
+from abifit.commands.doctor import DoctorReport, ImportCheck, Verification
 from abifit.commands.inspect import (
     InspectReport,
     ObjectReport,
@@ -68,9 +68,9 @@ from abifit.report.inspect import inspect_json, inspect_text
 from abifit.report.json import JsonObject, dumps
 from abifit.report.matrix import matrix_html, matrix_json, matrix_text
 from abifit.report.variants import variants_json, variants_text
-from abifit.sim.findings import Finding, FindingKind
+from abifit.sim.findings import Finding, FindingKind, Severity
 from abifit.sim.gpu import ComputeCapability, CoveredObject, GpuCheck, GpuTarget, ObjectCoverage
-from abifit.sim.process import ModuleStatus
+from abifit.sim.process import ImportVerdict, ModuleStatus
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("ABIFIT_UPDATE_GOLDEN") == "1"
@@ -81,6 +81,9 @@ WHEELS = "/abifit-wheels/site-packages"  # where `abifit check` installs wheels,
 NO_KERNEL_IMAGE = "no kernel image is available for execution on the device"
 DISAGREEMENT = ("abifit predicted one outcome and the real loader, in a fresh process of the "
                 "target interpreter, gave another: abifit's model of this case is wrong.")
+IMPORT_DISAGREEMENT = ("abifit predicted what `import` shows and a fresh process of the target "
+                       "interpreter showed something else: abifit's model of this package is "
+                       "wrong.")
 PRESET_NOTE = ("host: the manylinux_2_28 preset: glibc 2.28 and the libstdc++ and libgcc_s of "
                "AlmaLinux 8, as this machine's copies limited to those versions; no other "
                "system library")
@@ -187,16 +190,24 @@ MMCV_SASS = "sm_50, sm_60, sm_70, sm_75, sm_80, sm_86"
 
 
 def doctor_problems() -> DoctorReport:
-    """Seven modules, three failing (an undefined symbol, a missing library, a missing version),
-    one mapping a second copy of a library; `--verify` with an agreeing, a disagreeing and an
-    unrunnable module; GPU code checked on an RTX 5090: one object without a kernel image, one
-    covered in part, one unreadable."""
+    """Twelve modules and plugins: five fail and break an import (torchvision's `_C` behind the
+    error torchvision raises instead; torchaudio's own library, loaded with
+    `torch.ops.load_library`, and the module that needs it; a module no import reaches; a
+    missing version), two optional ones fail (one guarded, one loaded on use), one maps a second
+    copy of a library; `--verify` with agreeing, disagreeing and unrunnable modules and imports;
+    GPU code checked on an RTX 5090: one object without a kernel image, one covered in part, one
+    unreadable."""
     torchvision = f"{SITE}/torchvision/_C.so"
+    libtorchaudio = f"{SITE}/torchaudio/lib/libtorchaudio.so"
+    torchaudio_ext = f"{SITE}/torchaudio/lib/_torchaudio.so"
     mmcv = f"{SITE}/mmcv/_ext.cpython-311-x86_64-linux-gnu.so"
     arrow = f"{SITE}/pyarrow/libarrow.so.1800"
     libstdcxx = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
     cuda118 = "/usr/local/cuda-11.8/targets/x86_64-linux/lib"
     bnb = f"{SITE}/bitsandbytes/libbitsandbytes_cuda128.so"
+    bnb_label = "bitsandbytes/libbitsandbytes_cuda128.so"  # a plugin's name: its site path
+    tbbpool = f"{SITE}/numba/np/ufunc/tbbpool.cpython-311-x86_64-linux-gnu.so"
+    xformers = f"{SITE}/xformers/_C.so"
     old = "_ZN3c106detail14torchCheckFailEPKcS2_jRKSs"
     new = ("_ZN3c106detail14torchCheckFailEPKcS2_jRKNSt7__cxx1112basic_stringIcSt11char_traits"
            "IcESaIcEEE")
@@ -225,6 +236,41 @@ def doctor_problems() -> DoctorReport:
              "2.7.0 (it requires torch==2.5.1): install the torch release it was built for, or "
              "a torchvision release built for torch 2.7.0",
         nearest=(f"{new}  {describe}",),
+        import_name="torchvision", reachability="always",
+    )
+    logger_old, logger_new = ("_ZN3c1013MessageLoggerC1EPKciib",
+                              "_ZN3c1013MessageLoggerC1ENS_14SourceLocationEib")
+    logger_describe = ("same function c10::MessageLogger::MessageLogger; parameter 1: "
+                       "`char const*` → `c10::SourceLocation`; parameter 2 removed: `int`")
+    own_library = Finding(
+        kind=FindingKind.UNDEFINED_SYMBOL, object=libtorchaudio,
+        module="torchaudio/lib/libtorchaudio.so",
+        message=f"{libtorchaudio}: undefined symbol: {logger_old}",
+        explanation="\n".join([
+            f"Because {libtorchaudio} (torchaudio 2.5.1) needs "
+            "`c10::MessageLogger::MessageLogger(char const*, int, int, bool)` and none of the 38 "
+            "objects in its lookup scope defines it, the import fails.",
+            f"Nearest definition, in {SITE}/torch/lib/libc10.so (torch 2.7.0): "
+            f"`c10::MessageLogger::MessageLogger(c10::SourceLocation, int, bool)` — "
+            f"{logger_describe}.",
+        ]),
+        symbol=logger_old,
+        hint="torchaudio 2.5.1 was built against another torch than the installed torch 2.7.0 "
+             "(it requires torch==2.5.1): install the torch release it was built for, or a "
+             "torchaudio release built for torch 2.7.0",
+        nearest=(f"{logger_new}  {logger_describe}",),
+        import_name="torchaudio", reachability="always",
+    )
+    blocked = Finding(  # what sim.process makes of a module missing a library its package loads
+        kind=FindingKind.MISSING_LIBRARY, object=torchaudio_ext,
+        module="torchaudio.lib._torchaudio", library="libtorchaudio.so",
+        message="libtorchaudio.so: cannot open shared object file: No such file or directory",
+        explanation=f"Because the package's own code loads {libtorchaudio} before "
+                    "torchaudio.lib._torchaudio (which finds it by its name libtorchaudio.so), "
+                    "and that library does not load itself, torchaudio.lib._torchaudio cannot "
+                    "find it: this is a consequence, the cause is that library's own problem.",
+        hint="fix what keeps libtorchaudio.so from loading (its own finding)",
+        import_name="torchaudio", reachability="always",
     )
     missing_library = Finding(
         kind=FindingKind.MISSING_LIBRARY, object=mmcv, module="mmcv._ext",
@@ -245,6 +291,9 @@ def doctor_problems() -> DoctorReport:
             "/usr/lib/x86_64-linux-gnu/libcudart.so.11.0  [system directory: not found]",
         ),
         candidates=(f"{cuda118}/libcudart.so.11.0",),
+        # mmcv imports its extension by a computed name (importlib.import_module("mmcv." +
+        # name)): no import abifit can follow reaches it, so it stands under its own name
+        import_name="mmcv._ext", reachability="unreached",
     )
     missing_version = Finding(
         kind=FindingKind.MISSING_VERSION, object=arrow, module="pyarrow.lib",
@@ -257,10 +306,11 @@ def doctor_problems() -> DoctorReport:
         library=libstdcxx, version="GLIBCXX_3.4.32",
         hint="use a newer libstdc++.so.6 (for example from a newer toolchain or conda's "
              "libstdcxx-ng), or a build of the package made for this system",
+        import_name="pyarrow", reachability="always",
     )
     cudnn_old = f"{SITE}/nvidia/cudnn/lib/libcudnn.so.9"
     cudnn_new = f"{SITE}/paddle/libs/libcudnn.so.9"
-    duplicate = Finding(
+    duplicate = Finding(  # paddle.base.libpaddle loads: no import is placed for it
         kind=FindingKind.DUPLICATE_SONAME, object=cudnn_new, module="paddle.base.libpaddle",
         message=f"{cudnn_new}: a second copy of libcudnn.so.9 ({cudnn_old} is already loaded)",
         explanation=f"Because {cudnn_old} is already in the process under the soname "
@@ -269,25 +319,99 @@ def doctor_problems() -> DoctorReport:
                     "(allocators, thread pools, registries) is not shared.",
         library="libcudnn.so.9", hint="make both packages use one copy of libcudnn.so.9",
     )
+    on_use = Finding(
+        kind=FindingKind.MISSING_LIBRARY, object=tbbpool, module="numba.np.ufunc.tbbpool",
+        message="libtbb.so.12: cannot open shared object file: No such file or directory",
+        explanation="\n".join([
+            f"Because {tbbpool} (numba 0.61.0) needs libtbb.so.12 and the loader did not find "
+            "it in the 4 places it looked (paths considered, in order, below), it does not "
+            "load.",
+            "No file with that name was found on this machine.",
+        ]),
+        library="libtbb.so.12", hint="install the package that provides libtbb.so.12",
+        trace=(
+            "/usr/local/nvidia/lib64/libtbb.so.12  [LD_LIBRARY_PATH: not found]",
+            f"/opt/venv/lib/libtbb.so.12  [DT_RUNPATH of {tbbpool}: not found]",
+            "/lib/x86_64-linux-gnu/libtbb.so.12  [system directory: not found]",
+            "/usr/lib/x86_64-linux-gnu/libtbb.so.12  [system directory: not found]",
+        ),
+        import_name="numba", severity=Severity.INFO, reachability="on-use",
+    )
+    set_device, set_device_new = "_ZN3c104cuda9SetDeviceEi", "_ZN3c104cuda9SetDeviceEab"
+    set_device_describe = ("same function c10::cuda::SetDevice; parameter 1: `int` → `signed "
+                           "char`; parameter 2 added: `bool`")
+    guarded = Finding(
+        kind=FindingKind.UNDEFINED_SYMBOL, object=xformers, module="xformers._C",
+        message=f"{xformers}: undefined symbol: {set_device}",
+        explanation="\n".join([
+            f"Because {xformers} (xformers 0.0.28.post3) needs `c10::cuda::SetDevice(int)` and "
+            "none of the 40 objects in its lookup scope defines it, it does not load.",
+            f"Nearest definition, in {SITE}/torch/lib/libc10_cuda.so (torch 2.7.0): "
+            f"`c10::cuda::SetDevice(signed char, bool)` — {set_device_describe}.",
+        ]),
+        symbol=set_device,
+        hint="xformers 0.0.28.post3 was built against another torch than the installed torch "
+             "2.7.0 (it requires torch==2.5.1): install the torch release it was built for, or "
+             "a xformers release built for torch 2.7.0",
+        nearest=(f"{set_device_new}  {set_device_describe}",),
+        import_name="xformers", severity=Severity.WARNING, reachability="guarded",
+    )
     modules = (
         ModuleStatus("torch._C", "extension", f"{SITE}/torch/_C.cpython-311-x86_64-linux-gnu.so",
                      "torch", True, None, ("nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12"), 0),
         ModuleStatus("torchvision._C", "extension", torchvision, "torchvision", False,
-                     undefined.message, ("torch",), 1),
+                     undefined.message, ("torch",), 1, "torchvision", "always"),
+        ModuleStatus("torchaudio/lib/libtorchaudio.so", "plugin", libtorchaudio, "torchaudio",
+                     False, own_library.message, ("torch",), 1, "torchaudio", "always"),
+        ModuleStatus("torchaudio.lib._torchaudio", "extension", torchaudio_ext, "torchaudio",
+                     False, blocked.message, ("torch",), 1, "torchaudio", "always"),
         ModuleStatus("mmcv._ext", "extension", mmcv, "mmcv", False, missing_library.message,
-                     ("torch",), 1),
+                     ("torch",), 1, "mmcv._ext", "unreached"),
         ModuleStatus("pyarrow.lib", "extension", f"{SITE}/pyarrow/lib.cpython-311-x86_64-linux-"
-                     "gnu.so", "pyarrow", False, missing_version.message, ("numpy",), 1),
+                     "gnu.so", "pyarrow", False, missing_version.message, ("numpy",), 1,
+                     "pyarrow", "always"),
         ModuleStatus("paddle.base.libpaddle", "extension", f"{SITE}/paddle/base/libpaddle.so",
                      "paddlepaddle-gpu", True, None, ("nvidia-cudnn-cu12",), 0),
         ModuleStatus("vllm._C", "extension", f"{SITE}/vllm/_C.abi3.so", "vllm", True, None,
                      ("torch",), 0),
-        ModuleStatus(bnb, "plugin", bnb, "bitsandbytes", True, None, ("torch",), 0),
+        ModuleStatus(bnb_label, "plugin", bnb, "bitsandbytes", True, None, ("torch",), 0),
+        ModuleStatus("numba._helperlib", "extension",
+                     f"{SITE}/numba/_helperlib.cpython-311-x86_64-linux-gnu.so", "numba", True,
+                     None, ("llvmlite", "numpy"), 0),
+        ModuleStatus("numba.np.ufunc.tbbpool", "extension", tbbpool, "numba", False,
+                     on_use.message, ("llvmlite", "numpy"), 1, "numba", "on-use"),
+        ModuleStatus("xformers._C", "extension", xformers, "xformers", False, guarded.message,
+                     ("torch",), 1, "xformers", "guarded"),
+    )
+    pyarrow_error = f"ImportError: {missing_version.message}"
+    torchaudio_error = f"OSError: Could not load this library: {libtorchaudio}"
+    torchvision_error = "RuntimeError: operator torchvision::nms does not exist"
+    mmcv_error = f"ImportError: {missing_library.message}"
+    imports = (  # import_verdicts' order: by distribution, top-level names, then unreached
+        ImportVerdict("bitsandbytes", "bitsandbytes", True),
+        ImportVerdict("mmcv", "mmcv", True),
+        ImportVerdict("mmcv._ext", "mmcv", False, mmcv_error, "mmcv._ext",
+                      missing_library.message),
+        ImportVerdict("numba", "numba", True, optional_failures=("numba.np.ufunc.tbbpool",)),
+        ImportVerdict("paddle", "paddlepaddle-gpu", True),
+        ImportVerdict("pyarrow", "pyarrow", False, pyarrow_error, "pyarrow.lib",
+                      missing_version.message),
+        ImportVerdict("torch", "torch", True),
+        ImportVerdict("torchaudio", "torchaudio", False, torchaudio_error,
+                      "torchaudio/lib/libtorchaudio.so", own_library.message),
+        ImportVerdict("torchvision", "torchvision", False, torchvision_error, "torchvision._C",
+                      undefined.message),
+        ImportVerdict("vllm", "vllm", True),
+        ImportVerdict("xformers", "xformers", True, optional_failures=("xformers._C",)),
     )
     verification = (
         Verification("torch._C", True, None, True, None, True, ""),
         Verification("torchvision._C", False, undefined.message, False, undefined.message, True,
                      ""),
+        Verification("torchaudio/lib/libtorchaudio.so", False, own_library.message, False,
+                     own_library.message, True, ""),
+        Verification("torchaudio.lib._torchaudio", False, blocked.message, False,
+                     blocked.message, True, ""),
         Verification("mmcv._ext", False, missing_library.message, False,
                      missing_library.message, True, ""),
         Verification("pyarrow.lib", False, missing_version.message, True, None, False,
@@ -296,17 +420,40 @@ def doctor_problems() -> DoctorReport:
                      "import: ImportError: libnccl.so.2: cannot open shared object file: No "
                      "such file or directory"),
         Verification("vllm._C", True, None, True, None, True, ""),
-        Verification(bnb, True, None, None, None, False, "timed out after 120 s"),
+        Verification(bnb_label, True, None, None, None, False, "timed out after 120 s"),
+        Verification("numba._helperlib", True, None, True, None, True, ""),
+        Verification("numba.np.ufunc.tbbpool", False, on_use.message, False, on_use.message,
+                     True, ""),
+        Verification("xformers._C", False, guarded.message, False, guarded.message, True, ""),
     )
+    real_imports = {  # --verify: what a fresh `import X` did, where it was not predicted
+        "bitsandbytes": ImportCheck("bitsandbytes", True, None, None, None, False,
+                                    "timed out after 300 s"),
+        "pyarrow": ImportCheck("pyarrow", False, pyarrow_error, True, None, False, ""),
+    }
+    import_checks = tuple(
+        real_imports.get(v.name, ImportCheck(v.name, v.loads, v.error, v.loads, v.error, True, ""))
+        for v in imports)
     disagreements = (
-        Finding(kind=FindingKind.MODEL_DISAGREEMENT, object=modules[3].path,
+        Finding(kind=FindingKind.MODEL_DISAGREEMENT, object=modules[5].path,
                 module="pyarrow.lib",
                 message=f"predicted: fails: {missing_version.message}; real loader: loads",
                 explanation=DISAGREEMENT,
                 hint="please report this with `abifit doctor --json --verify` output"),
-        Finding(kind=FindingKind.MODEL_DISAGREEMENT, object=bnb, module=bnb,
+        Finding(kind=FindingKind.MODEL_DISAGREEMENT, object=bnb, module=bnb_label,
                 message="predicted: loads; real loader: could not be run: timed out after 120 s",
                 explanation=DISAGREEMENT,
+                hint="please report this with `abifit doctor --json --verify` output"),
+        Finding(kind=FindingKind.MODEL_DISAGREEMENT, object="bitsandbytes",
+                module="bitsandbytes", import_name="bitsandbytes",
+                message="import bitsandbytes: predicted: works; real import: could not be run: "
+                        "timed out after 300 s",
+                explanation=IMPORT_DISAGREEMENT,
+                hint="please report this with `abifit doctor --json --verify` output"),
+        Finding(kind=FindingKind.MODEL_DISAGREEMENT, object="pyarrow", module="pyarrow",
+                import_name="pyarrow",
+                message=f"import pyarrow: predicted: fails: {pyarrow_error}; real import: works",
+                explanation=IMPORT_DISAGREEMENT,
                 hint="please report this with `abifit doctor --json --verify` output"),
     )
     rtx5090 = GpuTarget(ComputeCapability(12, 0), (12, 8),
@@ -321,41 +468,74 @@ def doctor_problems() -> DoctorReport:
             CoveredObject("torch/lib/libtorch_cuda.so", f"{SITE}/torch/lib/libtorch_cuda.so",
                           _runs_everywhere("12.0", "12.8", 1200, TORCH_SASS)),
             CoveredObject("mmcv._ext", mmcv, mmcv_coverage),
-            CoveredObject("vllm._C", modules[5].path, vllm_coverage),
-            CoveredObject(bnb, bnb, None, bnb_error),
+            CoveredObject("vllm._C", modules[7].path, vllm_coverage),
+            CoveredObject(bnb_label, bnb, None, bnb_error),
         ),
         findings=(_no_kernel_image("mmcv._ext", mmcv, mmcv_coverage, rtx5090),),
-        warnings=(_partial_kernel_image("vllm._C", modules[5].path, vllm_coverage, rtx5090),
-                  _unreadable_gpu_code(bnb, bnb, bnb_error)),
+        warnings=(_partial_kernel_image("vllm._C", modules[7].path, vllm_coverage, rtx5090),
+                  _unreadable_gpu_code(bnb_label, bnb, bnb_error)),
     )
     return DoctorReport(
         python="/opt/venv/bin/python", python_version="3.11.11", modules=modules,
-        findings=(undefined, missing_library, missing_version, duplicate, *disagreements,
-                  *check.findings),
+        findings=(undefined, own_library, blocked, missing_library, missing_version, duplicate,
+                  on_use, guarded, *disagreements, *check.findings),
         verification=verification, libraries=214, warnings=check.warnings, gpu=(check,),
+        imports=imports, import_checks=import_checks,
     )
 
 
 def doctor_clean() -> DoctorReport:
-    """Every module loads; no GPU to check (and why); `--save-host` wrote a profile."""
-    numpy = f"{SITE}/numpy/_core"
+    """Every import works: each module loads but one that numba loads only on use (a finding of
+    severity info, so the verdict stays ok); a plugin; no GPU to check (and why);
+    `--save-host` wrote a profile."""
+    site = "/usr/local/lib/python3.12/dist-packages"
+    omppool = f"{site}/numba/np/ufunc/omppool.cpython-312-x86_64-linux-gnu.so"
+    on_use = Finding(
+        kind=FindingKind.MISSING_LIBRARY, object=omppool, module="numba.np.ufunc.omppool",
+        message="libgomp.so.1: cannot open shared object file: No such file or directory",
+        explanation="\n".join([
+            f"Because {omppool} (numba 0.61.0) needs libgomp.so.1 and the loader did not find "
+            "it in the 2 places it looked (paths considered, in order, below), it does not "
+            "load.",
+            "No file with that name was found on this machine.",
+        ]),
+        library="libgomp.so.1", hint="install the package that provides libgomp.so.1",
+        trace=("/lib/x86_64-linux-gnu/libgomp.so.1  [system directory: not found]",
+               "/usr/lib/x86_64-linux-gnu/libgomp.so.1  [system directory: not found]"),
+        import_name="numba", severity=Severity.INFO, reachability="on-use",
+    )
     return DoctorReport(
         python="/usr/bin/python3", python_version="3.12.3",
         modules=(
+            ModuleStatus("llvmlite/binding/libllvmlite.so", "plugin",
+                         f"{site}/llvmlite/binding/libllvmlite.so", "llvmlite", True, None, (),
+                         0),
+            ModuleStatus("numba._helperlib", "extension",
+                         f"{site}/numba/_helperlib.cpython-312-x86_64-linux-gnu.so", "numba",
+                         True, None, ("llvmlite", "numpy"), 0),
+            ModuleStatus("numba.np.ufunc.omppool", "extension", omppool, "numba", False,
+                         on_use.message, ("llvmlite", "numpy"), 1, "numba", "on-use"),
             ModuleStatus("numpy._core._multiarray_umath", "extension",
-                         f"{numpy}/_multiarray_umath.cpython-312-x86_64-linux-gnu.so", "numpy",
-                         True, None, (), 0),
+                         f"{site}/numpy/_core/_multiarray_umath.cpython-312-x86_64-linux-gnu.so",
+                         "numpy", True, None, (), 0),
             ModuleStatus("numpy.linalg._umath_linalg", "extension",
-                         f"{SITE}/numpy/linalg/_umath_linalg.cpython-312-x86_64-linux-gnu.so",
+                         f"{site}/numpy/linalg/_umath_linalg.cpython-312-x86_64-linux-gnu.so",
                          "numpy", True, None, (), 0),
             ModuleStatus("scipy.linalg._flapack", "extension",
-                         f"{SITE}/scipy/linalg/_flapack.cpython-312-x86_64-linux-gnu.so",
+                         f"{site}/scipy/linalg/_flapack.cpython-312-x86_64-linux-gnu.so",
                          "scipy", True, None, ("numpy",), 0),
         ),
-        findings=(), verification=None, libraries=4,
+        findings=(on_use,), verification=None, libraries=7,
         gpu_reason="pynvml (nvidia-ml-py) is not installed; nvidia-smi is not on PATH",
         saved_host="host profile saved to ubuntu-24.04.json: 38 system libraries, 1,482,913 "
                    "bytes",
+        imports=(
+            ImportVerdict("llvmlite", "llvmlite", True),
+            ImportVerdict("numba", "numba", True, optional_failures=("numba.np.ufunc.omppool",)),
+            ImportVerdict("numpy", "numpy", True),
+            ImportVerdict("scipy", "scipy", True),
+        ),
+        import_checks=None,
     )
 
 
@@ -377,10 +557,13 @@ TORCH_WHEEL = _wheel("torch", "2.6.0", "torch-2.6.0-cp311-cp311-manylinux1_x86_6
 
 
 def check_abi_fails() -> CheckReport:
-    """Three target wheels next to torch: one module fits, one misses a symbol torch no longer
-    defines, one misses a library; with a dependency wheel and notes on how they were chosen."""
+    """Four target wheels next to torch: one module fits, one misses a symbol torch no longer
+    defines, one misses a library (each breaking its import), and xformers' `_C`, which misses a
+    symbol too but is guarded (xformers goes on without it); with a dependency wheel and notes
+    on how they were chosen."""
     flash = f"{WHEELS}/flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so"
     mamba = f"{WHEELS}/selective_scan_cuda.cpython-311-x86_64-linux-gnu.so"
+    xformers = f"{WHEELS}/xformers/_C.so"
     old, new = "_ZN3c104cuda9SetDeviceEi", "_ZN3c104cuda9SetDeviceEab"
     describe = ("same function c10::cuda::SetDevice; parameter 1: `int` → `signed char`; "
                 "parameter 2 added: `bool`")
@@ -398,14 +581,16 @@ def check_abi_fails() -> CheckReport:
              "2.6.0: install the torch release it was built for, or a flash_attn release built "
              "for torch 2.6.0",
         nearest=(f"{new}  {describe}",),
+        # a top-level extension module: its own import name (top_level.txt), always loaded
+        import_name="flash_attn_2_cuda", reachability="always",
     )
     missing_library = Finding(
         kind=FindingKind.MISSING_LIBRARY, object=mamba, module="selective_scan_cuda",
         message="libcudart.so.11.0: cannot open shared object file: No such file or directory",
         explanation="\n".join([
             f"Because {mamba} (mamba_ssm 2.2.4) needs libcudart.so.11.0 and the loader did not "
-            "find it in the 3 places it looked (paths considered, in order, below), the import "
-            "fails.",
+            "find it in the 3 places it looked (paths considered, in order, below), it does not "
+            "load.",
             "No file with that name was found on this machine.",
         ]),
         library="libcudart.so.11.0",
@@ -415,6 +600,24 @@ def check_abi_fails() -> CheckReport:
             "/lib64/libcudart.so.11.0  [system directory: not found]",
             "/usr/lib64/libcudart.so.11.0  [system directory: not found]",
         ),
+        import_name="selective_scan_cuda", reachability="always",
+    )
+    guarded = Finding(
+        kind=FindingKind.UNDEFINED_SYMBOL, object=xformers, module="xformers._C",
+        message=f"{xformers}: undefined symbol: {old}",
+        explanation="\n".join([
+            f"Because {xformers} (xformers 0.0.28.post3) needs `c10::cuda::SetDevice(int)` and "
+            "none of the 27 objects in its lookup scope defines it, it does not load.",
+            f"Nearest definition, in {WHEELS}/torch/lib/libc10_cuda.so (torch 2.6.0): "
+            f"`c10::cuda::SetDevice(signed char, bool)` — {describe}.",
+        ]),
+        symbol=old,
+        hint="xformers 0.0.28.post3 was built against another torch than the installed torch "
+             "2.6.0 (it requires torch==2.5.1): install the torch release it was built for, or "
+             "a xformers release built for torch 2.6.0",
+        nearest=(f"{new}  {describe}",),
+        # xformers/_cpp_lib.py loads it under try/except and goes on without its C++ kernels
+        import_name="xformers", severity=Severity.WARNING, reachability="guarded",
     )
     return CheckReport(
         target=TARGET,
@@ -427,6 +630,9 @@ def check_abi_fails() -> CheckReport:
                    104_215_553, ("torch", "packaging", "ninja")),
             _wheel("mamba_ssm", "2.2.4", "mamba_ssm-2.2.4-cp311-cp311-linux_x86_64.whl",
                    Role.TARGET, 323_617_024, ("torch", "triton", "einops")),
+            _wheel("xformers", "0.0.28.post3",
+                   "xformers-0.0.28.post3-cp311-cp311-manylinux_2_28_x86_64.whl", Role.TARGET,
+                   16_712_371, ("numpy", "torch==2.5.1")),
             TORCH_WHEEL,
             _wheel("nvidia-cuda-runtime-cu12", "12.4.127",
                    "nvidia_cuda_runtime_cu12-12.4.127-py3-none-manylinux2014_x86_64.whl",
@@ -440,15 +646,29 @@ def check_abi_fails() -> CheckReport:
         ),
         modules=(
             ModuleStatus("flash_attn_2_cuda", "extension", flash, "flash-attn", False,
-                         undefined.message, ("torch", "einops"), 1),
+                         undefined.message, ("torch", "einops"), 1, "flash_attn_2_cuda",
+                         "always"),
             ModuleStatus("causal_conv1d_cuda", "extension",
                          f"{WHEELS}/causal_conv1d_cuda.cpython-311-x86_64-linux-gnu.so",
                          "causal-conv1d", True, None, ("torch",), 0),
             ModuleStatus("selective_scan_cuda", "extension", mamba, "mamba-ssm", False,
-                         missing_library.message, ("torch", "einops"), 1),
+                         missing_library.message, ("torch", "einops"), 1, "selective_scan_cuda",
+                         "always"),
+            ModuleStatus("xformers._C", "extension", xformers, "xformers", False,
+                         guarded.message, ("torch",), 1, "xformers", "guarded"),
         ),
-        findings=(undefined, missing_library),
+        findings=(undefined, missing_library, guarded),
         host_missing=(), assumed_driver=None,
+        imports=(
+            ImportVerdict("causal_conv1d_cuda", "causal-conv1d", True),
+            ImportVerdict("flash_attn_2_cuda", "flash-attn", False,
+                          f"ImportError: {undefined.message}", "flash_attn_2_cuda",
+                          undefined.message),
+            ImportVerdict("selective_scan_cuda", "mamba-ssm", False,
+                          f"ImportError: {missing_library.message}", "selective_scan_cuda",
+                          missing_library.message),
+            ImportVerdict("xformers", "xformers", True, optional_failures=("xformers._C",)),
+        ),
     )
 
 
@@ -485,14 +705,31 @@ def check_gpu_fails() -> CheckReport:
             for name, path in (("vllm._C", c_path), ("vllm._moe_C", moe_path),
                                ("vllm.vllm_flash_attn._vllm_fa2_C", fa2))),
         findings=gpu.findings, host_missing=(), assumed_driver=None, warnings=gpu.warnings,
-        gpu=gpu,
+        gpu=gpu, imports=(ImportVerdict("vllm", "vllm", True),),
     )
 
 
 def _cupy_check(host_missing: tuple[str, ...], assumed_driver: str | None,
                 notes: tuple[str, ...]) -> CheckReport:
+    """cupy-cuda12x: every module loads but its NCCL binding, which cupy imports only when
+    `cupy.cuda.nccl` is used (libnccl.so.2 is in no wheel checked)."""
     modules = ("cupy_backends.cuda.api.runtime", "cupy_backends.cuda.libs.cublas",
                "cupy.cuda.device")
+    nccl = f"{WHEELS}/cupy_backends/cuda/libs/nccl.cpython-311-x86_64-linux-gnu.so"
+    on_use = Finding(
+        kind=FindingKind.MISSING_LIBRARY, object=nccl, module="cupy_backends.cuda.libs.nccl",
+        message="libnccl.so.2: cannot open shared object file: No such file or directory",
+        explanation="\n".join([
+            f"Because {nccl} (cupy-cuda12x 13.3.0) needs libnccl.so.2 and the loader did not "
+            "find it in the 2 places it looked (paths considered, in order, below), it does not "
+            "load.",
+            "No file with that name was found on this machine.",
+        ]),
+        library="libnccl.so.2", hint="`pip install nvidia-nccl-cu12` provides libnccl.so.2",
+        trace=("/lib64/libnccl.so.2  [system directory: not found]",
+               "/usr/lib64/libnccl.so.2  [system directory: not found]"),
+        import_name="cupy", severity=Severity.INFO, reachability="on-use",
+    )
     return CheckReport(
         target=TARGET,
         wheels=(_wheel("cupy-cuda12x", "13.3.0",
@@ -505,21 +742,31 @@ def _cupy_check(host_missing: tuple[str, ...], assumed_driver: str | None,
                        ".manylinux2014_x86_64.manylinux_2_28_x86_64.whl", Role.DEPENDENCY,
                        53_962)),
         notes=notes,
-        modules=tuple(
-            ModuleStatus(m, "extension", f"{WHEELS}/{m.replace('.', '/')}.cpython-311-x86_64-"
-                         "linux-gnu.so", "cupy-cuda12x", True, None, ("numpy", "fastrlock"), 0)
-            for m in modules),
-        findings=(), host_missing=host_missing, assumed_driver=assumed_driver,
+        modules=(
+            *(ModuleStatus(m, "extension", f"{WHEELS}/{m.replace('.', '/')}.cpython-311-x86_64-"
+                           "linux-gnu.so", "cupy-cuda12x", True, None, ("numpy", "fastrlock"), 0)
+              for m in modules),
+            ModuleStatus("cupy_backends.cuda.libs.nccl", "extension", nccl, "cupy-cuda12x",
+                         False, on_use.message, ("numpy", "fastrlock"), 1, "cupy", "on-use"),
+        ),
+        findings=(on_use,), host_missing=host_missing, assumed_driver=assumed_driver,
+        imports=(
+            ImportVerdict("cupy", "cupy-cuda12x", True,
+                          optional_failures=("cupy_backends.cuda.libs.nccl",)),
+            ImportVerdict("cupy_backends", "cupy-cuda12x", True),
+        ),
     )
 
 
 def check_lacks_driver() -> CheckReport:
-    """The ABI fits, but this machine has no libcuda.so.1: the verdict says where it loads."""
+    """The ABI fits, but this machine has no libcuda.so.1: the verdict says where it loads (the
+    optional NCCL binding's finding is shown, the verdict line leaves it out)."""
     return _cupy_check(("libcuda.so.1",), None, ())
 
 
 def check_fits() -> CheckReport:
-    """The same wheels with `--assume-driver` on the manylinux_2_28 preset host: it fits."""
+    """The same wheels with `--assume-driver` on the manylinux_2_28 preset host: it fits, with
+    one optional module that does not load."""
     return _cupy_check((), "570.124.06", (PRESET_NOTE,))
 
 

@@ -102,7 +102,8 @@ def test_matrix_json_validates_and_holds_every_cell(transfer: dict[str, int] | N
     doc = json.loads(dumps(matrix_json(MATRIX, transfer)))
     jsonschema.validate(doc, schema("matrix"))
     assert list(doc)[:2] == ["schema_version", "command"]
-    assert (doc["schema_version"], doc["command"], doc["transfer"]) == (1, "matrix", transfer)
+    assert (doc["schema_version"], doc["command"], doc["transfer"]) == (
+        SCHEMA_VERSION, "matrix", transfer)
     assert [(r["version"], r["variant"], r["verdict"]) for r in doc["rows"]] == [
         ("2.0", "cu128", "fails"), ("2.0", "cu130", "fits"), ("1.0", "cu128", "fits"),
         ("0.9", "cu128", "error")]
@@ -167,7 +168,8 @@ def test_variants_json_validates_and_holds_groups_and_differences(
     doc = json.loads(dumps(variants_json(VARIANTS, transfer)))
     jsonschema.validate(doc, schema("variants"))
     assert list(doc)[:2] == ["schema_version", "command"]
-    assert (doc["schema_version"], doc["command"], doc["transfer"]) == (1, "variants", transfer)
+    assert (doc["schema_version"], doc["command"], doc["transfer"]) == (
+        SCHEMA_VERSION, "variants", transfer)
     assert [(g["architecture"], len(g["filenames"]), g["members"]) for g in doc["groups"]] == [
         ("x86_64", 2, 2), ("x86_64", 1, 3), ("aarch64", 1, 2)]
     first = doc["differences"][0]

@@ -33,23 +33,27 @@ from typing import TYPE_CHECKING, Protocol
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from abifit.commands.doctor import index_library_fix
+from abifit.commands.plans import mark_loaded, plan_for, python_modules
 from abifit.errors import AbifitError, FormatError, UsageError
 from abifit.formats.elf import ElfImage, parse_elf
 from abifit.formats.fatbin import GpuCode, read_gpu_code
 from abifit.formats.sources import FileSource, ObjectSource
-from abifit.formats.wheel import Member, WheelArchive, is_elf_member
+from abifit.formats.wheel import Member, WheelArchive, is_elf_member, python_members
 from abifit.host.environment import Distribution, InterpreterFacts
 from abifit.host.natives import NativeFile, defines_init, mark_plugins, module_name
 from abifit.host.profile import HostProfile
 from abifit.sim.diagnose import Context
-from abifit.sim.findings import Finding
+from abifit.sim.findings import Finding, Severity
 from abifit.sim.gpu import GpuCheck, GpuTarget, check_gpu_code
+from abifit.sim.imports import load_imports_rules
 from abifit.sim.loader import ASSUMED_DIR, SearchConfig
 from abifit.sim.process import (
     Environment,
+    ImportVerdict,
     ModuleStatus,
     Simulator,
     context,
+    import_verdicts,
     load_import_rules,
     load_soname_packages,
     search_config,
@@ -91,6 +95,8 @@ class WheelSource(Protocol):
 
     def metadata(self) -> str: ...
 
+    def python_files(self) -> dict[str, bytes]: ...
+
 
 class LocalWheel:
     """A `.whl` file on this machine."""
@@ -120,6 +126,9 @@ class LocalWheel:
             return read_gpu_code(opened, parse_elf(opened, relocations=False))
         except FormatError as e:
             return e
+
+    def python_files(self) -> dict[str, bytes]:
+        return python_members(self._archive)
 
     def metadata(self) -> str:
         found = [m for m in self._archive.members if m.path.count("/") == 1
@@ -160,14 +169,21 @@ class CheckReport:
     assumed_driver: str | None
     warnings: tuple[Finding, ...] = ()
     gpu: GpuCheck | None = None
+    imports: tuple[ImportVerdict, ...] = ()
 
     @property
     def failing(self) -> int:
-        return sum(1 for m in self.modules if not m.loads)
+        """Modules that do not load and whose failure fails an import."""
+        return sum(1 for m in self.modules if not m.loads and m.counts)
+
+    @property
+    def optional_failing(self) -> int:
+        """Guarded or on-use modules that do not load: package code does without them."""
+        return sum(1 for m in self.modules if not m.loads and not m.counts)
 
     @property
     def verdict(self) -> str:
-        if self.findings:
+        if any(f.severity is Severity.ERROR for f in self.findings):
             return "fails"
         return "fits-but-host-lacks-driver" if self.host_missing else "fits"
 
@@ -558,7 +574,8 @@ def prefetch_views(tree: VirtualTree, paths: Sequence[str], progress: Progress,
 
 def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executable: str,
              progress: Progress, remote: RemoteContext | None = None,
-             ) -> tuple[list[ModuleStatus], list[Finding], tuple[str, ...]]:
+             ) -> tuple[list[ModuleStatus], list[Finding], tuple[str, ...],
+                        tuple[ImportVerdict, ...]]:
     """Simulate every extension module of the target wheels in the virtual environment."""
     executable = host.executable or executable
     tree = VirtualTree(host.objects(executable))
@@ -568,6 +585,7 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
              for m in w.source.members()]
     prefetch_views(tree, first, progress)
     env = build_environment(wheels, target, executable, tree)
+    env = _planned(env, wheels, progress)
     targets = {w.key for w in wheels if w.role is Role.TARGET}
     modules = [n for n in env.natives if n.distribution in targets and n.checked]
     prefetch_views(tree, [n.path for n in modules], progress)
@@ -578,7 +596,27 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
                                    simulation.results)
     searched = [tuple(r.path or "" for r in result.resolutions) for result in results]
     missing = () if host.assume_driver else _assumed(searched)
-    return statuses, findings, missing
+    return statuses, findings, missing, import_verdicts(env, statuses)
+
+
+def _planned(env: Environment, wheels: Sequence[Wheel], progress: Progress) -> Environment:
+    """The environment with the import plans of the target wheels, read from their Python
+    members (the packages they need are imported by their own rules)."""
+    rules = load_imports_rules()
+    plans = {}
+    for wheel in wheels:
+        if wheel.role is not Role.TARGET or wheel.source is None:
+            continue
+        progress(f"{wheel.filename}: Python code")
+        files = {f"{SITE}/{path}": data for path, data in wheel.source.python_files().items()}
+        declared = [line.strip() for path, data in files.items()
+                    if path.endswith("/top_level.txt")
+                    for line in data.decode("utf-8", "replace").splitlines()]
+        mine = [n for n in env.natives if n.distribution == wheel.key]
+        plans[wheel.key] = plan_for(wheel.key, mine, python_modules(files, SITE), SITE,
+                                    declared, files.get, rules)
+    natives = mark_loaded(env.natives, plans, [SITE])
+    return Environment(env.facts, list(env.dists.values()), natives, plans)
 
 
 def target_gpu_codes(wheels: Sequence[Wheel], progress: Progress,
@@ -630,12 +668,14 @@ def check(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteC
     executable = executable or sys.executable
     key = _result_key(wheels, target, host, executable)
     stored = ctx.cache.get_result(key) if ctx and ctx.cache and key else None
-    if isinstance(stored, tuple) and len(stored) == 3:
-        statuses, findings, missing = list(stored[0]), list(stored[1]), tuple(stored[2])
+    if isinstance(stored, tuple) and len(stored) == 4:
+        statuses, findings = list(stored[0]), list(stored[1])
+        missing, imports = tuple(stored[2]), tuple(stored[3])
     else:
-        statuses, findings, missing = simulate(wheels, target, host, executable, progress, ctx)
+        statuses, findings, missing, imports = simulate(wheels, target, host, executable,
+                                                        progress, ctx)
         if ctx and ctx.cache and key:
-            ctx.cache.put_result(key, (tuple(statuses), tuple(findings), missing))
+            ctx.cache.put_result(key, (tuple(statuses), tuple(findings), missing, imports))
     if not statuses:
         notes.append("the targets hold no extension modules: nothing was simulated")
     if host.preset is not None:
@@ -654,4 +694,4 @@ def check(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteC
             notes.append(f"--gpu {gpu.arch}: the target wheels carry no GPU code")
     return CheckReport(str(target), tuple(wheels), tuple(notes), tuple(statuses),
                        tuple(findings), missing, host.assume_driver,
-                       gpu_check.warnings if gpu_check else (), gpu_check)
+                       gpu_check.warnings if gpu_check else (), gpu_check, imports)

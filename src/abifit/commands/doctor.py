@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from abifit.commands.gpus import detect_targets
+from abifit.commands.plans import cached_parse, mark_loaded, plan_for, python_modules
 from abifit.errors import FormatError, UsageError
 from abifit.formats.elf import ElfImage
 from abifit.formats.fatbin import GpuCode, has_gpu_code, read_gpu_code
@@ -39,16 +40,20 @@ from abifit.host.natives import (
     short_name,
     site_root,
 )
-from abifit.sim.findings import Finding, FindingKind
+from abifit.remote.cache import Cache
+from abifit.sim.findings import Finding, FindingKind, Severity
 from abifit.sim.gpu import GpuCheck, GpuTarget, check_gpu_code
+from abifit.sim.imports import DistributionPlan, load_imports_rules
 from abifit.sim.loader import LoadResult
 from abifit.sim.process import (
     Environment,
+    ImportVerdict,
     LibraryFix,
     ModuleStatus,
     Progress,
     Simulator,
     context,
+    import_verdicts,
     load_import_rules,
     load_soname_packages,
     search_config,
@@ -76,6 +81,19 @@ class Verification:
 
 
 @dataclass(frozen=True, slots=True)
+class ImportCheck:
+    """A predicted `import X` against a real one in a fresh process."""
+
+    name: str
+    predicted_works: bool
+    predicted_error: str | None
+    actual_works: bool | None
+    actual_error: str | None
+    agrees: bool
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
 class DoctorReport:
     """Everything `abifit doctor` found."""
 
@@ -89,14 +107,22 @@ class DoctorReport:
     gpu: tuple[GpuCheck, ...] = ()
     gpu_reason: str | None = None  # why no GPU was checked
     saved_host: str | None = None  # what --save-host wrote
+    imports: tuple[ImportVerdict, ...] = ()
+    import_checks: tuple[ImportCheck, ...] | None = None  # --verify: real imports
 
     @property
     def failing(self) -> int:
-        return sum(1 for m in self.modules if not m.loads)
+        """Modules that do not load and whose failure fails an import."""
+        return sum(1 for m in self.modules if not m.loads and m.counts)
+
+    @property
+    def optional_failing(self) -> int:
+        """Guarded or on-use modules that do not load: package code does without them."""
+        return sum(1 for m in self.modules if not m.loads and not m.counts)
 
     @property
     def problems(self) -> bool:
-        return bool(self.findings)
+        return any(f.severity is Severity.ERROR for f in self.findings)
 
 
 def index_library_fix(remote: Callable[[], RemoteContext], roots: list[str]) -> LibraryFix:
@@ -141,8 +167,50 @@ def _import_names(dist: Distribution) -> list[str]:
     return sorted(set(names))
 
 
-def _verify(env: Environment, statuses: list[ModuleStatus],
+MAX_SOURCE = 8 << 20  # a Python file larger than this is not read for its imports
+
+
+def _read_source(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_SOURCE + 1)
+    except OSError:
+        return None
+    return data if len(data) <= MAX_SOURCE else None
+
+
+def installed_plans(dists: list[Distribution], natives: list[NativeFile],
+                    cache: Cache | None = None) -> dict[str, DistributionPlan]:
+    """The import plan of every installed distribution that has native files."""
+    rules = load_imports_rules()
+    parser = cached_parse(cache)
+    by_dist: dict[str, list[NativeFile]] = {}
+    for n in natives:
+        by_dist.setdefault(n.distribution, []).append(n)
+    plans = {}
+    for dist in dists:
+        mine = by_dist.get(dist.key)
+        if not mine:
+            continue
+        site = str(dist.metadata_dir.parent)
+        sources = python_modules(dist.files, site)
+        plans[dist.key] = plan_for(dist.key, mine, sources, site, _declared_names(dist),
+                                   _read_source, rules, parser)
+    return plans
+
+
+def _declared_names(dist: Distribution) -> list[str]:
+    top = dist.metadata_dir / "top_level.txt"
+    try:
+        text = top.read_text("utf-8", "replace")
+    except OSError:
+        return []
+    return [n.strip() for n in text.splitlines() if n.strip()]
+
+
+def _verify(env: Environment, sim: Simulator, statuses: list[ModuleStatus],
             progress: Progress) -> list[Verification]:
+    natives = {n.path: n for n in env.natives}
     out = []
     for n, status in enumerate(statuses, 1):
         progress(f"verify {n}/{len(statuses)} {status.module}")
@@ -150,7 +218,9 @@ def _verify(env: Environment, statuses: list[ModuleStatus],
         from abifit.host.realload import real_load
 
         module = status.module if status.kind == "extension" else ""
-        real = real_load(env.facts.executable, module, status.path, imports)
+        native = natives.get(status.path)
+        before = [(s.path, s.global_) for s in sim.own_steps(native)] if native else []
+        real = real_load(env.facts.executable, module, status.path, imports, preload=before)
         if real.loads is None:
             out.append(Verification(status.module, status.loads, status.error, None, None, False,
                                     real.note))
@@ -162,6 +232,49 @@ def _verify(env: Environment, statuses: list[ModuleStatus],
         out.append(Verification(status.module, status.loads, status.error, real.loads,
                                 real.load_error, agrees, note))
     return out
+
+
+def errors_agree(predicted: str | None, actual: str | None) -> bool:
+    """Whether a predicted user-visible error is the one seen: the same exception type, and the
+    predicted message in the real one (packages add details to theirs)."""
+    if predicted is None or actual is None:
+        return predicted == actual
+    kind, _, text = predicted.partition(": ")
+    real_kind, _, real_text = actual.partition(": ")
+    return kind == real_kind and text.strip() in real_text
+
+
+def _verify_imports(env: Environment, verdicts: tuple[ImportVerdict, ...],
+                    progress: Progress) -> list[ImportCheck]:
+    """`import X` in a fresh process for each import the report has a verdict for."""
+    from abifit.host.realload import real_import
+
+    out = []
+    for n, verdict in enumerate(verdicts, 1):
+        progress(f"verify import {n}/{len(verdicts)} {verdict.name}")
+        real = real_import(env.facts.executable, verdict.name)
+        if real.works is None:
+            out.append(ImportCheck(verdict.name, verdict.loads, verdict.error, None, None, False,
+                                   real.note))
+            continue
+        agrees = real.works == verdict.loads and (real.works
+                                                  or errors_agree(verdict.error, real.error))
+        out.append(ImportCheck(verdict.name, verdict.loads, verdict.error, real.works,
+                               real.error, agrees, ""))
+    return out
+
+
+def _import_disagreement(c: ImportCheck) -> Finding:
+    predicted = "works" if c.predicted_works else f"fails: {c.predicted_error}"
+    actual = ("could not be run: " + c.note if c.actual_works is None
+              else "works" if c.actual_works else f"fails: {c.actual_error}")
+    return Finding(
+        kind=FindingKind.MODEL_DISAGREEMENT, object=c.name, module=c.name, import_name=c.name,
+        message=f"import {c.name}: predicted: {predicted}; real import: {actual}",
+        explanation="abifit predicted what `import` shows and a fresh process of the target "
+        "interpreter showed something else: abifit's model of this package is wrong.",
+        hint="please report this with `abifit doctor --json --verify` output",
+    )
 
 
 def _disagreement(v: Verification, path: str) -> Finding:
@@ -223,7 +336,11 @@ def doctor(
     dists = list_distributions(facts)
     source = LocalObjects(ElfCache(cache_dir) if cache_dir else None)
     natives = scan_native_files(facts, dists, image_or_none(source))
-    env = Environment(facts, dists, natives)
+    roots = [p for p in facts.sys_path if os.path.isdir(p)]
+    progress("reading the packages' Python code")
+    plans = installed_plans(dists, natives, Cache(cache_dir) if cache_dir else None)
+    natives = mark_loaded(natives, plans, roots)
+    env = Environment(facts, dists, natives, plans)
     targets = selected(natives, packages, env)
     if packages and not targets:
         raise UsageError(f"no native modules found for {', '.join(packages)} in the environment "
@@ -231,7 +348,6 @@ def doctor(
     host = probe_host(environ)
     sim = Simulator(env, source, search_config(host), load_import_rules(), glob_files)
     locator = Locator(lambda: library_dirs(facts.sys_path, environ))
-    roots = [p for p in facts.sys_path if os.path.isdir(p)]
     ctx = context(sim, locator, load_soname_packages(),
                   index_library_fix(remote, roots) if remote is not None else None)
     simulation = simulate_modules(sim, targets, ctx, progress)
@@ -241,10 +357,15 @@ def doctor(
     if save_host is not None:
         saved = _save_host(save_host, host, facts.executable, results, roots, source, progress)
     verification = None
+    import_checks = None
+    verdicts = import_verdicts(env, statuses)
     if verify:
-        verification = tuple(_verify(env, statuses, progress))
+        verification = tuple(_verify(env, sim, statuses, progress))
         by_module = {s.module: s.path for s in statuses}
         findings += [_disagreement(v, by_module[v.module]) for v in verification if not v.agrees]
+        import_checks = tuple(_verify_imports(env, verdicts, progress))
+        findings += [_import_disagreement(c) for c in import_checks
+                     if not c.agrees and c.actual_works is not None]
     libraries = sum(1 for n in natives if n.module is None)
     gpu_reason = None
     if gpus is None:
@@ -255,7 +376,8 @@ def doctor(
         findings += [f for c in checks for f in c.findings]
     return DoctorReport(facts.executable, facts.version, tuple(statuses), tuple(findings),
                         verification, libraries,
-                        tuple(w for c in checks for w in c.warnings), checks, gpu_reason, saved)
+                        tuple(w for c in checks for w in c.warnings), checks, gpu_reason, saved,
+                        verdicts, import_checks)
 
 
 def _save_host(path: Path, host: HostFacts, executable: str, results: Sequence[LoadResult],

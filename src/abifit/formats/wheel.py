@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from abifit.errors import WheelError
+from abifit.errors import FormatError, WheelError
 from abifit.formats.elf import is_elf, might_be_elf
 from abifit.formats.sources import ByteSource, InflateSource, SliceSource
 
@@ -198,3 +198,25 @@ def _zip64_sizes(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int
             return usize, csize, offset
         at += 4 + length
     raise ValueError("a saturated size without a ZIP64 extra field")
+
+
+MAX_PYTHON_MEMBER = 4 << 20  # a Python member larger than this is not read for its imports
+
+
+def python_members(archive: WheelArchive) -> dict[str, bytes]:
+    """The `.py` members of a wheel (each up to `MAX_PYTHON_MEMBER`) and its `top_level.txt`,
+    read whole, by member path: what package code does when imported. A member that cannot be
+    read is left out."""
+    out: dict[str, bytes] = {}
+    for member in archive.members:
+        path = member.path
+        if not (path.endswith(".py") or path.endswith(".dist-info/top_level.txt")):
+            continue
+        if member.size > MAX_PYTHON_MEMBER:
+            continue
+        try:
+            source = archive.open(member)
+            out[path] = source.read_at(0, source.size)
+        except FormatError:
+            continue
+    return out

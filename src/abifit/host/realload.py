@@ -15,6 +15,7 @@ from dataclasses import dataclass
 _SCRIPT = r"""
 import ctypes, importlib, json, os, sys
 module, path, prerequisites = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+preload = json.loads(sys.argv[4])
 out = {"prerequisites": {}}
 for name in prerequisites:
     try:
@@ -22,6 +23,11 @@ for name in prerequisites:
         out["prerequisites"][name] = None
     except BaseException as e:
         out["prerequisites"][name] = "%s: %s" % (type(e).__name__, e)
+for lib, is_global in preload:
+    try:
+        ctypes.CDLL(lib, mode=os.RTLD_NOW | (os.RTLD_GLOBAL if is_global else os.RTLD_LOCAL))
+    except OSError:
+        pass
 try:
     ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
     out["load"] = None
@@ -51,10 +57,12 @@ class RealLoad:
 
 
 def real_load(python: str, module: str, path: str, imports: list[str],
-              timeout: float = 120.0) -> RealLoad:
-    """Load `path` after importing `imports`, in a fresh `python`; never raises for its outcome."""
+              timeout: float = 120.0, preload: list[tuple[str, bool]] | None = None) -> RealLoad:
+    """Load `path` after importing `imports` and loading the libraries in `preload` (path,
+    RTLD_GLOBAL) as package code would, in a fresh `python`; never raises for its outcome."""
     try:
-        done = subprocess.run([python, "-c", _SCRIPT, module, path, json.dumps(imports)],
+        done = subprocess.run([python, "-c", _SCRIPT, module, path, json.dumps(imports),
+                               json.dumps(preload or [])],
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return RealLoad(None, None, None, f"timed out after {timeout:.0f} s")
@@ -67,3 +75,46 @@ def real_load(python: str, module: str, path: str, imports: list[str],
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return RealLoad(None, None, None, f"the process exited with {done.returncode}: {tail}")
     return RealLoad(out["load"] is None, out["load"], out["import"], "")
+
+
+_IMPORT = r"""
+import importlib, json, os, sys
+try:
+    importlib.import_module(sys.argv[1])
+    error = None
+except BaseException as e:
+    error = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
+sys.stdout.flush()
+print("\n" + json.dumps({"error": error}))
+sys.stdout.flush()
+os._exit(0)
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class RealImport:
+    """What `import name` did in a fresh process: None when it could not be run."""
+
+    works: bool | None
+    error: str | None  # "RuntimeError: operator torchvision::nms does not exist"
+    note: str
+
+
+def real_import(python: str, name: str, timeout: float = 300.0) -> RealImport:
+    """Run `import name` in a fresh `python`; the exception's type and first line when it
+    fails. Never raises for its outcome."""
+    try:
+        done = subprocess.run([python, "-c", _IMPORT, name], capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return RealImport(None, None, f"timed out after {timeout:.0f} s")
+    except OSError as e:
+        return RealImport(None, None, f"could not run {python}: {e}")
+    last = done.stdout.strip().splitlines()[-1:] or [""]
+    try:
+        out = json.loads(last[0])
+    except ValueError:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return RealImport(None, None, f"the process exited with {done.returncode}: {tail}")
+    error = out.get("error")
+    return RealImport(error is None, error, "")

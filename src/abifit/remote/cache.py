@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-BUCKETS = ("elf-v1", "views-v1", "index-v1", "checks-v1")
+BUCKETS = ("elf-v1", "views-v1", "index-v1", "checks-v1", "pycode-v1")
 
 # Where the modules of abifit's values lived before they moved into layer subpackages: entries
 # written by an earlier abifit name them there, and stay readable.
@@ -143,6 +143,13 @@ class Cache:
 
     def put_view(self, sha256: str, member: str, view: object) -> None:
         write_pickle(key_path(self.bucket("views-v1"), sha256, member), view)
+
+    def get_code(self, digest: str) -> object | None:
+        """What a Python module does when imported, by the digest of its name and text."""
+        return read_pickle(key_path(self.bucket("pycode-v1"), digest))
+
+    def put_code(self, digest: str, code: object) -> None:
+        write_pickle(key_path(self.bucket("pycode-v1"), digest), code)
 
     def get_result(self, key: str) -> object | None:
         """A stored result of a computation keyed by the digest of all its inputs."""

@@ -49,6 +49,7 @@ from abifit.formats.wheel import (
     WheelArchive,
     is_elf_member,
     member_data_start,
+    python_members,
 )
 from abifit.remote import cores
 from abifit.remote.cache import Cache
@@ -644,6 +645,17 @@ class RemoteWheel:
         _remember(self.ctx, self.file, entry, _NOT_ELF if code is None else code)
         return code
 
+    def python_files(self) -> dict[str, bytes]:
+        """The wheel's Python members and top_level.txt, read whole (`python_members`); cached
+        by the wheel's sha256 like its views."""
+        with self._lock:
+            cached = _cached(self.ctx, self.file, _PYTHON)
+            if isinstance(cached, dict):
+                return cached
+            found = python_members(self._open()[0])
+            _remember(self.ctx, self.file, _PYTHON, found)
+            return found
+
     def metadata(self) -> str:
         """The wheel's core metadata (METADATA): from the index (PEP 658) when offered, else
         from the wheel's `*.dist-info/METADATA` member."""
@@ -693,6 +705,7 @@ def member_views(
 _NOT_ELF = "not-elf"
 _DIRECTORY = "<directory>"
 _METADATA = "<metadata>"
+_PYTHON = "<python>"
 _RELOCATIONS = "\x00relocations"  # cache entry of a view that has relocated_symbols
 _GPU_CODE = "\x00gpu-code"  # cache entry of a member's fat binaries
 _DIRECTORY_GUESS = 64 << 10

@@ -3,13 +3,12 @@ prints doctor's module and finding fields plus the wheels, the verdict and the t
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from abifit.commands.check import CheckReport
+from abifit.report.doctor import import_json, imports_text, module_json, optional_text
 from abifit.report.findings import finding_json, problem_blocks
 from abifit.report.gpu import gpu_check_json
 from abifit.report.json import SCHEMA_VERSION, JsonObject
-from abifit.sim.findings import FindingKind
+from abifit.sim.findings import FindingKind, Severity
 
 
 def check_json(report: CheckReport, transfer: dict[str, int] | None) -> JsonObject:
@@ -25,15 +24,16 @@ def check_json(report: CheckReport, transfer: dict[str, int] | None) -> JsonObje
         "notes": list(report.notes),
         "host_missing": list(report.host_missing),
         "assumed_driver": report.assumed_driver,
-        "modules": [{**asdict(m), "prerequisites": list(m.prerequisites)}
-                    for m in report.modules],
+        "modules": [module_json(m) for m in report.modules],
+        "imports": [import_json(v) for v in report.imports],
         "findings": [finding_json(f) for f in report.findings],
         "warnings": [finding_json(f) for f in report.warnings],
         "gpu": gpu_check_json(report.gpu) if report.gpu else None,
         "summary": {
             "modules": len(report.modules),
-            "loading": len(report.modules) - report.failing,
+            "loading": len(report.modules) - report.failing - report.optional_failing,
             "failing": report.failing,
+            "optional_failing": report.optional_failing,
             "findings": len(report.findings),
             "warnings": len(report.warnings),
         },
@@ -50,6 +50,9 @@ def check_text(report: CheckReport) -> str:
         blocks.append("\n".join(f"note: {n}" for n in report.notes))
     blocks += problem_blocks(report.findings, report.warnings,
                              (report.gpu,) if report.gpu else (), None)
+    failing_imports = imports_text(report.imports)
+    if failing_imports:
+        blocks.append(failing_imports)
     blocks.append(_verdict_line(report))
     return "\n\n".join(blocks) + "\n"
 
@@ -57,16 +60,27 @@ def check_text(report: CheckReport) -> str:
 def _verdict_line(report: CheckReport) -> str:
     checked = f"{len(report.modules)} extension module(s) checked"
     if report.verdict == "fails":
-        symbols = sum(1 for f in report.findings if f.kind in ("undefined-symbol",
-                                                               "missing-version"))
-        libraries = sum(1 for f in report.findings if f.kind == FindingKind.MISSING_LIBRARY)
+        errors = [f for f in report.findings if f.severity is Severity.ERROR]
+        symbols = sum(1 for f in errors if f.kind in ("undefined-symbol", "missing-version"))
+        libraries = sum(1 for f in errors if f.kind == FindingKind.MISSING_LIBRARY)
         kernels = sum(1 for f in report.findings if f.kind == FindingKind.NO_KERNEL_IMAGE)
         gpu = (f"; {kernels} object(s) without a kernel image for {report.gpu.target.arch}"
                if report.gpu and kernels else "")
         return (f"does not fit: {checked}, {report.failing} fail "
-                f"({symbols} symbol and {libraries} library problem(s)){gpu}")
+                f"({symbols} symbol and {libraries} library problem(s)){gpu}"
+                f"{_optional(report)}")
     if report.host_missing:
         missing = ", ".join(report.host_missing)
-        return (f"the ABI fits ({checked}), but {missing} (the NVIDIA driver) is not on this "
-                "machine: the modules load only where the driver is installed")
+        return (f"the ABI fits ({checked}{_optional(report)}), but {missing} (the NVIDIA "
+                "driver) is not on this machine: the modules load only where the driver is "
+                "installed")
+    if report.optional_failing:
+        loading = len(report.modules) - report.optional_failing
+        them = "it" if report.optional_failing == 1 else "them"
+        return (f"fits: {checked}, {loading} load{_optional(report)} (the imports work "
+                f"without {them})")
     return f"fits: {checked}, all load"
+
+
+def _optional(report: CheckReport) -> str:
+    return optional_text(report.optional_failing)

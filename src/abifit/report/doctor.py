@@ -9,6 +9,8 @@ from abifit.commands.doctor import DoctorReport
 from abifit.report.findings import finding_json, problem_blocks
 from abifit.report.gpu import gpu_check_json
 from abifit.report.json import SCHEMA_VERSION, JsonObject
+from abifit.sim.findings import Severity
+from abifit.sim.process import ImportVerdict, ModuleStatus
 
 
 def doctor_json(report: DoctorReport) -> JsonObject:
@@ -21,17 +23,22 @@ def doctor_json(report: DoctorReport) -> JsonObject:
         "command": "doctor",
         "verdict": "problems" if report.problems else "ok",
         "python": {"executable": report.python, "version": report.python_version},
-        "modules": [{**asdict(m), "prerequisites": list(m.prerequisites)}
-                    for m in report.modules],
+        "modules": [module_json(m) for m in report.modules],
+        "imports": [import_json(v) for v in report.imports],
         "findings": [finding_json(f) for f in report.findings],
         "warnings": [finding_json(f) for f in report.warnings],
         "gpu": {"checked": [gpu_check_json(c) for c in report.gpu],
                 "reason": report.gpu_reason},
         "verification": verification,
+        "import_checks": (None if report.import_checks is None
+                          else [asdict(c) for c in report.import_checks]),
         "summary": {
             "modules": len(report.modules),
-            "loading": len(report.modules) - report.failing,
+            "loading": len(report.modules) - report.failing - report.optional_failing,
             "failing": report.failing,
+            "optional_failing": report.optional_failing,
+            "imports": len(report.imports),
+            "imports_failing": sum(1 for v in report.imports if not v.loads),
             "libraries": report.libraries,
             "findings": len(report.findings),
             "warnings": len(report.warnings),
@@ -39,18 +46,54 @@ def doctor_json(report: DoctorReport) -> JsonObject:
     }
 
 
+def optional_text(count: int) -> str:
+    """", 1 optional one does not load" (and its plural), or nothing."""
+    if not count:
+        return ""
+    return f", {count} optional {'one does' if count == 1 else 'ones do'} not load"
+
+
+def module_json(m: ModuleStatus) -> JsonObject:
+    doc = {**asdict(m), "prerequisites": list(m.prerequisites)}
+    doc["import"] = doc.pop("import_name")
+    return doc
+
+
+def import_json(v: ImportVerdict) -> JsonObject:
+    return {**asdict(v), "optional_failures": list(v.optional_failures)}
+
+
+def imports_text(verdicts: tuple[ImportVerdict, ...]) -> str | None:
+    """One block per import that fails: what the user sees, and the cause underneath."""
+    lines = []
+    for v in verdicts:
+        if v.loads:
+            continue
+        lines.append(f"import {v.name}: fails ({v.distribution})")
+        lines.append(f"  the user sees: {v.error}")
+        if v.cause and v.cause_error and v.error and v.cause_error not in v.error:
+            lines.append(f"  because {v.cause} does not load: {v.cause_error}")
+    return "\n".join(lines) or None
+
+
 def doctor_text(report: DoctorReport) -> str:
     """The text rendering of `abifit doctor`: problems first, then one summary line."""
     blocks = problem_blocks(report.findings, report.warnings, report.gpu, report.gpu_reason)
+    failing_imports = imports_text(report.imports)
+    if failing_imports:
+        blocks.append(failing_imports)
     if report.saved_host:
         blocks.append(report.saved_host)
     if report.verification is not None:
         blocks.append(_verification_text(report))
     failing = report.failing
+    errors = sum(1 for f in report.findings if f.severity is Severity.ERROR)
     blocks.append(
         f"{report.python} ({report.python_version}): {len(report.modules)} native modules "
-        f"checked, {len(report.modules) - failing} load, {failing} fail"
-        + (f"; {len(report.findings)} problem(s)" if report.findings else "")
+        f"checked, {len(report.modules) - failing - report.optional_failing} load, "
+        f"{failing} fail"
+        + optional_text(report.optional_failing)
+        + (f"; {errors} problem(s)" if errors else "")
     )
     return "\n\n".join(blocks) + "\n"
 
@@ -65,4 +108,13 @@ def _verification_text(report: DoctorReport) -> str:
             lines.append(f"  {v.module}: predicted "
                          f"{'load' if v.predicted_loads else v.predicted_error}, real "
                          f"{'load' if v.actual_loads else v.actual_error or v.note}")
+    if report.import_checks is not None:
+        imports = report.import_checks
+        agree = sum(1 for c in imports if c.agrees)
+        lines.append(f"verified by real import: {agree} of {len(imports)} imports agree")
+        for c in imports:
+            if not c.agrees:
+                lines.append(f"  import {c.name}: predicted "
+                             f"{'works' if c.predicted_works else c.predicted_error}, real "
+                             f"{'works' if c.actual_works else c.actual_error or c.note}")
     return "\n".join(lines)

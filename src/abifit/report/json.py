@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 JsonObject = dict[str, object]
 

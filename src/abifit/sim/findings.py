@@ -40,6 +40,21 @@ class FindingKind(str, Enum):
         return format(self.value, spec)
 
 
+class Severity(str, Enum):
+    """How much a finding matters: an `error` breaks an import; a `warning` or `info` is about
+    something optional (a guarded backend, code loaded only on use) and fails nothing."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """One problem found: data, never raised."""
@@ -56,3 +71,6 @@ class Finding:
     trace: tuple[str, ...] = ()
     candidates: tuple[str, ...] = ()
     nearest: tuple[str, ...] = field(default=())
+    import_name: str | None = None  # the import it breaks or concerns (`torchvision`)
+    severity: Severity = Severity.ERROR
+    reachability: str | None = None  # how that import reaches the object (sim.imports)

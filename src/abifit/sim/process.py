@@ -19,7 +19,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,13 +35,20 @@ from abifit.host.environment import (
 )
 from abifit.host.ldconfig import HostFacts, cache_id_for
 from abifit.sim.diagnose import Context, diagnose
-from abifit.sim.findings import Finding, FindingKind
-from abifit.sim.loader import LoadResult, Process, SearchConfig
+from abifit.sim.findings import Finding, FindingKind, Severity
+from abifit.sim.loader import LoadProblem, LoadResult, ProblemKind, Process, SearchConfig
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
 from abifit.host.natives import NativeFile
+from abifit.sim.imports import (
+    DistributionPlan,
+    Placement,
+    Reachability,
+    Step,
+    user_error,
+)
 
 DATA = Path(__file__).parent.parent / "data"
 
@@ -73,6 +80,13 @@ class ModuleStatus:
     error: str | None
     prerequisites: tuple[str, ...]
     problems: int
+    import_name: str | None = None  # the import that loads it (sim.imports)
+    reachability: str | None = None  # how that import reaches it; None: not planned
+
+    @property
+    def counts(self) -> bool:
+        """Whether its failure fails an import (optional modules' failures do not)."""
+        return self.reachability is None or Reachability(self.reachability).counts
 
 
 def load_import_rules() -> dict[str, ImportRule]:
@@ -119,8 +133,10 @@ class Environment:
     """A scanned environment: distributions, their native files, and who needs whom."""
 
     def __init__(self, facts: InterpreterFacts, dists: list[Distribution],
-                 natives: list[NativeFile]) -> None:
+                 natives: list[NativeFile],
+                 plans: Mapping[str, DistributionPlan] | None = None) -> None:
         self.facts = facts
+        self.plans = dict(plans or {})
         self.dists = {d.key: d for d in dists}
         self.natives = natives
         self.owner_of = {n.path: n.distribution for n in natives}
@@ -161,7 +177,7 @@ class Environment:
         """Distributions holding an ELF file named `soname`."""
         return {n.distribution for n in self._by_name.get(soname, ())}
 
-    def _needed_closure(self, native: NativeFile,
+    def needed_closure(self, native: NativeFile,
                         image: Callable[[str], ElfImage | None]) -> list[str]:
         """Sonames `native` needs, directly or through libraries of its own distribution."""
         needed: list[str] = []
@@ -183,7 +199,7 @@ class Environment:
                       image: Callable[[str], ElfImage | None]) -> tuple[str, ...]:
         """Distributions imported before `native`, requirements first."""
         direct: list[str] = list(self.required(native.distribution))
-        for name in self._needed_closure(native, image):
+        for name in self.needed_closure(native, image):
             providers = self.providers(name)
             if native.distribution in providers:
                 continue  # the package ships that library itself
@@ -216,6 +232,8 @@ class Simulator:
         self.rules = rules
         self.glob = glob
         self._bases: dict[tuple[str, ...], Process] = {}
+        self._own: dict[tuple[tuple[str, ...], tuple[str, ...]], Process] = {}
+        self.failed_own: set[Step] = set()  # own load steps that did not load
 
     def image(self, path: str) -> ElfImage | None:
         try:
@@ -245,13 +263,49 @@ class Simulator:
                     process.dlopen(path)
             for rel in rule.global_:
                 process.dlopen(str(site / rel), global_=True)
+        plan = self.env.plans.get(key)
+        for step in plan.loads if plan else ():
+            if step.reach is Reachability.ALWAYS:
+                process.dlopen(step.path, global_=step.global_)
         for n in self.env.natives:
             if n.distribution == key and n.checked:
                 process.dlopen(n.path)
 
+    def _with_own(self, prerequisites: tuple[str, ...], steps: tuple[Step, ...]) -> Process:
+        """The process after the prerequisites and the package's own earlier steps."""
+        key = (prerequisites, tuple(s.path for s in steps))
+        known = self._own.get(key)
+        if known is None:
+            known = self.base(prerequisites).copy()
+            for step in steps:
+                loaded = known.dlopen(step.path, global_=step.global_).loads
+                if not loaded:
+                    self.failed_own.add(step)
+            self._own[key] = known
+        return known
+
+    def _sonames(self, steps: tuple[Step, ...], needed: set[str]) -> set[str]:
+        """The file names of the steps whose soname is among `needed`."""
+        out = set()
+        for step in steps:
+            image = self.image(step.path)
+            if image is not None and image.soname in needed:
+                out.add(os.path.basename(step.path))
+        return out
+
+    def own_steps(self, native: NativeFile) -> tuple[Step, ...]:
+        """The libraries its package loads itself that `native` needs (by soname or file
+        name, directly or through its package's libraries): loaded before it, in order."""
+        plan = self.env.plans.get(native.distribution)
+        if plan is None or not plan.loads:
+            return ()
+        needed = set(self.env.needed_closure(native, self.image))
+        return tuple(s for s in plan.before(needed | self._sonames(plan.loads, needed))
+                     if s.path != native.path)
+
     def check(self, native: NativeFile) -> tuple[LoadResult, tuple[str, ...]]:
         prerequisites = self.env.prerequisites(native, self.image)
-        process = self.base(prerequisites).copy()
+        process = self._with_own(prerequisites, self.own_steps(native)).copy()
         return process.dlopen(native.path), prerequisites
 
 
@@ -332,15 +386,118 @@ def simulate_modules(
         progress(f"module {n}/{len(targets)} {native.name}")
         result, prerequisites = sim.check(native)
         results.append(result)
-        statuses.append(ModuleStatus(native.name, "plugin" if native.plugin else "extension",
-                                     native.path,
-                                     native.distribution, result.loads, result.error,
-                                     prerequisites, len(result.problems)))
-        for i, problem in enumerate(result.problems):
-            findings.append(diagnose(problem, native.name, ctx, deep=i < DEEP_DIAGNOSES))
-        findings.extend(_duplicate(native, soname, new, old, ctx)
-                        for soname, new, old in result.duplicates)
+        place = None if result.loads else _placement(sim.env, native)
+        status = ModuleStatus(native.name, "plugin" if native.plugin else "extension",
+                              native.path, native.distribution, result.loads, result.error,
+                              prerequisites, len(result.problems),
+                              place.name if place else None,
+                              place.step.reach.value if place else None)
+        statuses.append(status)
+        own = {_names_of(sim, s): s for s in sim.own_steps(native) if s in sim.failed_own}
+        found = [_blocked(problem, native.name, own) or
+                 diagnose(problem, native.name, ctx, deep=i < DEEP_DIAGNOSES)
+                 for i, problem in enumerate(result.problems)]
+        found += [_duplicate(native, soname, new, old, ctx)
+                  for soname, new, old in result.duplicates]
+        findings += [_placed(f, place) for f in found]
     return Simulation(tuple(statuses), tuple(findings), tuple(results))
+
+
+def _names_of(sim: Simulator, step: Step) -> str:
+    image = sim.image(step.path)
+    return image.soname if image is not None and image.soname else os.path.basename(step.path)
+
+
+def _blocked(problem: LoadProblem, module: str, own: Mapping[str, Step]) -> Finding | None:
+    """The finding of a library a module misses only because its package's own code loads
+    that library first, and that load failed: it points at the library's own finding."""
+    step = own.get(problem.library or "") if problem.kind is ProblemKind.MISSING_LIBRARY else None
+    if step is None:
+        return None
+    return Finding(
+        kind=FindingKind.MISSING_LIBRARY, object=problem.object, module=module,
+        library=problem.library, message=problem.message,
+        explanation=(f"Because the package's own code loads {step.path} before {module} "
+                     f"(which finds it by its name {problem.library}), and that library itself "
+                     f"does not load, {module} cannot find it: this is a consequence, the "
+                     "cause is that library's own problem."),
+        hint=f"fix what keeps {os.path.basename(step.path)} from loading (its own finding)",
+    )
+
+
+def _placement(env: Environment, native: NativeFile) -> Placement | None:
+    plan = env.plans.get(native.distribution)
+    return plan.place(native.path) if plan else None
+
+
+_SEVERITY = {Reachability.GUARDED: Severity.WARNING, Reachability.ON_USE: Severity.INFO}
+
+
+def _placed(finding: Finding, place: Placement | None) -> Finding:
+    """A finding with the import it concerns and how sure that import is to load the object."""
+    if place is None:
+        return finding
+    severity = _SEVERITY.get(place.step.reach, Severity.ERROR)
+    explanation = finding.explanation
+    if severity is not Severity.ERROR:
+        explanation = explanation.replace(", the import fails.", ", it does not load.")
+    return replace(finding, import_name=place.name, reachability=place.step.reach.value,
+                   severity=severity, explanation=explanation)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportVerdict:
+    """`import name`: whether it works, and if not, what the user sees and why."""
+
+    name: str
+    distribution: str
+    loads: bool
+    error: str | None = None  # the exception the user sees
+    cause: str | None = None  # the native file whose failure it is
+    cause_error: str | None = None  # the loader's error for that file
+    optional_failures: tuple[str, ...] = ()  # guarded or on-use modules that would not load
+
+
+def import_verdicts(env: Environment,
+                    statuses: Sequence[ModuleStatus]) -> tuple[ImportVerdict, ...]:
+    """The verdict of each top-level import whose native files were simulated, and of each
+    failing file that no import reaches (under its own name)."""
+    out: list[ImportVerdict] = []
+    for key, plan in sorted(env.plans.items()):
+        mine = [s for s in statuses if s.distribution == key]
+        if not mine:
+            continue
+        places = {s.path: plan.place(s.path) for s in mine if not s.loads}
+        for top in plan.tops:
+            if not any(_under(s, top) for s in mine):
+                continue
+            failed = [(s, places[s.path]) for s in mine
+                      if not s.loads and places[s.path].name == top]
+            optional = tuple(s.module for s, p in failed if not p.step.reach.counts)
+            # the libraries the package loads itself fail first: they load before the modules
+            loaded = [s.path for s in plan.loads]
+            sure = sorted(((s, p) for s, p in failed if p.step.reach is Reachability.ALWAYS),
+                          key=lambda sp: (loaded.index(sp[0].path) if sp[0].path in loaded
+                                          else len(loaded)))
+            if not sure:
+                out.append(ImportVerdict(top, key, True, optional_failures=optional))
+                continue
+            status, place = sure[0]
+            out.append(ImportVerdict(top, key, False, user_error(place.step, status.error or ""),
+                                     status.module, status.error, optional))
+        for status in mine:
+            own = places.get(status.path)
+            if own is not None and own.step.reach is Reachability.UNREACHED:
+                out.append(ImportVerdict(own.name, key, False,
+                                         user_error(own.step, status.error or ""),
+                                         status.module, status.error))
+    return tuple(out)
+
+
+def _under(status: ModuleStatus, top: str) -> bool:
+    """Whether a module or plugin belongs to the top-level package `top`."""
+    name = status.module.replace("/", ".")
+    return name == top or name.startswith(top + ".")
 
 
 def search_config(host: HostFacts) -> SearchConfig:

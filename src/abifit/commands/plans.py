@@ -1,0 +1,101 @@
+"""Import plans for the distributions of an environment, installed or laid out from wheels.
+
+The wiring between the layers a plan needs: the Python files of a distribution (read from this
+machine, or from a wheel's members), `abifit.formats.pysource` to parse them, and
+`abifit.sim.imports` to find what the package loads itself and, for a file that fails, how its
+imports reach it. A file that cannot be read or parsed is left out (its imports are not
+followed); nothing here raises for one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+
+from abifit.errors import FormatError
+from abifit.formats.pysource import ModuleCode, read_module
+from abifit.host.natives import NativeFile
+from abifit.remote.cache import Cache
+from abifit.sim.imports import DistributionPlan, ImportsRule, PackageCode, plan_distribution
+
+ReadText = Callable[[str], bytes | None]
+
+
+def python_modules(files: Iterable[str], site: str) -> dict[str, str]:
+    """Dotted module name -> path for the `.py` files among `files` under `site`."""
+    prefix = site.rstrip("/") + "/"
+    out: dict[str, str] = {}
+    for path in files:
+        if not (path.startswith(prefix) and path.endswith(".py")):
+            continue
+        parts = path[len(prefix):-3].split("/")
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts and all(p.isidentifier() for p in parts):
+            out[".".join(parts)] = path
+    return out
+
+
+def top_names(declared: Iterable[str], modules: Iterable[str]) -> list[str]:
+    """The top-level import names: those declared (top_level.txt), else the first parts of the
+    distribution's modules."""
+    names = [n for n in declared if n.isidentifier()]
+    return names or sorted({m.split(".")[0] for m in modules})
+
+
+def parse(data: bytes, name: str, is_package: bool) -> ModuleCode | None:
+    """`read_module`, with a module that does not parse as None."""
+    try:
+        return read_module(data, name, is_package)
+    except FormatError:
+        return None
+
+
+Parse = Callable[[bytes, str, bool], "ModuleCode | None"]
+
+
+def cached_parse(cache: Cache | None) -> Parse:
+    """`parse`, remembered in the cache by a digest of the module's name and text."""
+    if cache is None:
+        return parse
+
+    def parse_cached(data: bytes, name: str, is_package: bool) -> ModuleCode | None:
+        digest = hashlib.sha256(f"{name}\0{is_package}\0".encode() + data).hexdigest()
+        stored = cache.get_code(digest)
+        if isinstance(stored, ModuleCode):
+            return stored
+        code = parse(data, name, is_package)
+        if code is not None:
+            cache.put_code(digest, code)
+        return code
+
+    return parse_cached
+
+
+def plan_for(key: str, natives: list[NativeFile], sources: Mapping[str, str], site: str,
+             declared: Iterable[str], read: ReadText,
+             rules: Mapping[str, ImportsRule], parser: Parse = parse) -> DistributionPlan:
+    """The import plan of distribution `key` (its native files, Python files and site)."""
+    prefix = site.rstrip("/") + "/"
+    files = {n.path[len(prefix):]: n.path for n in natives if n.path.startswith(prefix)}
+    modules = {n.module: n.path for n in natives if n.module}
+    tops = top_names(declared, [*sources, *modules])
+    return plan_distribution(key, tops, PackageCode(sources, read, parser), modules, files,
+                             rules.get(key))
+
+
+def mark_loaded(natives: list[NativeFile], plans: Mapping[str, DistributionPlan],
+                roots: Iterable[str]) -> list[NativeFile]:
+    """Native files that package code loads itself are checked like plugins, whether or not
+    another file links to them."""
+    loaded = {s.path for plan in plans.values() for s in plan.loads}
+    out = []
+    for n in natives:
+        if n.path in loaded and not n.checked:
+            root = next((r for r in sorted(roots, key=len, reverse=True)
+                         if n.path.startswith(r.rstrip("/") + "/")), posixpath.dirname(n.path))
+            n = replace(n, plugin=True, label=posixpath.relpath(n.path, root))
+        out.append(n)
+    return out

@@ -1,0 +1,420 @@
+"""What `import X` loads, and how surely: the place of a native file in its package's imports.
+
+Users ask whether `import torchaudio` works, not whether `lib/_torchaudio.so` loads alone. Two
+facts of a package's Python code (read by `abifit.formats.pysource`) change the answer:
+
+- **Libraries the package loads itself** (`torch.ops.load_library`, `ctypes.CDLL`, through
+  wrappers such as torchaudio's `_load_lib("libtorchaudio")`). Such a library is loaded before
+  the modules that need it, so that they find it by soname, and its own failure is what the
+  user sees (`OSError: Could not load this library: ...`). `load_steps` finds them; only the
+  files whose text names a loading function or a wrapper are parsed.
+- **How surely a native file is loaded by `import X`** (`Reachability`): always, under a guard
+  that goes on without it (`GUARDED`), only when a function runs (`ON_USE`), or by nothing abifit
+  can follow (`UNREACHED`, which counts like always). `PackageCode.place` answers it for one
+  file by searching backwards: the modules whose text names it, how each imports it, and how
+  each of those is reached, up to a top-level package. That costs a few parses per file, so it
+  is asked only for the files that fail: for those that load, the answer changes nothing.
+
+What static reading cannot see comes from `data/import_rules.json`: libraries loaded by run-time
+pickers (sgl-kernel's `common_ops` per GPU), variants of which only one is ever loaded (mpi4py's
+MPI ABIs), and failures that surface elsewhere (torchvision goes on without `_C.so`, and its
+next module raises `operator torchvision::nms does not exist`).
+
+Pure: module text and code arrive through callables, files as values.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import posixpath
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from abifit.formats.pysource import Call, Import, Load, LoadKind, ModuleCode, Reach
+
+DATA = Path(__file__).parent.parent / "data"
+
+# Words whose presence in a module's text means it may load a library itself.
+LOAD_MARKERS = (b"load_library", b"CDLL", b"LoadLibrary", b"PyDLL")
+SEARCH_DEPTH = 8  # how many modules back a place is searched
+
+
+class Reachability(Enum):
+    """How an import reaches a native file: `Reach`, plus not at all."""
+
+    ALWAYS = "always"
+    GUARDED = "guarded"
+    ON_USE = "on-use"
+    UNREACHED = "unreached"
+
+    @property
+    def counts(self) -> bool:
+        """Whether a failure of the file makes an import fail (guarded and on-use ones do not:
+        package code goes on without them, or loads them only when asked)."""
+        return self in (Reachability.ALWAYS, Reachability.UNREACHED)
+
+
+_OF_REACH = {Reach.ALWAYS: Reachability.ALWAYS, Reach.GUARDED: Reachability.GUARDED,
+             Reach.ON_USE: Reachability.ON_USE}
+
+
+def _rank(reach: Reachability) -> int:
+    return list(Reachability).index(reach)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportsRule:
+    """What static reading cannot see of one distribution (`data/import_rules.json`)."""
+
+    loads: tuple[tuple[str, str | None], ...] = ()  # (glob of files, masked error) loaded first
+    fails_import: tuple[tuple[str, str], ...] = ()  # (glob, error): its failure fails the import
+    optional: tuple[str, ...] = ()  # globs of variants only one of which is loaded, if any
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A native file that package code loads: its path, its dotted name when it is imported as
+    an extension module, how it is loaded (None: imported) and how sure that is."""
+
+    path: str
+    module: str | None
+    reach: Reachability
+    how: LoadKind | None = None
+    masked: str | None = None  # the user-visible error, when package code rewrites it
+    global_: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a native file stands: the import it concerns (`torchvision`; its own module name
+    when nothing reaches it) and how that import loads it."""
+
+    name: str
+    step: Step
+
+
+def load_imports_rules() -> dict[str, ImportsRule]:
+    """The rules of `data/import_rules.json`, by canonical distribution name."""
+    from packaging.utils import canonicalize_name
+
+    raw = json.loads((DATA / "import_rules.json").read_text("utf-8"))
+    rules: dict[str, ImportsRule] = {}
+    for name, entry in raw["distributions"].items():
+        rule = entry.get("imports")
+        if rule is None:
+            continue
+        rules[canonicalize_name(name)] = ImportsRule(
+            loads=tuple((g, e) for g, e in rule.get("loads", {}).items()),
+            fails_import=tuple((g, e) for g, e in rule.get("fails_import", {}).items()),
+            optional=tuple(rule.get("optional", ())),
+            why=entry.get("why", ""))
+    return rules
+
+
+# ---------------------------------------------------------------------------------------------
+# A distribution's Python code, read as needed
+
+
+class PackageCode:
+    """The Python modules of one distribution: text and parsed code, each read once, on demand.
+
+    `sources` names the modules (dotted name -> path); `read` gives a path's bytes (None when
+    unreadable); `parse` reads bytes into `ModuleCode` (None when they do not parse).
+    """
+
+    def __init__(self, sources: Mapping[str, str], read: Callable[[str], bytes | None],
+                 parse: Callable[[bytes, str, bool], ModuleCode | None]) -> None:
+        self.sources = dict(sources)
+        self._read = read
+        self._parse = parse
+        self._text: dict[str, bytes | None] = {}
+        self._code: dict[str, ModuleCode | None] = {}
+        self._mentions: dict[bytes, list[str]] = {}
+
+    def text(self, name: str) -> bytes | None:
+        if name not in self._text:
+            path = self.sources.get(name)
+            self._text[name] = self._read(path) if path is not None else None
+        return self._text[name]
+
+    def code(self, name: str) -> ModuleCode | None:
+        if name not in self._code:
+            data = self.text(name)
+            path = self.sources.get(name, "")
+            self._code[name] = (None if data is None
+                                else self._parse(data, name, path.endswith("/__init__.py")))
+        return self._code[name]
+
+    def mentioning(self, word: str) -> list[str]:
+        """The modules whose text holds `word` as a whole word, in name order."""
+        key = word.encode("utf-8", "surrogateescape")
+        if key not in self._mentions:
+            pattern = re.compile(rb"(?<![\w])" + re.escape(key) + rb"(?![\w])")
+            self._mentions[key] = [m for m in sorted(self.sources)
+                                   if key in (self.text(m) or b"")
+                                   and pattern.search(self.text(m) or b"")]
+        return self._mentions[key]
+
+
+def _imports_module(what: Import | Load | Call, target: str) -> bool:
+    """Whether an event imports `target` (or a submodule of it, which imports it too)."""
+    if isinstance(what, Import):
+        if what.module == target or what.module.startswith(target + "."):
+            return True
+        parent, _, leaf = target.rpartition(".")
+        return what.module == parent and leaf in what.names
+    if isinstance(what, Load) and what.kind is LoadKind.IMPORT_MODULE and what.param is None:
+        return bool(what.hints) and what.hints[0] == target
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan of a distribution
+
+
+@dataclass(frozen=True, slots=True)
+class _Way:
+    """One way a module is reached: from a top-level import or only from a module nothing
+    reaches (which the user imports by name), how surely, under which import, and the error
+    package code rewrites its failure into."""
+
+    from_top: bool
+    reach: Reachability
+    top: str
+    masked: str | None
+
+    @property
+    def key(self) -> tuple[bool, int]:
+        """Smaller is better: ways from a top-level import first, then surer ones."""
+        return not self.from_top, _rank(self.reach)
+
+
+@dataclass
+class DistributionPlan:
+    """What a distribution's code does with its native files: the libraries it loads itself,
+    and, asked for one file, the import that reaches it and how (`place`)."""
+
+    name: str
+    tops: tuple[str, ...]
+    code: PackageCode | None
+    modules: Mapping[str, str]  # extension module name -> path
+    files: Mapping[str, str]  # path relative to the site directory -> path
+    rule: ImportsRule | None = None
+    loads: tuple[Step, ...] = ()
+    _places: dict[str, Placement] = field(default_factory=dict)
+    _ways: dict[str, _Way] = field(default_factory=dict)
+
+    def place(self, path: str) -> Placement:
+        """The import that reaches the native file at `path`, how, and what the user sees."""
+        if path not in self._places:
+            self._places[path] = self._ruled(path, self._search(path))
+        return self._places[path]
+
+    def _search(self, path: str) -> Placement:
+        module = next((m for m, p in self.modules.items() if p == path), None)
+        load = next((s for s in self.loads if s.path == path), None)
+        rel = next((r for r, p in self.files.items() if p == path), path)
+        if module is not None:
+            reach, top, masked = self._module_reach(module, 0, frozenset())
+        elif load is not None:
+            reach, top, masked = load.reach, self._top_of(rel), load.masked
+        else:
+            reach, top, masked = Reachability.UNREACHED, rel, None
+        if reach is Reachability.UNREACHED and module is None:
+            top = rel
+        how = load.how if load else None
+        return Placement(top, Step(path, module, reach, how, masked,
+                                   load.global_ if load else False))
+
+    def _top_of(self, rel: str) -> str:
+        """The top-level import a file belongs to: its first directory when that is one."""
+        first = rel.split("/")[0]
+        return first if first in self.tops or not self.tops else self.tops[0]
+
+    def _ruled(self, path: str, place: Placement) -> Placement:
+        rule = self.rule
+        if rule is None:
+            return place
+        rel = next((r for r, p in self.files.items() if p == path), path)
+        step = place.step
+        name = place.name
+        for pattern, error in rule.fails_import:
+            if fnmatch.fnmatchcase(rel, pattern):
+                step = Step(path, step.module, Reachability.ALWAYS, step.how, error,
+                            step.global_)
+                name = self._top_of(rel)
+        for pattern, masked in rule.loads:
+            if fnmatch.fnmatchcase(rel, pattern):
+                step = Step(path, step.module, Reachability.ALWAYS, step.how, masked,
+                            step.global_)
+                name = self._top_of(rel)
+        if any(fnmatch.fnmatchcase(rel, g) for g in rule.optional):
+            step = Step(path, step.module, Reachability.GUARDED, step.how, step.masked,
+                        step.global_)
+            name = self._top_of(rel)
+        return Placement(name, step)
+
+    def _module_reach(self, target: str, depth: int, visiting: frozenset[str],
+                      ) -> tuple[Reachability, str, str | None]:
+        """How the top-level imports reach module `target` (the surest way found), the import
+        that does, and the error the user sees when it fails, if package code rewrites it."""
+        way = self._way(target, depth, visiting)
+        return way.reach, way.top, way.masked
+
+    def _way(self, target: str, depth: int, visiting: frozenset[str]) -> _Way:
+        top = target.split(".")[0]
+        if target in self.tops or (target == top and top in self.tops):
+            return _Way(True, Reachability.ALWAYS, target, None)
+        if target in self._ways:
+            return self._ways[target]
+        best: _Way | None = None
+        if self.code is not None and depth < SEARCH_DEPTH:
+            for name in self.code.mentioning(target.rsplit(".", 1)[-1]):
+                if name in visiting or name == target:
+                    continue
+                found = self._via(name, target, depth, visiting)
+                if found is not None and (best is None or found.key < best.key):
+                    best = found
+                if best is not None and best.from_top and best.reach is Reachability.ALWAYS:
+                    break
+        if best is None:
+            best = _Way(False, Reachability.UNREACHED, target, None)
+        if not visiting:
+            self._ways[target] = best
+        return best
+
+    def _via(self, name: str, target: str, depth: int, visiting: frozenset[str],
+             ) -> _Way | None:
+        """How `target` is reached through module `name`, if `name` imports it."""
+        code = self.code.code(name) if self.code else None
+        events = [e for e in code.events if _imports_module(e.what, target)] if code else []
+        if not events:
+            return None
+        event = min(events, key=lambda e: _rank(_OF_REACH[e.reach]))
+        local = _OF_REACH[event.reach]
+        if local is Reachability.ON_USE:
+            return _Way(True, Reachability.ON_USE, name.split(".")[0], event.masked)
+        outer = self._way(name, depth + 1, visiting | {target})
+        masked = event.masked or outer.masked
+        if not outer.from_top:
+            # no top-level import reaches `name`: the user imports it (or what imports it),
+            # and a guard there still makes the file optional
+            alone = local if local is Reachability.GUARDED else Reachability.UNREACHED
+            return _Way(False, alone, outer.top, masked)
+        weaker = local if _rank(local) > _rank(outer.reach) else outer.reach
+        return _Way(True, weaker, outer.top, masked)
+
+    def before(self, needed: Iterable[str]) -> tuple[Step, ...]:
+        """The libraries the package loads itself that a module needing `needed` (sonames or
+        file names) finds already loaded: those steps, in the order the package loads them."""
+        wanted = set(needed)
+        return tuple(s for s in self.loads if s.reach is Reachability.ALWAYS
+                     and posixpath.basename(s.path) in wanted)
+
+
+def _match_file(hints: Sequence[str], files: Mapping[str, str]) -> str | None:
+    """The one native file the string constants of a load name: by relative path, file name,
+    or file name up to its first dot (`libtorchaudio` -> lib/libtorchaudio.so)."""
+    for hint in sorted({h.strip().strip("/") for h in hints if h.strip(" ./")}, key=len,
+                       reverse=True):
+        found = [p for rel, p in files.items()
+                 if rel == hint or rel.endswith("/" + hint)
+                 or posixpath.basename(rel).split(".")[0] == hint]
+        if len(found) == 1:
+            return found[0]
+    return None
+
+
+def load_steps(code: PackageCode, files: Mapping[str, str]) -> tuple[Step, ...]:
+    """The native files the package loads itself (not by import), in module and line order,
+    each with the reach of its load within its module. Only modules whose text names a loading
+    function (`LOAD_MARKERS`), or a wrapper of one, are parsed."""
+    marked = [m for m in sorted(code.sources)
+              if any(marker in (code.text(m) or b"") for marker in LOAD_MARKERS)]
+    wrappers: dict[str, tuple[int, LoadKind]] = {}
+    for name in marked:
+        module = code.code(name)
+        for w in module.wrappers if module else ():
+            wrappers.setdefault(w.name, (w.param, w.kind))
+    callers = sorted({m for w in wrappers for m in code.mentioning(w)} | set(marked))
+    steps: dict[str, Step] = {}
+    for name in callers:
+        module = code.code(name)
+        for event in module.events if module else ():
+            step = _load_step(event.what, _OF_REACH[event.reach], event.masked, wrappers, files)
+            if step is not None:
+                known = steps.get(step.path)
+                if known is None or _rank(step.reach) < _rank(known.reach):
+                    steps[step.path] = step
+    return tuple(steps.values())
+
+
+def _load_step(what: Import | Load | Call, reach: Reachability, masked: str | None,
+               wrappers: Mapping[str, tuple[int, LoadKind]],
+               files: Mapping[str, str]) -> Step | None:
+    if isinstance(what, Load) and what.param is None and what.kind is not LoadKind.IMPORT_MODULE:
+        path = _match_file(what.hints, files)
+        return Step(path, None, reach, what.kind, masked, what.global_) if path else None
+    if isinstance(what, Call):
+        wrapper = wrappers.get(what.function.rsplit(".", 1)[-1])
+        if wrapper is not None:
+            param, kind = wrapper
+            arg = what.args[param] if param < len(what.args) else None
+            path = _match_file((arg,), files) if arg is not None else None
+            return Step(path, None, reach, kind, masked) if path else None
+    return None
+
+
+def plan_distribution(
+    distribution: str,
+    tops: Sequence[str],
+    code: PackageCode | None,
+    modules: Mapping[str, str],
+    files: Mapping[str, str],
+    rule: ImportsRule | None = None,
+) -> DistributionPlan:
+    """The plan of a distribution: the libraries its code loads itself (rules first), ready to
+    place any of its native files.
+
+    `modules` maps its extension modules' dotted names to their paths; `files` maps every
+    native file's path relative to its site directory to its path; `tops` are its top-level
+    import names.
+    """
+    found = load_steps(code, files) if code is not None else ()
+    first: list[Step] = []
+    for pattern, masked in rule.loads if rule else ():
+        first += [Step(p, None, Reachability.ALWAYS, LoadKind.IMPORT_MODULE, masked)
+                  for rel, p in sorted(files.items()) if fnmatch.fnmatchcase(rel, pattern)]
+    ruled = {s.path for s in first}
+    return DistributionPlan(distribution, tuple(tops), code, modules, files, rule,
+                            (*first, *(s for s in found if s.path not in ruled)))
+
+
+# ---------------------------------------------------------------------------------------------
+# What the user sees
+
+
+def user_error(step: Step, loader_error: str) -> str:
+    """The exception an import shows when `step` fails with the loader's `loader_error`."""
+    if step.masked:
+        return step.masked
+    if step.how is LoadKind.TORCH_OPS:
+        return f"OSError: Could not load this library: {step.path}"
+    if step.how is LoadKind.CTYPES:
+        return f"OSError: {loader_error}"
+    return f"ImportError: {loader_error}"
+
+
+def names_of(images: Iterable[tuple[str, str | None]]) -> set[str]:
+    """File names and sonames of (path, soname) pairs: what a DT_NEEDED entry may match."""
+    out: set[str] = set()
+    for path, soname in images:
+        out.add(posixpath.basename(path))
+        if soname:
+            out.add(soname)
+    return out
