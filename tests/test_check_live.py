@@ -82,3 +82,50 @@ def test_matrix_finds_torch_2_9_as_the_only_fits(cache: Path) -> None:
     assert isinstance(rows, list)
     assert {r["version"]: r["verdict"] for r in rows} == {
         "2.10.0": "fails", "2.9.1": "fits", "2.9.0": "fits", "2.8.0": "fails"}
+
+
+def _imports(doc: dict[str, object]) -> dict[str, dict[str, object]]:
+    imports = doc["imports"]
+    assert isinstance(imports, list)
+    return {str(v["name"]): v for v in imports}
+
+
+def test_sgl_kernel_import_fails_with_the_users_error(cache: Path) -> None:
+    """The seed case per import: `import sgl_kernel` fails with sgl-kernel's own ImportError
+    (its run-time picked common_ops misses the int/unsigned int symbol), and
+    `import sgl_kernel.flash_attn` with the message its guard raises."""
+    code, doc = abifit(cache, "check", "sgl-kernel==0.3.21", "--with", "torch==2.10.0")
+    verdicts = _imports(doc)
+    assert code == 1
+    assert verdicts["sgl_kernel"]["error"] == (
+        "ImportError: [sgl_kernel] CRITICAL: Could not load any common_ops library!")
+    assert "c10_cuda_check_implementation" in str(verdicts["sgl_kernel"]["cause_error"])
+    assert verdicts["sgl_kernel.flash_attn"]["error"] == (
+        "ImportError: Can not import FA3 in sgl_kernel. Please check your installation.")
+
+
+@pytest.mark.parametrize(("torch", "fits"), [("2.9.1", True), ("2.10.0", False)])
+def test_torchaudio_loads_its_own_library_first(cache: Path, torch: str, fits: bool) -> None:
+    """torchaudio 2.9.1 loads lib/libtorchaudio.so itself before _torchaudio: with the torch it
+    pins it fits; with torch 2.10.0 `import torchaudio` fails with torch's OSError, caused by the
+    torch symbols libtorchaudio.so needs (not by _torchaudio missing libtorchaudio.so)."""
+    code, doc = abifit(cache, "check", "torchaudio==2.9.1", "--with", f"torch=={torch}",
+                       "--assume-driver", "580")
+    verdict = _imports(doc)["torchaudio"]
+    assert (code == 0) == fits and verdict["loads"] is fits
+    if not fits:
+        assert str(verdict["error"]).startswith("OSError: Could not load this library: ")
+        assert str(verdict["error"]).endswith("/torchaudio/lib/libtorchaudio.so")
+        assert verdict["cause"] == "torchaudio/lib/libtorchaudio.so"
+        assert "undefined symbol: _ZN3c10" in str(verdict["cause_error"])
+
+
+def test_torchvision_import_shows_the_masked_error(cache: Path) -> None:
+    """torchvision 0.24.1 with torch 2.10.0: `_C.so` misses the seed symbol, and the user sees
+    torchvision's own `operator torchvision::nms does not exist`."""
+    code, doc = abifit(cache, "check", "torchvision==0.24.1", "--with", "torch==2.10.0",
+                       "--assume-driver", "580")
+    verdict = _imports(doc)["torchvision"]
+    assert code == 1 and verdict["loads"] is False
+    assert verdict["error"] == "RuntimeError: operator torchvision::nms does not exist"
+    assert "c10_cuda_check_implementation" in str(verdict["cause_error"])

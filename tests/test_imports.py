@@ -119,17 +119,21 @@ def test_rules_add_what_reading_cannot_see() -> None:
     error."""
     nms = "RuntimeError: operator torchvision::nms does not exist"
     rule = ImportsRule(loads=(("pkg/sm*/ops.*", "ImportError: no ops"),),
-                       fails_import=(("pkg/_C.so", nms),), optional=("pkg/MPI.*",), why="test")
+                       fails_import=(("pkg/_C.so", nms),), optional=("pkg/MPI.*",),
+                       on_use=("pkg/cu*/_bridge.*",), why="test")
     sources = {"pkg": ("import torch\ntry:\n    torch.ops.load_library('_C')\n"
                        "except (ImportError, OSError):\n    pass\n")}
     plan = _plan(sources, {"pkg/_C.so": None, "pkg/sm90/ops.so": None,
-                           "pkg/MPI.mpich.so": "pkg.MPI"}, ("pkg",), rule)
+                           "pkg/MPI.mpich.so": "pkg.MPI", "pkg/cu13/_bridge.so": None},
+                 ("pkg",), rule)
     assert [s.path for s in plan.loads] == [f"{SITE}/pkg/sm90/ops.so", f"{SITE}/pkg/_C.so"]
     assert plan.loads[1].reach is Reachability.GUARDED
     assert user_error(plan.place(f"{SITE}/pkg/_C.so").step, "x") == nms
     assert plan.place(f"{SITE}/pkg/_C.so").step.reach is Reachability.ALWAYS
     assert user_error(plan.place(f"{SITE}/pkg/sm90/ops.so").step, "x") == "ImportError: no ops"
     assert plan.place(f"{SITE}/pkg/MPI.mpich.so").step.reach is Reachability.GUARDED
+    bridge = plan.place(f"{SITE}/pkg/cu13/_bridge.so")
+    assert (bridge.name, bridge.step.reach) == ("pkg", Reachability.ON_USE)
 
 
 def test_loads_match_files_by_name_stem_and_never_guess() -> None:
@@ -174,5 +178,5 @@ def test_only_marked_modules_are_parsed() -> None:
 def test_shipped_rules_parse() -> None:
     """The shipped rules name torchvision, sgl-kernel and mpi4py, each with its reason."""
     rules = load_imports_rules()
-    assert {"torchvision", "sgl-kernel", "mpi4py"} <= set(rules)
+    assert {"torchvision", "sgl-kernel", "mpi4py", "cuda-core"} <= set(rules)
     assert all(rule.why for rule in rules.values())

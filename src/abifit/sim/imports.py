@@ -73,6 +73,7 @@ class ImportsRule:
     loads: tuple[tuple[str, str | None], ...] = ()  # (glob of files, masked error) loaded first
     fails_import: tuple[tuple[str, str], ...] = ()  # (glob, error): its failure fails the import
     optional: tuple[str, ...] = ()  # globs of variants only one of which is loaded, if any
+    on_use: tuple[str, ...] = ()  # globs of files loaded only on a code path that needs them
     why: str = ""
 
 
@@ -112,6 +113,7 @@ def load_imports_rules() -> dict[str, ImportsRule]:
             loads=tuple((g, e) for g, e in rule.get("loads", {}).items()),
             fails_import=tuple((g, e) for g, e in rule.get("fails_import", {}).items()),
             optional=tuple(rule.get("optional", ())),
+            on_use=tuple(rule.get("on_use", ())),
             why=entry.get("why", ""))
     return rules
 
@@ -257,6 +259,10 @@ class DistributionPlan:
             step = Step(path, step.module, Reachability.GUARDED, step.how, step.masked,
                         step.global_)
             name = self._top_of(rel)
+        if any(fnmatch.fnmatchcase(rel, g) for g in rule.on_use):
+            step = Step(path, step.module, Reachability.ON_USE, step.how, step.masked,
+                        step.global_)
+            name = self._top_of(rel)
         return Placement(name, step)
 
     def _module_reach(self, target: str, depth: int, visiting: frozenset[str],
@@ -330,12 +336,15 @@ def _match_file(hints: Sequence[str], files: Mapping[str, str]) -> str | None:
     return None
 
 
+def _marked(text: bytes | None) -> bool:
+    return text is not None and any(marker in text for marker in LOAD_MARKERS)
+
+
 def load_steps(code: PackageCode, files: Mapping[str, str]) -> tuple[Step, ...]:
     """The native files the package loads itself (not by import), in module and line order,
     each with the reach of its load within its module. Only modules whose text names a loading
     function (`LOAD_MARKERS`), or a wrapper of one, are parsed."""
-    marked = [m for m in sorted(code.sources)
-              if any(marker in (code.text(m) or b"") for marker in LOAD_MARKERS)]
+    marked = [m for m in sorted(code.sources) if _marked(code.text(m))]
     wrappers: dict[str, tuple[int, LoadKind]] = {}
     for name in marked:
         module = code.code(name)
