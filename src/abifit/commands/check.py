@@ -39,7 +39,8 @@ from abifit.formats.elf import ElfImage, parse_elf
 from abifit.formats.fatbin import GpuCode, read_gpu_code
 from abifit.formats.sources import FileSource, ObjectSource
 from abifit.formats.wheel import Member, WheelArchive, is_elf_member, python_members
-from abifit.host.environment import Distribution, InterpreterFacts
+from abifit.host.environment import Distribution, InterpreterFacts, interpreter_candidates
+from abifit.host.localfs import is_elf_file
 from abifit.host.natives import NativeFile, defines_init, mark_plugins, module_name
 from abifit.host.profile import HostProfile
 from abifit.sim.diagnose import Context
@@ -529,10 +530,33 @@ def build_environment(wheels: Sequence[Wheel], target: Target, executable: str,
 
 
 
-def _config(host: HostProfile) -> SearchConfig:
+# The names of CPython's C API (Py*, _Py*, PyUnstable_*): what a module built for another
+# Python needs from its interpreter.
+CPYTHON_API = r"_?Py[A-Za-z_]\w*"
+
+
+def target_interpreter(target: Target, given: str | None,
+                       environ: Mapping[str, str]) -> tuple[str, bool]:
+    """The interpreter whose executable starts the simulated process, and whether the CPython
+    API is left unchecked: the one given; this one for its own version; else one of the target's
+    version found on this machine (PATH, pyenv, uv); else this one, with the C API of the target
+    version not checked (never reported as missing)."""
+    if given:
+        return given, False
+    if target.python_version == sys.version_info[:2]:
+        return sys.executable, False
+    for candidate in interpreter_candidates(target.python_version, environ):
+        real = os.path.realpath(candidate)
+        if is_elf_file(real):
+            return real, False
+    return sys.executable, True
+
+
+def _config(host: HostProfile, unchecked: bool = False) -> SearchConfig:
     base = search_config(host.facts)
     return SearchConfig(**{**{f: getattr(base, f) for f in base.__dataclass_fields__},
-                           "assumed": DRIVER_LIBRARIES})
+                           "assumed": DRIVER_LIBRARIES,
+                           "unchecked": CPYTHON_API if unchecked else None})
 
 
 def _context(sim: Simulator, tree: VirtualTree,
@@ -573,9 +597,9 @@ def prefetch_views(tree: VirtualTree, paths: Sequence[str], progress: Progress,
 
 
 def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executable: str,
-             progress: Progress, remote: RemoteContext | None = None,
+             progress: Progress, remote: RemoteContext | None = None, unchecked: bool = False,
              ) -> tuple[list[ModuleStatus], list[Finding], tuple[str, ...],
-                        tuple[ImportVerdict, ...]]:
+                        tuple[ImportVerdict, ...], tuple[str, ...]]:
     """Simulate every extension module of the target wheels in the virtual environment."""
     executable = host.executable or executable
     tree = VirtualTree(host.objects(executable))
@@ -589,14 +613,15 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
     targets = {w.key for w in wheels if w.role is Role.TARGET}
     modules = [n for n in env.natives if n.distribution in targets and n.checked]
     prefetch_views(tree, [n.path for n in modules], progress)
-    sim = Simulator(env, tree, _config(host), load_import_rules(), glob=tree.glob)
+    sim = Simulator(env, tree, _config(host, unchecked), load_import_rules(), glob=tree.glob)
     ctx = _context(sim, tree, remote)
     simulation = simulate_modules(sim, modules, ctx, progress)
     statuses, findings, results = (list(simulation.statuses), list(simulation.findings),
                                    simulation.results)
     searched = [tuple(r.path or "" for r in result.resolutions) for result in results]
     missing = () if host.assume_driver else _assumed(searched)
-    return statuses, findings, missing, import_verdicts(env, statuses)
+    skipped = tuple(dict.fromkeys(n for result in results for n in result.unchecked))
+    return statuses, findings, missing, import_verdicts(env, statuses), skipped
 
 
 def _planned(env: Environment, wheels: Sequence[Wheel], progress: Progress) -> Environment:
@@ -665,17 +690,30 @@ def check(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteC
     if not targets:
         raise UsageError("nothing to check: name a requirement or a .whl file")
     wheels, notes = gather(targets, withs, ctx, target_markers(target), progress, skip_pure)
+    unchecked = False
+    if host.executable is None:
+        executable, unchecked = target_interpreter(target, executable, os.environ)
     executable = executable or sys.executable
-    key = _result_key(wheels, target, host, executable)
+    key = _result_key(wheels, target, host, executable + (" unchecked" if unchecked else ""))
     stored = ctx.cache.get_result(key) if ctx and ctx.cache and key else None
-    if isinstance(stored, tuple) and len(stored) == 4:
+    if isinstance(stored, tuple) and len(stored) == 5:
         statuses, findings = list(stored[0]), list(stored[1])
-        missing, imports = tuple(stored[2]), tuple(stored[3])
+        missing, imports, skipped = tuple(stored[2]), tuple(stored[3]), tuple(stored[4])
     else:
-        statuses, findings, missing, imports = simulate(wheels, target, host, executable,
-                                                        progress, ctx)
+        statuses, findings, missing, imports, skipped = simulate(
+            wheels, target, host, executable, progress, ctx, unchecked)
         if ctx and ctx.cache and key:
-            ctx.cache.put_result(key, (tuple(statuses), tuple(findings), missing, imports))
+            ctx.cache.put_result(key, (tuple(statuses), tuple(findings), missing, imports,
+                                       skipped))
+    if executable != sys.executable and host.executable is None:
+        notes.append(f"the target's interpreter: {executable}")
+    if skipped:
+        version = "{}.{}".format(*target.python_version)
+        shown = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3
+                                          else "")
+        notes.append(f"no Python {version} interpreter on this machine: {len(skipped)} CPython "
+                     f"API symbol(s) the modules need ({shown}) were not checked; give --python "
+                     f"with a {version} interpreter to check them")
     if not statuses:
         notes.append("the targets hold no extension modules: nothing was simulated")
     if host.preset is not None:

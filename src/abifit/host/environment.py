@@ -85,6 +85,27 @@ class Distribution:
         return canonicalize_name(self.name)
 
 
+def interpreter_candidates(version: tuple[int, int], env: Mapping[str, str],
+                           home: Path | None = None) -> list[str]:
+    """Where an interpreter of Python `version` may be on this machine, best first:
+    `pythonX.Y` on PATH, then the pyenv- and uv-managed ones (their newest patch release)."""
+    name = "python{}.{}".format(*version)
+    found = [shutil.which(name, path=env.get("PATH"))]
+    home = home or Path(env.get("HOME") or Path.home())
+    pyenv = Path(env.get("PYENV_ROOT") or home / ".pyenv") / "versions"
+    uv = Path(env.get("UV_PYTHON_INSTALL_DIR") or home / ".local/share/uv/python")
+    prefix = "{}.{}.".format(*version)
+    for root, pattern in ((pyenv, f"{prefix}*"), (uv, f"cpython-{prefix}*")):
+        for directory in sorted(root.glob(pattern), key=_patch_level, reverse=True):
+            found.append(str(directory / "bin" / name))
+    return [f for f in dict.fromkeys(found) if f and os.path.isfile(f) and os.access(f, os.X_OK)]
+
+
+def _patch_level(directory: Path) -> tuple[int, ...]:
+    digits = directory.name.split("-")[1 if directory.name.startswith("cpython-") else 0]
+    return tuple(int(p) for p in digits.split(".") if p.isdigit())
+
+
 def default_interpreter(env: Mapping[str, str]) -> str:
     """The active environment's interpreter: VIRTUAL_ENV, CONDA_PREFIX, else python3 on PATH."""
     for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):

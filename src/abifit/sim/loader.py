@@ -86,6 +86,9 @@ class SearchConfig:
     hwcaps: tuple[str, ...] = ()
     legacy_hwcaps: tuple[str, ...] = ("tls",)
     assumed: tuple[tuple[str, str], ...] = ()  # (soname, regex of the names it defines)
+    # names not checked when nothing defines them (the C API of a target Python that this
+    # machine has no interpreter of): recorded in LoadResult.unchecked, not problems
+    unchecked: str | None = None
 
 
 ASSUMED_DIR = "<assumed>"
@@ -170,6 +173,7 @@ class LoadResult:
     resolutions: tuple[Resolution, ...]
     search_list: tuple[str, ...]
     duplicates: tuple[tuple[str, str, str], ...] = ()
+    unchecked: tuple[str, ...] = ()  # undefined names SearchConfig.unchecked let pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +360,7 @@ class _Session:
         self.deps: dict[int, list[_Obj]] = {}
         self.problems: list[LoadProblem] = []
         self.resolutions: list[Resolution] = []
+        self.unchecked: list[str] = []
 
     # -- lookup of mapped objects -------------------------------------------------------------
 
@@ -576,6 +581,8 @@ class _Session:
         assumed = dict(self.p._config.assumed)
         patterns = [re.compile(assumed[o.soname]) for o in scope
                     if o.path.startswith(ASSUMED_DIR) and o.soname in assumed]
+        unchecked = (re.compile(self.p._config.unchecked) if self.p._config.unchecked
+                     else None)
         for obj in reversed(self._dependency_order()):
             table = obj.image.symbols
             refs = obj.image.relocated_symbols
@@ -589,6 +596,9 @@ class _Session:
                 if any(name in last and _defines(o, name, version) for o, last in indexed):
                     continue
                 if any(p.fullmatch(name) for p in patterns):
+                    continue
+                if unchecked is not None and unchecked.fullmatch(name):
+                    self.unchecked.append(name)
                     continue
                 suffix = f", version {version}" if version else ""
                 self.problems.append(LoadProblem(
@@ -638,6 +648,7 @@ class _Session:
             resolutions=tuple(self.resolutions),
             search_list=tuple(o.path for o in self.search_list),
             duplicates=duplicates,
+            unchecked=tuple(dict.fromkeys(self.unchecked)),
         )
 
     def _duplicates(self) -> tuple[tuple[str, str, str], ...]:
