@@ -15,9 +15,11 @@ import pytest
 import abifit.report
 from abifit.commands.matrix import Cell, MatrixReport
 from abifit.commands.variants import Group, MemberDiff, VariantsReport
+from abifit.report.findings import problem_blocks
 from abifit.report.json import SCHEMA_VERSION, dumps
 from abifit.report.matrix import matrix_html, matrix_json, matrix_text
 from abifit.report.variants import variants_json, variants_text
+from abifit.sim.findings import Finding, FindingKind
 
 SCHEMAS = files("abifit").joinpath("report/schemas")
 COMMANDS = ("inspect", "doctor", "check", "cuda", "matrix", "variants")
@@ -225,3 +227,34 @@ def test_dumps_keeps_the_order_built_and_indents_by_two() -> None:
     """`dumps` prints keys in the order the renderer built them, indented by two spaces."""
     assert dumps({"schema_version": 1, "command": "x", "rows": [1]}) == (
         '{\n  "schema_version": 1,\n  "command": "x",\n  "rows": [\n    1\n  ]\n}')
+
+
+def _undefined(module: str, demangled: str, nearest: str, n: int) -> Finding:
+    return Finding(
+        kind=FindingKind.UNDEFINED_SYMBOL, object=f"/site/{module}.so", module=module,
+        message=f"/site/{module}.so: undefined symbol: _Z{n}", symbol=f"_Z{n}",
+        explanation=(f"Because /site/{module}.so needs `{demangled}` and none of the 3 objects "
+                     f"in its lookup scope defines it, the import fails.\n{nearest}\n{nearest}"),
+        hint="rebuild it")
+
+
+def test_one_block_per_object_and_kind() -> None:
+    """Undefined symbols of one module make one block: the first explained whole, the others
+    by name with their nearest definitions (identical lines once), past five counted; another
+    module's findings keep their own block."""
+    nearest = ["Nearest definition, in /site/libc10.so: `f(unsigned int)` — parameter 1.",
+               "Nearest definition, in /site/libc10.so: `g(bool)` — parameter 2 added."]
+    findings = tuple(_undefined("ext", f"f{i}(int)", nearest[i % 2], i) for i in range(8))
+    findings += (_undefined("other", "h()", nearest[0], 9),)
+    blocks = problem_blocks(findings, (), (), None)
+    assert len(blocks) == 2
+    lines = blocks[0].splitlines()
+    assert lines[0] == "undefined-symbol: ext (8 symbols)"
+    assert lines.count(f"  {nearest[0]}") == 1  # the first's two identical lines merged
+    assert "  also missing (7 more):" in lines
+    assert [line.strip() for line in lines if line.startswith("    f")] == [
+        "f1(int)", "f2(int)", "f3(int)", "f4(int)"]
+    assert f"      {nearest[1]}" in lines and lines.count(f"      {nearest[1]}") == 1
+    assert "    and 3 more (every one in --json)" in lines
+    assert lines[-1] == "  hint: rebuild it"
+    assert blocks[1].splitlines()[0] == "undefined-symbol: other"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import asdict
 
 from abifit.report.gpu import gpu_check_line
 from abifit.report.json import JsonObject
-from abifit.sim.findings import Finding, Severity
+from abifit.sim.findings import Finding, FindingKind, Severity
 from abifit.sim.gpu import GpuCheck
 
 
@@ -31,7 +33,7 @@ def finding_text(finding: Finding) -> list[str]:
     why = _OPTIONAL.get(finding.reachability or "")
     if finding.import_name and why:
         lines.append(f"  `import {finding.import_name}` works without it: {why}.")
-    lines += [f"  {line}" for line in finding.explanation.splitlines()]
+    lines += [f"  {line}" for line in dict.fromkeys(finding.explanation.splitlines())]
     if finding.trace:
         lines.append("  paths considered, in order:")
         lines += [f"    {t}" for t in finding.trace]
@@ -40,12 +42,74 @@ def finding_text(finding: Finding) -> list[str]:
     return lines
 
 
+# Findings of these kinds about one object are shown as one block; the rest each on its own.
+_GROUPED = frozenset({FindingKind.UNDEFINED_SYMBOL, FindingKind.MISSING_VERSION})
+SHOWN = 5  # symbols or versions spelled out in a block; the others are counted (all in JSON)
+_NEEDS = re.compile(r"needs `(.+?)` and none of")
+
+
+def _group_key(finding: Finding) -> tuple[object, ...] | None:
+    if finding.kind not in _GROUPED:
+        return None
+    return (finding.kind, finding.object, finding.module, finding.severity, finding.library)
+
+
+def grouped(findings: Iterable[Finding]) -> list[list[Finding]]:
+    """Findings in order, those of one kind about one object (and one library, for missing
+    versions) gathered into one group where the first of them stands."""
+    groups: list[list[Finding]] = []
+    at: dict[tuple[object, ...], list[Finding]] = {}
+    for finding in findings:
+        key = _group_key(finding)
+        if key is not None and key in at:
+            at[key].append(finding)
+            continue
+        group = [finding]
+        groups.append(group)
+        if key is not None:
+            at[key] = group
+    return groups
+
+
+def _what(finding: Finding) -> str:
+    """The thing a grouped finding is about: the demangled symbol, else the version or name."""
+    if finding.kind is FindingKind.MISSING_VERSION:
+        return finding.version or finding.message
+    found = _NEEDS.search(finding.explanation)
+    return found.group(1) if found else (finding.symbol or finding.message)
+
+
+def group_text(group: list[Finding]) -> list[str]:
+    """One block for a group: the first finding whole, then the others by what they miss, with
+    their nearest definitions (identical lines once), the rest counted."""
+    first = group[0]
+    lines = finding_text(first)
+    if len(group) == 1:
+        return lines
+    noun = "versions" if first.kind is FindingKind.MISSING_VERSION else "symbols"
+    lines[0] += f" ({len(group)} {noun})"
+    hint = lines.pop() if first.hint else None
+    seen = {line.strip() for line in lines}
+    lines.append(f"  also missing ({len(group) - 1} more):")
+    for finding in group[1:SHOWN]:
+        lines.append(f"    {_what(finding)}")
+        for line in finding.explanation.splitlines():
+            if line.startswith("Nearest definition") and line not in seen:
+                seen.add(line)
+                lines.append(f"      {line}")
+    if len(group) > SHOWN:
+        lines.append(f"    and {len(group) - SHOWN} more (every one in --json)")
+    if hint is not None:
+        lines.append(hint)
+    return lines
+
+
 def problem_blocks(findings: tuple[Finding, ...], warnings: tuple[Finding, ...],
                    checks: tuple[GpuCheck, ...], gpu_reason: str | None) -> list[str]:
     """Findings (those that break an import first), then warnings, then one line per GPU
     checked (or why none was)."""
     ordered = sorted(findings, key=lambda f: f.severity is not Severity.ERROR)
-    blocks = ["\n".join(finding_text(f)) for f in ordered]
+    blocks = ["\n".join(group_text(g)) for g in grouped(ordered)]
     blocks += ["\n".join(["warning: " + line if i == 0 else line
                           for i, line in enumerate(finding_text(f))]) for f in warnings]
     gpu_lines = [gpu_check_line(c) for c in checks]

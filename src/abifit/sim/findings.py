@@ -22,6 +22,7 @@ class FindingKind(str, Enum):
     MISSING_VERSION = "missing-version"
     UNDEFINED_SYMBOL = "undefined-symbol"
     # the process
+    BLOCKED_BY = "blocked-by"  # fails only because a package it needs did not load
     DUPLICATE_SONAME = "duplicate-soname"
     MODEL_DISAGREEMENT = "model-disagreement"
     # GPU code against a GPU

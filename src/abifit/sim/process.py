@@ -82,6 +82,8 @@ class ModuleStatus:
     problems: int
     import_name: str | None = None  # the import that loads it (sim.imports)
     reachability: str | None = None  # how that import reaches it; None: not planned
+    blocked_by: str | None = None  # the prerequisite module whose failure it fails by
+    blocked_error: str | None = None  # that module's error, which `import` shows first
 
     @property
     def counts(self) -> bool:
@@ -234,6 +236,8 @@ class Simulator:
         self._bases: dict[tuple[str, ...], Process] = {}
         self._own: dict[tuple[tuple[str, ...], tuple[str, ...]], Process] = {}
         self.failed_own: set[Step] = set()  # own load steps that did not load
+        # prerequisite distribution -> its modules that did not load when it was imported
+        self.import_failures: dict[str, dict[str, tuple[NativeFile, LoadResult]]] = {}
 
     def image(self, path: str) -> ElfImage | None:
         try:
@@ -269,7 +273,9 @@ class Simulator:
                 process.dlopen(step.path, global_=step.global_)
         for n in self.env.natives:
             if n.distribution == key and n.checked:
-                process.dlopen(n.path)
+                result = process.dlopen(n.path)
+                if not result.loads:
+                    self.import_failures.setdefault(key, {})[n.path] = (n, result)
 
     def _with_own(self, prerequisites: tuple[str, ...], steps: tuple[Step, ...]) -> Process:
         """The process after the prerequisites and the package's own earlier steps."""
@@ -382,25 +388,95 @@ def simulate_modules(
     statuses: list[ModuleStatus] = []
     findings: list[Finding] = []
     results: list[LoadResult] = []
+    causes: dict[str, tuple[NativeFile, LoadResult]] = {}  # root causes met, by path
     for n, native in enumerate(targets, 1):
         progress(f"module {n}/{len(targets)} {native.name}")
         result, prerequisites = sim.check(native)
         results.append(result)
         place = None if result.loads else _placement(sim.env, native)
+        problems, blocked = _by_cause(sim, native, prerequisites, result.problems, causes)
+        cause = next((causes[f.object_cause] for f in blocked), None) if not problems else None
         status = ModuleStatus(native.name, "plugin" if native.plugin else "extension",
                               native.path, native.distribution, result.loads, result.error,
                               prerequisites, len(result.problems),
                               place.name if place else None,
-                              place.step.reach.value if place else None)
+                              place.step.reach.value if place else None,
+                              cause[0].name if cause else None,
+                              cause[1].error if cause else None)
         statuses.append(status)
         own = {_names_of(sim, s): s for s in sim.own_steps(native) if s in sim.failed_own}
         found = [_blocked(problem, native.name, own) or
                  diagnose(problem, native.name, ctx, deep=i < DEEP_DIAGNOSES)
-                 for i, problem in enumerate(result.problems)]
+                 for i, problem in enumerate(problems)]
+        found += [b.finding for b in blocked]
         found += [_duplicate(native, soname, new, old, ctx)
                   for soname, new, old in result.duplicates]
         findings += [_placed(f, place) for f in found]
-    return Simulation(tuple(statuses), tuple(findings), tuple(results))
+    checked = {n.path for n in targets}
+    roots = [diagnose(problem, cause.name, ctx, deep=i < 3)
+             for path, (cause, cause_result) in causes.items() if path not in checked
+             for i, problem in enumerate(cause_result.problems[:DEEP_DIAGNOSES])]
+    # a prerequisite's own problem, said once, first: the root cause of what it blocks
+    return Simulation(tuple(statuses), (*roots, *findings), tuple(results))
+
+
+@dataclass(frozen=True, slots=True)
+class _Blocked:
+    finding: Finding
+    object_cause: str  # the path of the prerequisite module that blocks
+
+
+def _by_cause(sim: Simulator, native: NativeFile, prerequisites: tuple[str, ...],
+              problems: tuple[LoadProblem, ...],
+              causes: dict[str, tuple[NativeFile, LoadResult]],
+              ) -> tuple[list[LoadProblem], list[_Blocked]]:
+    """The problems of its own, and one `blocked-by` finding when the libraries it misses are
+    those of a prerequisite package that did not load (recorded in `causes`)."""
+    own: list[LoadProblem] = []
+    blocked: dict[str, list[str]] = {}  # cause path -> sonames
+    for problem in problems:
+        cause = _blocker(sim, prerequisites, problem) if problem.library else None
+        if cause is None:
+            own.append(problem)
+            continue
+        causes.setdefault(cause[0].path, cause)
+        blocked.setdefault(cause[0].path, []).append(problem.library or "")
+    found = [_Blocked(_blocked_by(native, causes[path], sonames), path)
+             for path, sonames in blocked.items()]
+    return own, found
+
+
+def _blocker(sim: Simulator, prerequisites: tuple[str, ...],
+             problem: LoadProblem) -> tuple[NativeFile, LoadResult] | None:
+    """The module of a prerequisite whose failure kept the missing library out, if any."""
+    if problem.kind is not ProblemKind.MISSING_LIBRARY:
+        return None
+    soname = problem.library or ""
+    for key in prerequisites:
+        failures = sim.import_failures.get(key)
+        if not failures or key not in sim.env.providers(soname):
+            continue
+        for cause in failures.values():
+            if soname in sim.env.needed_closure(cause[0], sim.image):
+                return cause
+        return next(iter(failures.values()))
+    return None
+
+
+def _blocked_by(native: NativeFile, cause: tuple[NativeFile, LoadResult],
+                sonames: list[str]) -> Finding:
+    module, result = cause
+    names = ", ".join(sonames[:3]) + (f" and {len(sonames) - 3} more" if len(sonames) > 3 else "")
+    return Finding(
+        kind=FindingKind.BLOCKED_BY, object=native.path, module=native.name,
+        library=sonames[0], candidates=tuple(sonames),
+        message=f"{module.name} ({module.distribution}) does not load, so {names} "
+                f"{'is' if len(sonames) == 1 else 'are'} not in the process",
+        explanation=(f"Because {native.name} needs {names} from {module.distribution}, whose "
+                     f"{module.name} does not load ({result.error}), the libraries it would "
+                     f"have brought are missing: {native.name} fails only as a consequence."),
+        hint=f"fix {module.name} first: its own finding says why it does not load",
+    )
 
 
 def _names_of(sim: Simulator, step: Step) -> str:
@@ -483,6 +559,10 @@ def import_verdicts(env: Environment,
                 out.append(ImportVerdict(top, key, True, optional_failures=optional))
                 continue
             status, place = sure[0]
+            if status.blocked_by:  # the prerequisite's import fails first, with its error
+                out.append(ImportVerdict(top, key, False, f"ImportError: {status.blocked_error}",
+                                         status.blocked_by, status.blocked_error, optional))
+                continue
             out.append(ImportVerdict(top, key, False, user_error(place.step, status.error or ""),
                                      status.module, status.error, optional))
         for status in mine:
