@@ -52,6 +52,7 @@ from abifit.sim.process import (
     Environment,
     ImportVerdict,
     ModuleStatus,
+    Simulation,
     Simulator,
     context,
     import_verdicts,
@@ -608,14 +609,23 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
     first = [posixpath.join(SITE, m.path) for w in wheels if w.role is Role.TARGET and w.source
              for m in w.source.members()]
     prefetch_views(tree, first, progress)
-    env = build_environment(wheels, target, executable, tree)
-    env = _planned(env, wheels, progress)
-    targets = {w.key for w in wheels if w.role is Role.TARGET}
-    modules = [n for n in env.natives if n.distribution in targets and n.checked]
-    prefetch_views(tree, [n.path for n in modules], progress)
-    sim = Simulator(env, tree, _config(host, unchecked), load_import_rules(), glob=tree.glob)
-    ctx = _context(sim, tree, remote)
-    simulation = simulate_modules(sim, modules, ctx, progress)
+    base = build_environment(wheels, target, executable, tree)
+    config = _config(host, unchecked)
+
+    def run(env: Environment) -> Simulation:
+        targets = {w.key for w in wheels if w.role is Role.TARGET}
+        modules = [n for n in env.natives if n.distribution in targets and n.checked]
+        prefetch_views(tree, [n.path for n in modules], progress)
+        sim = Simulator(env, tree, config, load_import_rules(), glob=tree.glob)
+        return simulate_modules(sim, modules, _context(sim, tree, remote), progress)
+
+    # the targets' Python code is read only when a module fails: it can only add libraries
+    # loaded before the modules that need them, and place what fails in its imports
+    env = _planned(base, wheels, progress, read_code=False)
+    simulation = run(env)
+    if not all(s.loads for s in simulation.statuses):
+        env = _planned(base, wheels, progress, read_code=True)
+        simulation = run(env)
     statuses, findings, results = (list(simulation.statuses), list(simulation.findings),
                                    simulation.results)
     searched = [tuple(r.path or "" for r in result.resolutions) for result in results]
@@ -624,16 +634,21 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
     return statuses, findings, missing, import_verdicts(env, statuses), skipped
 
 
-def _planned(env: Environment, wheels: Sequence[Wheel], progress: Progress) -> Environment:
+def _planned(env: Environment, wheels: Sequence[Wheel], progress: Progress,
+             read_code: bool = True) -> Environment:
     """The environment with the import plans of the target wheels, read from their Python
-    members (the packages they need are imported by their own rules)."""
+    members (the packages they need are imported by their own rules); without `read_code`,
+    plans that know the top-level names of the extension modules only."""
     rules = load_imports_rules()
     plans = {}
     for wheel in wheels:
         if wheel.role is not Role.TARGET or wheel.source is None:
             continue
-        progress(f"{wheel.filename}: Python code")
-        files = {f"{SITE}/{path}": data for path, data in wheel.source.python_files().items()}
+        files: dict[str, bytes] = {}
+        if read_code:
+            progress(f"{wheel.filename}: Python code")
+            files = {f"{SITE}/{path}": data
+                     for path, data in wheel.source.python_files().items()}
         declared = [line.strip() for path, data in files.items()
                     if path.endswith("/top_level.txt")
                     for line in data.decode("utf-8", "replace").splitlines()]
