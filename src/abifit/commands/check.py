@@ -44,9 +44,9 @@ from abifit.host.localfs import is_elf_file
 from abifit.host.natives import NativeFile, defines_init, mark_plugins, module_name
 from abifit.host.profile import HostProfile
 from abifit.sim.diagnose import Context
-from abifit.sim.findings import Finding, Severity
+from abifit.sim.findings import Finding
 from abifit.sim.gpu import GpuCheck, GpuTarget, check_gpu_code
-from abifit.sim.imports import load_imports_rules
+from abifit.sim.imports import load_import_rules, load_imports_rules
 from abifit.sim.loader import ASSUMED_DIR, SearchConfig
 from abifit.sim.process import (
     Environment,
@@ -55,8 +55,8 @@ from abifit.sim.process import (
     Simulation,
     Simulator,
     context,
+    count_failing,
     import_verdicts,
-    load_import_rules,
     load_soname_packages,
     search_config,
     simulate_modules,
@@ -175,17 +175,15 @@ class CheckReport:
 
     @property
     def failing(self) -> int:
-        """Modules that do not load and whose failure fails an import."""
-        return sum(1 for m in self.modules if not m.loads and m.counts)
+        return count_failing(self.modules)
 
     @property
     def optional_failing(self) -> int:
-        """Guarded or on-use modules that do not load: package code does without them."""
-        return sum(1 for m in self.modules if not m.loads and not m.counts)
+        return count_failing(self.modules, optional=True)
 
     @property
     def verdict(self) -> str:
-        if any(f.severity is Severity.ERROR for f in self.findings):
+        if any(f.breaks for f in self.findings):
             return "fails"
         return "fits-but-host-lacks-driver" if self.host_missing else "fits"
 

@@ -41,9 +41,9 @@ from abifit.host.natives import (
     site_root,
 )
 from abifit.remote.cache import Cache
-from abifit.sim.findings import Finding, FindingKind, Severity
+from abifit.sim.findings import Finding, FindingKind
 from abifit.sim.gpu import GpuCheck, GpuTarget, check_gpu_code
-from abifit.sim.imports import DistributionPlan, load_imports_rules
+from abifit.sim.imports import DistributionPlan, load_import_rules, load_imports_rules
 from abifit.sim.loader import LoadResult
 from abifit.sim.process import (
     Environment,
@@ -53,8 +53,8 @@ from abifit.sim.process import (
     Progress,
     Simulator,
     context,
+    count_failing,
     import_verdicts,
-    load_import_rules,
     load_soname_packages,
     search_config,
     selected,
@@ -112,17 +112,15 @@ class DoctorReport:
 
     @property
     def failing(self) -> int:
-        """Modules that do not load and whose failure fails an import."""
-        return sum(1 for m in self.modules if not m.loads and m.counts)
+        return count_failing(self.modules)
 
     @property
     def optional_failing(self) -> int:
-        """Guarded or on-use modules that do not load: package code does without them."""
-        return sum(1 for m in self.modules if not m.loads and not m.counts)
+        return count_failing(self.modules, optional=True)
 
     @property
     def problems(self) -> bool:
-        return any(f.severity is Severity.ERROR for f in self.findings)
+        return any(f.breaks for f in self.findings)
 
 
 def index_library_fix(remote: Callable[[], RemoteContext], roots: list[str]) -> LibraryFix:

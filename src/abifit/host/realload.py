@@ -56,25 +56,37 @@ class RealLoad:
     note: str
 
 
+def _run(python: str, script: str, args: list[str], timeout: float) -> dict[str, object] | str:
+    """The JSON object a script prints last, run in a fresh `python`; else why there is none."""
+    try:
+        done = subprocess.run([python, "-c", script, *args], capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"timed out after {timeout:.0f} s"
+    except OSError as e:
+        return f"could not run {python}: {e}"
+    last = done.stdout.strip().splitlines()[-1:] or [""]
+    try:
+        out: dict[str, object] = json.loads(last[0])
+    except ValueError:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"the process exited with {done.returncode}: {tail}"
+    return out
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
 def real_load(python: str, module: str, path: str, imports: list[str],
               timeout: float = 120.0, preload: list[tuple[str, bool]] | None = None) -> RealLoad:
     """Load `path` after importing `imports` and loading the libraries in `preload` (path,
     RTLD_GLOBAL) as package code would, in a fresh `python`; never raises for its outcome."""
-    try:
-        done = subprocess.run([python, "-c", _SCRIPT, module, path, json.dumps(imports),
-                               json.dumps(preload or [])],
-                              capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return RealLoad(None, None, None, f"timed out after {timeout:.0f} s")
-    except OSError as e:
-        return RealLoad(None, None, None, f"could not run {python}: {e}")
-    last = done.stdout.strip().splitlines()[-1:] or [""]
-    try:
-        out = json.loads(last[0])
-    except ValueError:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return RealLoad(None, None, None, f"the process exited with {done.returncode}: {tail}")
-    return RealLoad(out["load"] is None, out["load"], out["import"], "")
+    out = _run(python, _SCRIPT, [module, path, json.dumps(imports), json.dumps(preload or [])],
+               timeout)
+    if isinstance(out, str):
+        return RealLoad(None, None, None, out)
+    return RealLoad(out["load"] is None, _text(out["load"]), _text(out["import"]), "")
 
 
 _IMPORT = r"""
@@ -103,18 +115,8 @@ class RealImport:
 def real_import(python: str, name: str, timeout: float = 300.0) -> RealImport:
     """Run `import name` in a fresh `python`; the exception's type and first line when it
     fails. Never raises for its outcome."""
-    try:
-        done = subprocess.run([python, "-c", _IMPORT, name], capture_output=True, text=True,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return RealImport(None, None, f"timed out after {timeout:.0f} s")
-    except OSError as e:
-        return RealImport(None, None, f"could not run {python}: {e}")
-    last = done.stdout.strip().splitlines()[-1:] or [""]
-    try:
-        out = json.loads(last[0])
-    except ValueError:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return RealImport(None, None, f"the process exited with {done.returncode}: {tail}")
-    error = out.get("error")
+    out = _run(python, _IMPORT, [name], timeout)
+    if isinstance(out, str):
+        return RealImport(None, None, out)
+    error = _text(out.get("error"))
     return RealImport(error is None, error, "")

@@ -8,7 +8,7 @@ from abifit.report.doctor import import_json, imports_text, module_json, optiona
 from abifit.report.findings import finding_json, problem_blocks
 from abifit.report.gpu import gpu_check_json
 from abifit.report.json import SCHEMA_VERSION, JsonObject
-from abifit.sim.findings import FindingKind, Severity
+from abifit.sim.findings import FindingKind
 
 
 def check_json(report: CheckReport, transfer: dict[str, int] | None) -> JsonObject:
@@ -60,7 +60,7 @@ def check_text(report: CheckReport) -> str:
 def _verdict_line(report: CheckReport) -> str:
     checked = f"{len(report.modules)} extension module(s) checked"
     if report.verdict == "fails":
-        errors = [f for f in report.findings if f.severity is Severity.ERROR]
+        errors = [f for f in report.findings if f.breaks]
         symbols = sum(1 for f in errors if f.kind in ("undefined-symbol", "missing-version"))
         libraries = sum(1 for f in errors if f.kind == FindingKind.MISSING_LIBRARY)
         kernels = sum(1 for f in report.findings if f.kind == FindingKind.NO_KERNEL_IMAGE)

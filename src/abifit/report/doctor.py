@@ -9,7 +9,6 @@ from abifit.commands.doctor import DoctorReport
 from abifit.report.findings import finding_json, problem_blocks
 from abifit.report.gpu import gpu_check_json
 from abifit.report.json import SCHEMA_VERSION, JsonObject
-from abifit.sim.findings import Severity
 from abifit.sim.process import ImportVerdict, ModuleStatus
 
 
@@ -87,7 +86,7 @@ def doctor_text(report: DoctorReport) -> str:
     if report.verification is not None:
         blocks.append(_verification_text(report))
     failing = report.failing
-    errors = sum(1 for f in report.findings if f.severity is Severity.ERROR)
+    errors = sum(1 for f in report.findings if f.breaks)
     blocks.append(
         f"{report.python} ({report.python_version}): {len(report.modules)} native modules "
         f"checked, {len(report.modules) - failing - report.optional_failing} load, "

@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 from abifit.report.gpu import gpu_check_line
 from abifit.report.json import JsonObject
-from abifit.sim.findings import Finding, FindingKind, Severity
+from abifit.sim.findings import Finding, FindingKind
 from abifit.sim.gpu import GpuCheck
 
 
@@ -27,7 +27,7 @@ _OPTIONAL = {"guarded": "package code catches its failure and goes on without it
 def finding_text(finding: Finding) -> list[str]:
     where = finding.module or finding.object
     head = f"{finding.kind}: {where}"
-    if finding.severity is not Severity.ERROR:
+    if not finding.breaks:
         head = f"optional, {head}"
     lines = [head, f"  {finding.message}"]
     why = _OPTIONAL.get(finding.reachability or "")
@@ -108,7 +108,7 @@ def problem_blocks(findings: tuple[Finding, ...], warnings: tuple[Finding, ...],
                    checks: tuple[GpuCheck, ...], gpu_reason: str | None) -> list[str]:
     """Findings (those that break an import first), then warnings, then one line per GPU
     checked (or why none was)."""
-    ordered = sorted(findings, key=lambda f: f.severity is not Severity.ERROR)
+    ordered = sorted(findings, key=lambda f: not f.breaks)
     blocks = ["\n".join(group_text(g)) for g in grouped(ordered)]
     blocks += ["\n".join(["warning: " + line if i == 0 else line
                           for i, line in enumerate(finding_text(f))]) for f in warnings]

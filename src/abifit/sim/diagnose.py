@@ -48,13 +48,19 @@ def _trace(resolution: Resolution | None) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def diagnose(problem: LoadProblem, module: str | None, ctx: Context, deep: bool = True) -> Finding:
-    """The finding for one load problem; `deep` searches the scope for nearest definitions."""
+FAILS = "the import fails"  # what a problem leads to, unless the caller knows better
+OPTIONAL = "it does not load"  # ... for a module package code does without
+
+
+def diagnose(problem: LoadProblem, module: str | None, ctx: Context, deep: bool = True,
+             outcome: str = FAILS) -> Finding:
+    """The finding for one load problem; `deep` searches the scope for nearest definitions;
+    `outcome` ends the derivation ("..., the import fails.")."""
     if problem.kind is ProblemKind.UNDEFINED_SYMBOL:
-        return _undefined_symbol(problem, module, ctx, deep)
+        return _undefined_symbol(problem, module, ctx, deep, outcome)
     if problem.kind is ProblemKind.MISSING_VERSION:
-        return _missing_version(problem, module, ctx)
-    return _missing_library(problem, module, ctx)
+        return _missing_version(problem, module, ctx, outcome)
+    return _missing_library(problem, module, ctx, outcome)
 
 
 def _pretty(symbol: str) -> str:
@@ -67,7 +73,7 @@ def _pretty(symbol: str) -> str:
 
 
 def _undefined_symbol(
-    problem: LoadProblem, module: str | None, ctx: Context, deep: bool
+    problem: LoadProblem, module: str | None, ctx: Context, deep: bool, outcome: str
 ) -> Finding:
     from abifit.formats.demangle import nearest
 
@@ -87,7 +93,7 @@ def _undefined_symbol(
         f"Because {_label(problem.object, ctx)} needs {_pretty(symbol)}"
         + (f" at version {problem.version}" if problem.version else "")
         + f" and none of the {len(problem.scope)} objects in its lookup scope defines it, "
-        "the import fails."
+        f"{outcome}."
     ]
     if holder is not None and problem.version is not None:
         lines.append(f"{holder} defines that name, but not at version {problem.version}.")
@@ -125,12 +131,13 @@ def newest_version(names: Iterable[str], like: str) -> str | None:
     return best[1] if best else None
 
 
-def _missing_version(problem: LoadProblem, module: str | None, ctx: Context) -> Finding:
+def _missing_version(problem: LoadProblem, module: str | None, ctx: Context,
+                     outcome: str) -> Finding:
     library = problem.library or ""
     version = problem.version or ""
     newest = newest_version(ctx.versions_defined(library), version)
     lines = [f"Because {_label(problem.object, ctx)} requires version {version} and the "
-             f"{library} that the loader found does not define it, the import fails."]
+             f"{library} that the loader found does not define it, {outcome}."]
     if newest:
         lines.append(f"The newest {newest.split('_')[0]} version it defines is {newest}.")
     hint = (f"use a newer {library.rsplit('/', 1)[-1]} (for example from a newer toolchain or "
@@ -141,13 +148,14 @@ def _missing_version(problem: LoadProblem, module: str | None, ctx: Context) -> 
     )
 
 
-def _missing_library(problem: LoadProblem, module: str | None, ctx: Context) -> Finding:
+def _missing_library(problem: LoadProblem, module: str | None, ctx: Context,
+                     outcome: str) -> Finding:
     name = problem.library or ""
     trace = _trace(problem.resolution)
     found = ctx.locate(name)
     lines = [f"Because {_label(problem.object, ctx)} needs {name} and the loader did not find "
              f"it in the {len(trace)} places it looked (paths considered, in order, below), "
-             "the import fails."]
+             f"{outcome}."]
     if problem.kind is ProblemKind.WRONG_ELF_CLASS:
         lines.append("A file of that name exists on the search path but is built for another "
                      "ELF class (32-bit vs 64-bit).")

@@ -75,3 +75,8 @@ class Finding:
     import_name: str | None = None  # the import it breaks or concerns (`torchvision`)
     severity: Severity = Severity.ERROR
     reachability: str | None = None  # how that import reaches the object (sim.imports)
+
+    @property
+    def breaks(self) -> bool:
+        """Whether it makes something fail (an optional finding does not)."""
+        return self.severity is Severity.ERROR

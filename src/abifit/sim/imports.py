@@ -26,6 +26,7 @@ Pure: module text and code arrive through callables, files as values.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import posixpath
 import re
@@ -33,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from abifit.formats.pysource import Call, Import, Load, LoadKind, ModuleCode, Reach
 
@@ -99,17 +101,37 @@ class Placement:
     step: Step
 
 
-def load_imports_rules() -> dict[str, ImportsRule]:
-    """The rules of `data/import_rules.json`, by canonical distribution name."""
+@dataclass(frozen=True, slots=True)
+class ImportRule:
+    """What importing a distribution does to the process beyond loading its modules."""
+
+    preload: tuple[str, ...]
+    global_: tuple[str, ...]
+
+
+@functools.cache
+def _rules_data() -> dict[str, dict[str, Any]]:
+    """`data/import_rules.json`'s entries by canonical distribution name; read once."""
     from packaging.utils import canonicalize_name
 
     raw = json.loads((DATA / "import_rules.json").read_text("utf-8"))
+    return {canonicalize_name(name): entry for name, entry in raw["distributions"].items()}
+
+
+def load_import_rules() -> dict[str, ImportRule]:
+    """The preload and global rules of `data/import_rules.json`, by canonical name."""
+    return {name: ImportRule(tuple(entry.get("preload", ())), tuple(entry.get("global", ())))
+            for name, entry in _rules_data().items()}
+
+
+def load_imports_rules() -> dict[str, ImportsRule]:
+    """The `imports` rules of `data/import_rules.json`, by canonical distribution name."""
     rules: dict[str, ImportsRule] = {}
-    for name, entry in raw["distributions"].items():
+    for name, entry in _rules_data().items():
         rule = entry.get("imports")
         if rule is None:
             continue
-        rules[canonicalize_name(name)] = ImportsRule(
+        rules[name] = ImportsRule(
             loads=tuple((g, e) for g, e in rule.get("loads", {}).items()),
             fails_import=tuple((g, e) for g, e in rule.get("fails_import", {}).items()),
             optional=tuple(rule.get("optional", ())),
@@ -315,12 +337,15 @@ class DistributionPlan:
         weaker = local if _rank(local) > _rank(outer.reach) else outer.reach
         return _Way(True, weaker, outer.top, masked)
 
-    def before(self, needed: Iterable[str]) -> tuple[Step, ...]:
+    def before(self, needed: Iterable[str],
+               names: Callable[[Step], Iterable[str]] = lambda s: (posixpath.basename(s.path),),
+               ) -> tuple[Step, ...]:
         """The libraries the package loads itself that a module needing `needed` (sonames or
-        file names) finds already loaded: those steps, in the order the package loads them."""
+        file names) finds already loaded: the sure steps one of whose `names` (by default its
+        file name) it needs, in the order the package loads them."""
         wanted = set(needed)
         return tuple(s for s in self.loads if s.reach is Reachability.ALWAYS
-                     and posixpath.basename(s.path) in wanted)
+                     and not wanted.isdisjoint(names(s)))
 
 
 def _match_file(hints: Sequence[str], files: Mapping[str, str]) -> str | None:
@@ -417,13 +442,3 @@ def user_error(step: Step, loader_error: str) -> str:
     if step.how is LoadKind.CTYPES:
         return f"OSError: {loader_error}"
     return f"ImportError: {loader_error}"
-
-
-def names_of(images: Iterable[tuple[str, str | None]]) -> set[str]:
-    """File names and sonames of (path, soname) pairs: what a DT_NEEDED entry may match."""
-    out: set[str] = set()
-    for path, soname in images:
-        out.add(posixpath.basename(path))
-        if soname:
-            out.add(soname)
-    return out

@@ -34,7 +34,7 @@ from abifit.host.environment import (
     InterpreterFacts,
 )
 from abifit.host.ldconfig import HostFacts, cache_id_for
-from abifit.sim.diagnose import Context, diagnose
+from abifit.sim.diagnose import FAILS, OPTIONAL, Context, diagnose
 from abifit.sim.findings import Finding, FindingKind, Severity
 from abifit.sim.loader import LoadProblem, LoadResult, ProblemKind, Process, SearchConfig
 
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 from abifit.host.natives import NativeFile
 from abifit.sim.imports import (
     DistributionPlan,
+    ImportRule,
     Placement,
     Reachability,
     Step,
@@ -58,14 +59,6 @@ Progress = Callable[[str], None]
 
 # Undefined symbols explained with a search for their nearest definitions, per module.
 DEEP_DIAGNOSES = 10
-
-
-@dataclass(frozen=True, slots=True)
-class ImportRule:
-    """What importing a distribution does to the process beyond loading its modules."""
-
-    preload: tuple[str, ...]
-    global_: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,13 +84,10 @@ class ModuleStatus:
         return self.reachability is None or Reachability(self.reachability).counts
 
 
-def load_import_rules() -> dict[str, ImportRule]:
-    raw = json.loads((DATA / "import_rules.json").read_text("utf-8"))
-    return {
-        canonicalize_name(name): ImportRule(tuple(rule.get("preload", ())),
-                                            tuple(rule.get("global", ())))
-        for name, rule in raw["distributions"].items()
-    }
+def count_failing(modules: Iterable[ModuleStatus], *, optional: bool = False) -> int:
+    """Modules that do not load and whose failure fails an import; with `optional`, those that
+    do not load and that package code does without (guarded, or loaded only on use)."""
+    return sum(1 for m in modules if not m.loads and m.counts is not optional)
 
 
 def load_soname_packages() -> dict[str, str | None]:
@@ -290,14 +280,11 @@ class Simulator:
             self._own[key] = known
         return known
 
-    def _sonames(self, steps: tuple[Step, ...], needed: set[str]) -> set[str]:
-        """The file names of the steps whose soname is among `needed`."""
-        out = set()
-        for step in steps:
-            image = self.image(step.path)
-            if image is not None and image.soname in needed:
-                out.add(os.path.basename(step.path))
-        return out
+    def step_names(self, step: Step) -> tuple[str, ...]:
+        """The names a DT_NEEDED entry finds a loaded step by: its file name and soname."""
+        image = self.image(step.path)
+        soname = image.soname if image is not None else None
+        return (os.path.basename(step.path), *([soname] if soname else []))
 
     def own_steps(self, native: NativeFile) -> tuple[Step, ...]:
         """The libraries its package loads itself that `native` needs (by soname or file
@@ -305,9 +292,8 @@ class Simulator:
         plan = self.env.plans.get(native.distribution)
         if plan is None or not plan.loads:
             return ()
-        needed = set(self.env.needed_closure(native, self.image))
-        return tuple(s for s in plan.before(needed | self._sonames(plan.loads, needed))
-                     if s.path != native.path)
+        needed = self.env.needed_closure(native, self.image)
+        return tuple(s for s in plan.before(needed, self.step_names) if s.path != native.path)
 
     def check(self, native: NativeFile) -> tuple[LoadResult, tuple[str, ...]]:
         prerequisites = self.env.prerequisites(native, self.image)
@@ -404,9 +390,11 @@ def simulate_modules(
                               cause[0].name if cause else None,
                               cause[1].error if cause else None)
         statuses.append(status)
-        own = {_names_of(sim, s): s for s in sim.own_steps(native) if s in sim.failed_own}
+        own = {name: s for s in sim.own_steps(native) if s in sim.failed_own
+               for name in sim.step_names(s)}
+        outcome = OPTIONAL if place and not place.step.reach.counts else FAILS
         found = [_blocked(problem, native.name, own) or
-                 diagnose(problem, native.name, ctx, deep=i < DEEP_DIAGNOSES)
+                 diagnose(problem, native.name, ctx, deep=i < DEEP_DIAGNOSES, outcome=outcome)
                  for i, problem in enumerate(problems)]
         found += [b.finding for b in blocked]
         found += [_duplicate(native, soname, new, old, ctx)
@@ -479,11 +467,6 @@ def _blocked_by(native: NativeFile, cause: tuple[NativeFile, LoadResult],
     )
 
 
-def _names_of(sim: Simulator, step: Step) -> str:
-    image = sim.image(step.path)
-    return image.soname if image is not None and image.soname else os.path.basename(step.path)
-
-
 def _blocked(problem: LoadProblem, module: str, own: Mapping[str, Step]) -> Finding | None:
     """The finding of a library a module misses only because its package's own code loads
     that library first, and that load failed: it points at the library's own finding."""
@@ -513,12 +496,8 @@ def _placed(finding: Finding, place: Placement | None) -> Finding:
     """A finding with the import it concerns and how sure that import is to load the object."""
     if place is None:
         return finding
-    severity = _SEVERITY.get(place.step.reach, Severity.ERROR)
-    explanation = finding.explanation
-    if severity is not Severity.ERROR:
-        explanation = explanation.replace(", the import fails.", ", it does not load.")
     return replace(finding, import_name=place.name, reachability=place.step.reach.value,
-                   severity=severity, explanation=explanation)
+                   severity=_SEVERITY.get(place.step.reach, Severity.ERROR))
 
 
 @dataclass(frozen=True, slots=True)
