@@ -438,3 +438,49 @@ def test_matrix_cells_read_a_shared_dependency_once(
         jsonschema.validate(doc, MATRIX_SCHEMA)
         assert doc["fits"] == ["1.1", "1.0"]
         assert server.count(path=dep_path) == once
+
+
+@pytest.mark.parametrize(("host", "tag"), [("manylinux2014", "manylinux_2_17_x86_64"),
+                                           ("manylinux_2_28", "manylinux_2_28_x86_64")])
+def test_a_preset_sets_the_target_platform(loopback_index: LoopbackIndex, tmp_path: Path,
+                                           host: str, tag: str,
+                                           capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --platform, a preset host's glibc is the target platform (the wheels pip would
+    choose there); a --platform given still wins."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(var, raising=False)
+    args = ["check", "newglibc==1.0", "--index-url", loopback_index.url, "--json", "--host",
+            host, "--python-version", "3.11", "--cache-dir", str(tmp_path)]
+    main(args)
+    doc = json.loads(capsys.readouterr().out)
+    assert str(doc["target"]).startswith(f"cp311 on {tag}")
+    main([*args, "--platform", "linux_x86_64"])
+    doc = json.loads(capsys.readouterr().out)
+    assert str(doc["target"]).startswith("cp311 on linux_x86_64")
+
+
+@pytest.mark.parametrize(("host", "fits"), [("manylinux_2_28", True), ("manylinux2014", False)])
+def test_a_preset_has_the_libraries_its_policy_allows(
+        tmp_path: Path, host: str, fits: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    """libz.so.1 is on the policy's list: a preset host has this machine's copy, limited to
+    the policy's ZLIB nodes (ZLIB_1.2.9 from manylinux_2_28 on, not in manylinux2014)."""
+    zlib = Path("/lib/x86_64-linux-gnu/libz.so.1")
+    if not zlib.exists():
+        pytest.skip("no /lib/x86_64-linux-gnu/libz.so.1 on this machine")
+    so = compile_c(SOURCES / "zlib_user.c", tmp_path / "_z.abi3.so", libs=[zlib])
+    name, data = make_wheel("zlibuser", "1.0", {"zlibuser/__init__.py": b"",
+                                                "zlibuser/_z.abi3.so": so.read_bytes()},
+                            tag="cp310-abi3-linux_x86_64")
+    (tmp_path / name).write_bytes(data)
+    code = main(["check", str(tmp_path / name), "--host", host, *TARGET, "--offline",
+                 "--no-cache", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    if fits:
+        assert (code, doc["findings"]) == (0, [])
+    else:
+        assert code == 1
+        (finding,) = doc["findings"]
+        assert (finding["kind"], finding["version"]) == ("missing-version", "ZLIB_1.2.9")
+        assert finding["library"].endswith("libz.so.1")

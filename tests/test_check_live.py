@@ -129,3 +129,29 @@ def test_torchvision_import_shows_the_masked_error(cache: Path) -> None:
     assert code == 1 and verdict["loads"] is False
     assert verdict["error"] == "RuntimeError: operator torchvision::nms does not exist"
     assert "c10_cuda_check_implementation" in str(verdict["cause_error"])
+
+
+VLLM_PAST = {  # what vllm 0.2.2's modules need of torch that torch 2.0.1 does not define
+    "vllm.attention_ops": {"_ZNK3c1010TensorImpl27throw_data_ptr_access_errorEv"},
+    "vllm.cache_ops": {"_ZNK3c1010TensorImpl27throw_data_ptr_access_errorEv"},
+    "vllm.quantization_ops": {"_ZN3c104cuda9SetDeviceEi", "_ZN3c104cuda14ExchangeDeviceEi",
+                              "_ZN3c104cuda14MaybeSetDeviceEi", "_ZN3c104cuda9GetDeviceEPi"},
+}
+
+
+def test_vllm_names_the_torch_symbols_past_the_missing_cudart(cache: Path) -> None:
+    """vllm 0.2.2 (built for CUDA 12) with torch 2.0.1 (CUDA 11.7): libcudart.so.12 is missing,
+    and past it, counting nvidia-cuda-runtime-cu12's copy, 5 torch symbols are undefined (the
+    same 5 `nm -D` finds: undefined in vllm's modules, defined by none of torch's libraries)."""
+    code, doc = abifit(cache, "check", "vllm==0.2.2", "--with", "torch==2.0.1")
+    findings = doc["findings"]
+    assert isinstance(findings, list)
+    assert code == 1
+    past: dict[str, set[str]] = {}
+    for f in findings:
+        if f["behind"]:
+            assert f["behind"] == ["libcudart.so.12"] and f["kind"] == "undefined-symbol"
+            past.setdefault(str(f["module"]), set()).add(str(f["symbol"]))
+    assert past == VLLM_PAST
+    missing = {f["module"] for f in findings if f["kind"] == "missing-library"}
+    assert missing >= set(VLLM_PAST)

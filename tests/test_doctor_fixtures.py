@@ -26,6 +26,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from abifit.host.ldconfig import GlibcVersion, hwcaps_search, parse_cpuinfo
 from fixtures.doctor import build
 
 EXT = ".cpython-311-x86_64-linux-gnu.so"
@@ -35,6 +36,20 @@ LD_ENV_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME", "VIR
 Json = dict[str, object]
 SCHEMA = json.loads(
     files("abifit").joinpath("report/schemas/doctor.schema.json").read_text("utf-8"))
+
+
+def _running_glibc() -> tuple[int, int] | None:
+    """The release of the C library this Python runs on (confstr), None when not glibc."""
+    try:
+        found = re.search(r"(\d+)\.(\d+)", os.confstr("CS_GNU_LIBC_VERSION") or "")
+    except (ValueError, OSError):
+        return None
+    return (int(found[1]), int(found[2])) if found else None
+
+
+RUNNING_GLIBC = _running_glibc()
+# glibc up to 2.36 searches the legacy hwcaps subdirectories (tls, the platform, x86_64 ...)
+LEGACY_SEARCHED = RUNNING_GLIBC is not None and RUNNING_GLIBC <= (2, 36)
 
 # Loader environments: nothing set, LD_LIBRARY_PATH set, LD_PRELOAD set.
 PLAIN, LD_PATH, PRELOAD = "plain", "ld-library-path", "preload"
@@ -72,6 +87,7 @@ CASES = (
     Case("library-off-search-path", "ext_missing_lib", False, "libnvrtc.so.13" + CANNOT_OPEN),
     Case("library-in-nvidia-wheel-only", "ext_missing_cand", False,
          "libnvJitLink.so.13" + CANNOT_OPEN),
+    Case("symbol-past-a-missing-library", "ext_past", False, "libnvJitLink.so.13" + CANNOT_OPEN),
     Case("soname-matches-loaded-host", "ext_soname_ok", True),
     Case("rpath-inherited-by-dependency", "ext_rpath", True),
     Case("runpath-not-inherited", "ext_runpath", False, "libleaf_n.so" + CANNOT_OPEN),
@@ -82,6 +98,8 @@ CASES = (
     Case("found-through-ld-library-path", "ext_ldpath", True, env=LD_PATH),
     Case("not-found-without-ld-library-path", "ext_ldpath", False, "libldp.so" + CANNOT_OPEN),
     Case("platform-token-in-ld-library-path", "ext_ldtoken", True, env=LD_PATH),
+    Case("legacy-hwcaps-subdirectory", "ext_legacy", LEGACY_SEARCHED,
+         None if LEGACY_SEARCHED else "libldleg.so" + CANNOT_OPEN),
     Case("version-not-defined", "ext_version", False, "version `HOST_2.0' not found (required by "),
     Case("weak-undefined-symbol", "ext_weak", True),
     Case("wrong-elf-class-skipped", "ext_class32", True, needs_32bit=True),
@@ -166,6 +184,19 @@ def _searches_hwcaps_v2() -> bool:
     return re.search(rf"{build.HWCAPS} \(supported, searched\)", done.stdout) is not None
 
 
+@cache
+def _real_search() -> tuple[str, tuple[str, ...]]:
+    """What this host's ld.so expands $PLATFORM to, and the subdirectories it tries under each
+    directory (repeats included), from a real LD_DEBUG=libs trace of a directory that does not
+    exist, searched once."""
+    env = {"PATH": os.defpath, "LD_DEBUG": "libs", "LD_LIBRARY_PATH": "/abifit-none/$PLATFORM"}
+    done = subprocess.run(["/bin/true"], env=env, capture_output=True, text=True, check=False)
+    found = re.search(r"search path=(.*?)\s+\(LD_LIBRARY_PATH\)", done.stderr)
+    assert found is not None, done.stderr
+    *subdirs, base = found.group(1).split(":")
+    return base.removeprefix("/abifit-none/"), tuple(s[len(base) + 1:] for s in subdirs)
+
+
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     """A fresh venv holding every fixture package, installed from real wheels by pip."""
@@ -175,7 +206,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     if shutil.which("gcc") is None or shutil.which("g++") is None:
         pytest.skip("gcc and g++ are needed to build the fixtures")
     root = tmp_path_factory.mktemp("doctor-fixtures")
-    built = build.build_packages(root, python)
+    built = build.build_packages(root, python, platform=_real_search()[0])
     env_dir = root / "venv"
     if importlib.util.find_spec("pip") is not None:
         subprocess.run([python, "-m", "venv", "--without-pip", str(env_dir)], check=True)
@@ -412,13 +443,12 @@ def _is_subsequence(short: list[str], long: list[str]) -> bool:
     return all(any(item == other for other in it) for item in short)
 
 
-# The subdirectories ld.so tries under each search directory first (glibc-hwcaps, and the legacy
-# hwcaps ones glibc <= 2.36 still searches); doctor lists those only when they hold the file.
-_SUBDIR = re.compile(r"/(glibc-hwcaps/[^/]+|tls(/x86_64){0,2}|x86_64(/x86_64)?)$")
-
-
 def _in_search_dir(path: str) -> bool:
-    return _SUBDIR.search(os.path.dirname(path)) is None
+    """Whether `path` lies in a search directory itself, not in one of the subdirectories ld.so
+    tries under it first (glibc-hwcaps, and the legacy hwcaps ones glibc <= 2.36 still
+    searches); doctor lists those only when they hold the file."""
+    directory = os.path.dirname(path)
+    return not any(directory.endswith("/" + subdir) for subdir in _real_search()[1])
 
 
 @pytest.mark.parametrize(("case_id", "library"), [
@@ -441,6 +471,29 @@ def test_search_trace_follows_ld_debug(case_id: str, library: str, venv: Venv,
     assert [p for p in traced if _in_search_dir(p)] == [p for p in tried if _in_search_dir(p)]
 
 
+def test_search_subdirectories_follow_the_running_glibc(venv: Venv) -> None:
+    """Under each LD_LIBRARY_PATH directory, `import ext_ldtoken` tries exactly the
+    subdirectories abifit computes for this glibc on this CPU, in its order: legacy ones (tls
+    among them) exactly when the glibc is 2.36 or older; and $PLATFORM expands to the
+    platform abifit computes, where the fixture's library lies."""
+    if RUNNING_GLIBC is None:
+        pytest.skip("not a glibc process")
+    computed = hwcaps_search(GlibcVersion(*RUNNING_GLIBC),
+                             parse_cpuinfo(Path("/proc/cpuinfo").read_text(), "x86_64"))
+    assert computed is not None
+    loads, stderr = real_import(venv, "ext_ldtoken", env=LD_PATH, debug=True)
+    assert loads, stderr
+    found = re.search(r"search path=(.*?)\s+\(LD_LIBRARY_PATH\)", stderr)
+    assert found is not None, stderr
+    ldlib, tok = venv.envs[LD_PATH]["LD_LIBRARY_PATH"].split(":")
+    tok = tok.replace("$PLATFORM", computed.platform)
+    tried = found.group(1).split(":")
+    assert tried == [path for d in (ldlib, tok)
+                     for path in (*(f"{d}/{sub}" for sub in computed.searched_subdirs), d)]
+    assert (f"{ldlib}/tls" in tried) is LEGACY_SEARCHED
+    assert os.path.isfile(os.path.join(tok, "libldtok.so"))
+
+
 @pytest.mark.parametrize("env", [PLAIN, LD_PATH, PRELOAD])
 def test_verify_agrees_everywhere(env: str, venv: Venv) -> None:
     """`doctor --verify` on the whole venv: every prediction agrees with the real loader."""
@@ -460,3 +513,34 @@ def test_verify_agrees_everywhere(env: str, venv: Venv) -> None:
     assert isinstance(modules, list)
     assert len(verification) == len(modules)
     assert code == (1 if findings else 0)
+
+
+# --- binding past a missing library -------------------------------------------------------------
+
+
+def test_symbols_past_a_missing_library_are_named(
+        venv: Venv, outcomes: dict[tuple[str, str], Outcome]) -> None:
+    """ext_past misses libnvJitLink.so.13 (a copy lies in site-packages/nvidia/cu13/lib): the
+    symbol that copy does not define either is named beside the missing library, and the real
+    loader, once LD_LIBRARY_PATH reaches the copy, fails on exactly that symbol."""
+    out = outcome_of(outcomes, venv, "symbol-past-a-missing-library")
+    findings = [f for f in out.findings() if f["module"] == "ext_past._ext"]
+    assert [f["kind"] for f in findings] == ["missing-library", "undefined-symbol"]
+    past = findings[1]
+    assert past["symbol"] == "past_gone_symbol"
+    assert past["behind"] == ["libnvJitLink.so.13"]
+    copy = venv.site / "nvidia" / "cu13" / "lib"
+    assert str(copy / "libnvJitLink.so.13") in past["explanation"]
+    assert out.module("ext_past")["error"].endswith(CANNOT_OPEN)
+    env = {**_env_without_ld(), "LD_LIBRARY_PATH": str(copy)}
+    done = subprocess.run([venv.python, "-c", "import ext_past"], capture_output=True,
+                          text=True, env=env, timeout=120, check=False)
+    assert "undefined symbol: past_gone_symbol" in done.stderr, done.stderr
+
+
+def test_nothing_is_named_past_a_copy_that_defines_it(
+        venv: Venv, outcomes: dict[tuple[str, str], Outcome]) -> None:
+    """ext_missing_cand needs only what the located copy defines: the missing library alone."""
+    out = outcome_of(outcomes, venv, "library-in-nvidia-wheel-only")
+    kinds = [f["kind"] for f in out.findings() if f["module"] == "ext_missing_cand._ext"]
+    assert kinds == ["missing-library"]

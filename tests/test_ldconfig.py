@@ -865,9 +865,12 @@ def test_apply_search_probe_reads_expansions_and_subdirectory_order() -> None:
 def test_loader_defaults_falls_back_when_ld_so_cannot_be_asked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """No help and no trace: the multiarch table for the loader's machine, marked as fallback."""
+    """No help, no trace, no release: the multiarch table for the loader's machine, marked as
+    fallback."""
     monkeypatch.setattr(ldconfig, "_ld_so_help", lambda ld_so: None)
     monkeypatch.setattr(ldconfig, "_search_trace", lambda *args: None)
+    monkeypatch.setattr(ldconfig, "_ld_so_version", lambda ld_so: None)
+    monkeypatch.setattr(ldconfig, "_libc_version", lambda: None)
     defaults = loader_defaults()
     assert defaults == fallback_defaults(*_host_identity())
     assert defaults.source is DefaultsSource.FALLBACK

@@ -19,7 +19,9 @@ from abifit.report.findings import problem_blocks
 from abifit.report.json import SCHEMA_VERSION, dumps
 from abifit.report.matrix import matrix_html, matrix_json, matrix_text
 from abifit.report.variants import variants_json, variants_text
-from abifit.sim.findings import Finding, FindingKind
+from abifit.sim.diagnose import Context, diagnose
+from abifit.sim.findings import Finding, FindingKind, Severity
+from abifit.sim.loader import LoadProblem, ProblemKind
 
 SCHEMAS = files("abifit").joinpath("report/schemas")
 COMMANDS = ("inspect", "doctor", "check", "cuda", "matrix", "variants")
@@ -258,3 +260,63 @@ def test_one_block_per_object_and_kind() -> None:
     assert "    and 3 more (every one in --json)" in lines
     assert lines[-1] == "  hint: rebuild it"
     assert blocks[1].splitlines()[0] == "undefined-symbol: other"
+
+
+def _lacking(module: str, library: str, version: str) -> Finding:
+    """A missing-version finding as diagnosis makes it (its wording is what the block reads)."""
+    defined = {"/lib/libstdc++.so.6": ("GLIBCXX_3.4.19", "CXXABI_1.3.7", "GLIBCXX_3.4"),
+               "/lib/libm.so.6": ("GLIBC_2.2.5", "GLIBC_2.15")}
+    ctx = Context(owner=lambda _p: None, exports=lambda _p: (),
+                  versions_defined=lambda path: defined[path], locate=lambda _n: (),
+                  pip_package=lambda _n: None)
+    problem = LoadProblem(ProblemKind.MISSING_VERSION, f"/site/{module}.so",
+                          f"{library}: version `{version}' not found (required by "
+                          f"/site/{module}.so)", version=version, library=library)
+    return diagnose(problem, module, ctx)
+
+
+def test_one_block_per_library_for_missing_versions() -> None:
+    """The versions a library lacks make one block for every module that needs them: which
+    versions (sorted by family and number), the newest of each family it defines, the
+    modules; each library its own block."""
+    findings = (_lacking("a", "/lib/libstdc++.so.6", "GLIBCXX_3.4.21"),
+                _lacking("a", "/lib/libstdc++.so.6", "CXXABI_1.3.9"),
+                _lacking("b", "/lib/libstdc++.so.6", "GLIBCXX_3.4.20"),
+                _lacking("a", "/lib/libm.so.6", "GLIBC_2.27"),
+                _lacking("b", "/lib/libm.so.6", "GLIBC_2.27"))
+    blocks = problem_blocks(findings, (), (), None)
+    assert len(blocks) == 2
+    first = blocks[0].splitlines()
+    assert first[0] == "missing-version: /lib/libstdc++.so.6"
+    assert first[1] == ("  lacks CXXABI_1.3.9, GLIBCXX_3.4.20, GLIBCXX_3.4.21; the newest it "
+                        "defines: GLIBCXX_3.4.19, CXXABI_1.3.7")
+    assert first[2] == "  needed by 2 module(s): a, b"
+    assert sum(line.startswith("  hint: ") for line in first) == 1
+    second = blocks[1].splitlines()
+    assert second[:3] == ["missing-version: /lib/libm.so.6",
+                          "  lacks GLIBC_2.27; the newest it defines: GLIBC_2.15",
+                          "  needed by 2 module(s): a, b"]
+
+
+def test_one_block_for_modules_that_miss_a_library_alike() -> None:
+    """Modules that miss one library with one fix make one block (the first whole, the others
+    named); another fix, or another severity, keeps its own block."""
+    def missing(module: str, hint: str, severity: Severity = Severity.ERROR) -> Finding:
+        return Finding(kind=FindingKind.MISSING_LIBRARY, object=f"/site/{module}.so",
+                       module=module, library="libcudart.so.12",
+                       message="libcudart.so.12: cannot open shared object file: No such file "
+                               "or directory",
+                       explanation=f"Because /site/{module}.so needs libcudart.so.12 ...",
+                       hint=hint, severity=severity)
+
+    fix = "`pip install nvidia-cuda-runtime-cu12` provides libcudart.so.12"
+    findings = tuple(missing(m, fix) for m in ("a", "b", "c", "d", "e", "f", "g", "h"))
+    findings += (missing("x", "another fix"), missing("y", fix, Severity.INFO))
+    blocks = problem_blocks(findings, (), (), None)
+    assert len(blocks) == 3
+    lines = blocks[0].splitlines()
+    assert lines[0] == "missing-library: a"
+    assert lines[1] == ("  also needed by 7 more module(s), whose searches fail alike: "
+                        "b, c, d, e, f and 2 more")
+    assert blocks[1].splitlines()[0] == "missing-library: x"
+    assert blocks[2].splitlines()[0] == "optional, missing-library: y"

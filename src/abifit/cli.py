@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -347,6 +348,16 @@ def _host(args: argparse.Namespace) -> HostProfile:
     return host_profile(args.host, args.assume_driver, dict(os.environ))
 
 
+def _host_platform(args: argparse.Namespace) -> HostProfile:
+    """The host of a check; without --platform, a preset or a saved profile of a known glibc
+    sets the target platform to its manylinux tag (the wheels pip would choose there)."""
+    host = _host(args)
+    tag = host.platform_tag(platform.machine()) if not args.platform else None
+    if tag is not None:
+        args.platform = [tag]
+    return host
+
+
 def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from abifit.commands.check import check
     from abifit.formats.pins import read_pins
@@ -359,10 +370,11 @@ def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         targets += pins.requirements
         for entry in pins.skipped:
             err.write(f"warning: {path}: not checked: {entry}\n")
+    host = _host_platform(args)
     remote = _remote(args)
     gpus = _gpu_targets(args.gpu)
     try:
-        report = check(targets, args.withs, remote(), remote().target, _host(args),
+        report = check(targets, args.withs, remote(), remote().target, host,
                        _progress(err), args.python, skip_pure=bool(args.requirement),
                        gpu=gpus[0] if gpus else None)
     finally:
@@ -380,9 +392,10 @@ def _run_matrix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from abifit.report.json import dumps
     from abifit.report.matrix import matrix_html, matrix_json, matrix_text
 
+    host = _host_platform(args)
     remote = _remote(args)
     try:
-        report = matrix(args.extension, args.against, remote(), remote().target, _host(args),
+        report = matrix(args.extension, args.against, remote(), remote().target, host,
                         _progress(err), args.jobs, args.python)
     finally:
         _clear_progress(err)

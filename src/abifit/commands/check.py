@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import email.parser
 import fnmatch
+import functools
 import hashlib
 import os
 import posixpath
@@ -25,7 +26,7 @@ import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -35,7 +36,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from abifit.commands.doctor import index_library_fix
 from abifit.commands.plans import mark_loaded, plan_for, python_modules
 from abifit.errors import AbifitError, FormatError, UsageError
-from abifit.formats.elf import ElfImage, parse_elf
+from abifit.formats.elf import ElfImage, SymbolType, parse_elf
 from abifit.formats.fatbin import GpuCode, read_gpu_code
 from abifit.formats.sources import FileSource, ObjectSource
 from abifit.formats.wheel import Member, WheelArchive, is_elf_member, python_members
@@ -43,6 +44,7 @@ from abifit.host.environment import Distribution, InterpreterFacts, interpreter_
 from abifit.host.localfs import is_elf_file
 from abifit.host.natives import NativeFile, defines_init, mark_plugins, module_name
 from abifit.host.profile import HostProfile
+from abifit.sim import pythonapi
 from abifit.sim.diagnose import Context
 from abifit.sim.findings import Finding
 from abifit.sim.gpu import GpuCheck, GpuTarget, check_gpu_code
@@ -529,39 +531,126 @@ def build_environment(wheels: Sequence[Wheel], target: Target, executable: str,
 
 
 
-# The names of CPython's C API (Py*, _Py*, PyUnstable_*): what a module built for another
-# Python needs from its interpreter.
-CPYTHON_API = r"_?Py[A-Za-z_]\w*"
+# The names of CPython's C API (Py*, _Py*, PyUnstable_*, PY_TIMEOUT_MAX): what a module built
+# for another Python needs from its interpreter.
+CPYTHON_API = r"_?Py[A-Za-z_]\w*|PY_TIMEOUT_MAX"
+
+
+class ApiCheck(Enum):
+    """What the simulated process's C API definitions are."""
+
+    INTERPRETER = "interpreter"  # those of the interpreter that starts it, of the target version
+    TABLE = "table"  # this machine's interpreter's, replaced by the table's for the target version
+    UNCHECKED = "unchecked"  # this machine's interpreter's; C API names it lacks pass, noted
+
+
+def api_table(target: Target) -> Mapping[str, SymbolType] | None:
+    """The table's C API of the target version (`sim.pythonapi`); None for a version outside
+    the table, or a target that is not CPython's default build."""
+    if target.implementation != "cp" or any(a.endswith("t") for a in target.abis or ()):
+        return None
+    return pythonapi.exports(target.python_version)
 
 
 def target_interpreter(target: Target, given: str | None,
-                       environ: Mapping[str, str]) -> tuple[str, bool]:
-    """The interpreter whose executable starts the simulated process, and whether the CPython
-    API is left unchecked: the one given; this one for its own version; else one of the target's
-    version found on this machine (PATH, pyenv, uv); else this one, with the C API of the target
-    version not checked (never reported as missing)."""
+                       environ: Mapping[str, str]) -> tuple[str, ApiCheck]:
+    """The interpreter whose executable starts the simulated process, and where its C API
+    comes from: the one given; this one for its own version; else one of the target's version
+    found on this machine (PATH, pyenv, uv); else this one, with the C API of the target version
+    from abifit's table of CPython's exports; else (a version outside the table) this one, with
+    the C API of the target version not checked (never reported as missing)."""
     if given:
-        return given, False
+        return given, ApiCheck.INTERPRETER
     if target.python_version == sys.version_info[:2]:
-        return sys.executable, False
+        return sys.executable, ApiCheck.INTERPRETER
     for candidate in interpreter_candidates(target.python_version, environ):
         real = os.path.realpath(candidate)
         if is_elf_file(real):
-            return real, False
-    return sys.executable, True
+            return real, ApiCheck.INTERPRETER
+    if api_table(target) is not None:
+        return sys.executable, ApiCheck.TABLE
+    return sys.executable, ApiCheck.UNCHECKED
 
 
-def _config(host: HostProfile, unchecked: bool = False) -> SearchConfig:
+def _objects(host: HostProfile, executable: str, target: Target, api: ApiCheck,
+             ) -> ObjectSource:
+    """The host's files; for `ApiCheck.TABLE`, with the interpreter's C API the table's."""
+    objects = host.objects(executable)
+    names = api_table(target) if api is ApiCheck.TABLE else None
+    return objects if names is None else pythonapi.TableApiObjects(objects, executable, names)
+
+
+def _api_key(target: Target, api: ApiCheck) -> str:
+    """What the C API of a run is, for the result's key (the table's file, for a table)."""
+    if api is ApiCheck.INTERPRETER:
+        return ""
+    source = pythonapi.source(target.python_version)
+    if api is ApiCheck.TABLE and source is not None:
+        return f" api-table {source.release} {source.sha256}"
+    return " unchecked"
+
+
+def _api_note(target: Target, api: ApiCheck) -> str | None:
+    source = pythonapi.source(target.python_version)
+    if api is not ApiCheck.TABLE or source is None:
+        return None
+    version = "{}.{}".format(*target.python_version)
+    return (f"no Python {version} interpreter on this machine: its C API was checked against "
+            f"abifit's table of CPython {version}'s exports ({source.release}); give --python "
+            f"with a {version} interpreter to check against it")
+
+
+def _config(host: HostProfile, unchecked: bool = False,
+            stand_in: StandIn | None = None) -> SearchConfig:
     base = search_config(host.facts)
     return SearchConfig(**{**{f: getattr(base, f) for f in base.__dataclass_fields__},
                            "assumed": DRIVER_LIBRARIES,
-                           "unchecked": CPYTHON_API if unchecked else None})
+                           "unchecked": CPYTHON_API if unchecked else None,
+                           "stand_in": stand_in})
 
 
-def _context(sim: Simulator, tree: VirtualTree,
+StandIn = Callable[[str], "tuple[str, ElfImage] | None"]
+
+
+def stand_ins(tree: VirtualTree, remote: RemoteContext | None) -> StandIn:
+    """Where the copy of a library the search missed is, to bind past the miss: a file of that
+    name in the wheels (one the search does not reach), else the library in the wheel on the
+    index that ships it (its view only, read once per soname)."""
+    from abifit.remote.wheelfiles import find_library_wheels, load_library_table
+    from abifit.remote.wheels import RemoteWheel
+
+    @functools.cache
+    def find(soname: str) -> tuple[str, ElfImage] | None:
+        for path in tree.named(soname):
+            image = tree.image_or_none(path)
+            if image is not None:
+                return path, image
+        if remote is None or not load_library_table().candidates(soname):
+            return None
+        try:
+            search = find_library_wheels(soname, remote)
+        except AbifitError:
+            return None
+        for hit in search.wheels:
+            if hit.file is None:
+                continue
+            wheel = RemoteWheel(hit.file, remote)
+            member = next((m for m in wheel.members() if m.path == hit.member), None)
+            view = wheel.view(member) if member is not None else None
+            if isinstance(view, ElfImage):
+                return f"{hit.filename}!{hit.member}", view
+        return None
+
+    return find
+
+
+def _context(sim: Simulator, tree: VirtualTree, target: Target,
              remote: RemoteContext | None = None) -> Context:
     fix = index_library_fix(lambda: remote, [SITE]) if remote is not None else None
-    return context(sim, tree.named, load_soname_packages(), fix)
+    ctx = context(sim, tree.named, load_soname_packages(), fix)
+    if target.implementation != "cp":
+        return ctx
+    return replace(ctx, symbol_note=lambda name: pythonapi.history(name, target.python_version))
 
 
 def _assumed(results: Iterable[tuple[str, ...]]) -> tuple[str, ...]:
@@ -596,26 +685,27 @@ def prefetch_views(tree: VirtualTree, paths: Sequence[str], progress: Progress,
 
 
 def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executable: str,
-             progress: Progress, remote: RemoteContext | None = None, unchecked: bool = False,
+             progress: Progress, remote: RemoteContext | None = None,
+             api: ApiCheck = ApiCheck.INTERPRETER,
              ) -> tuple[list[ModuleStatus], list[Finding], tuple[str, ...],
                         tuple[ImportVerdict, ...], tuple[str, ...]]:
     """Simulate every extension module of the target wheels in the virtual environment."""
     executable = host.executable or executable
-    tree = VirtualTree(host.objects(executable))
+    tree = VirtualTree(_objects(host, executable, target, api))
     for wheel in wheels:
         tree.add(wheel)
     first = [posixpath.join(SITE, m.path) for w in wheels if w.role is Role.TARGET and w.source
              for m in w.source.members()]
     prefetch_views(tree, first, progress)
     base = build_environment(wheels, target, executable, tree)
-    config = _config(host, unchecked)
+    config = _config(host, api is ApiCheck.UNCHECKED, stand_ins(tree, remote))
 
     def run(env: Environment) -> Simulation:
         targets = {w.key for w in wheels if w.role is Role.TARGET}
         modules = [n for n in env.natives if n.distribution in targets and n.checked]
         prefetch_views(tree, [n.path for n in modules], progress)
         sim = Simulator(env, tree, config, load_import_rules(), glob=tree.glob)
-        return simulate_modules(sim, modules, _context(sim, tree, remote), progress)
+        return simulate_modules(sim, modules, _context(sim, tree, target, remote), progress)
 
     # the targets' Python code is read only when a module fails: it can only add libraries
     # loaded before the modules that need them, and place what fails in its imports
@@ -675,6 +765,10 @@ def target_gpu_codes(wheels: Sequence[Wheel], progress: Progress,
     return out
 
 
+# what a stored result holds changes with the simulation's model, not only with releases
+RESULT_FORMAT = "stand-ins-1"
+
+
 def _result_key(wheels: Sequence[Wheel], target: Target, host: HostProfile,
                 executable: str) -> str | None:
     """The digest of every input of a simulation, or None when one is not content-addressed
@@ -689,8 +783,8 @@ def _result_key(wheels: Sequence[Wheel], target: Target, host: HostProfile,
         hashes.append((wheel.key, wheel.role.value, wheel.filename, sha or ""))
     if not host.fingerprint:
         return None
-    inputs = (__version__, str(target), target.platforms, host.assume_driver, host.fingerprint,
-              executable, sorted(hashes))
+    inputs = (__version__, RESULT_FORMAT, str(target), target.platforms, host.assume_driver,
+              host.fingerprint, executable, sorted(hashes))
     return hashlib.sha256(repr(inputs).encode()).hexdigest()
 
 
@@ -703,36 +797,44 @@ def check(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteC
     if not targets:
         raise UsageError("nothing to check: name a requirement or a .whl file")
     wheels, notes = gather(targets, withs, ctx, target_markers(target), progress, skip_pure)
-    unchecked = False
+    api = ApiCheck.INTERPRETER
     if host.executable is None:
-        executable, unchecked = target_interpreter(target, executable, os.environ)
+        executable, api = target_interpreter(target, executable, os.environ)
     executable = executable or sys.executable
-    key = _result_key(wheels, target, host, executable + (" unchecked" if unchecked else ""))
+    key = _result_key(wheels, target, host, executable + _api_key(target, api))
     stored = ctx.cache.get_result(key) if ctx and ctx.cache and key else None
     if isinstance(stored, tuple) and len(stored) == 5:
         statuses, findings = list(stored[0]), list(stored[1])
         missing, imports, skipped = tuple(stored[2]), tuple(stored[3]), tuple(stored[4])
     else:
         statuses, findings, missing, imports, skipped = simulate(
-            wheels, target, host, executable, progress, ctx, unchecked)
+            wheels, target, host, executable, progress, ctx, api)
         if ctx and ctx.cache and key:
             ctx.cache.put_result(key, (tuple(statuses), tuple(findings), missing, imports,
                                        skipped))
     if executable != sys.executable and host.executable is None:
         notes.append(f"the target's interpreter: {executable}")
+    api_note = _api_note(target, api)
+    if api_note is not None:
+        notes.append(api_note)
     if skipped:
         version = "{}.{}".format(*target.python_version)
         shown = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3
                                           else "")
-        notes.append(f"no Python {version} interpreter on this machine: {len(skipped)} CPython "
-                     f"API symbol(s) the modules need ({shown}) were not checked; give --python "
-                     f"with a {version} interpreter to check them")
+        table = (f"{version} is not in abifit's table of CPython's exports"
+                 if pythonapi.source(target.python_version) is None
+                 else "abifit's table of CPython's exports is for CPython's default build only")
+        notes.append(f"no Python {version} interpreter on this machine, and {table}: "
+                     f"{len(skipped)} CPython API symbol(s) the modules need ({shown}) were not "
+                     f"checked; give --python with a {version} interpreter to check them")
     if not statuses:
         notes.append("the targets hold no extension modules: nothing was simulated")
     if host.preset is not None:
         notes.append(f"host: the {host.preset.name} preset: glibc {host.preset.glibc} and "
                      f"the libstdc++ and libgcc_s of {host.preset.distribution}, as this "
-                     "machine's copies limited to those versions; no other system library")
+                     "machine's copies limited to those versions, and this machine's copies of "
+                     "the other libraries the policy allows (zlib to its ZLIB nodes); no other "
+                     "system library")
     if host.snapshot is not None:
         snap = host.snapshot
         notes.append(f"host: a saved profile of an {snap.machine} machine ({snap.executable},"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,6 +41,7 @@ from abifit.host.natives import (
     site_root,
 )
 from abifit.remote.cache import Cache
+from abifit.sim import pythonapi
 from abifit.sim.findings import Finding, FindingKind
 from abifit.sim.gpu import GpuCheck, GpuTarget, check_gpu_code
 from abifit.sim.imports import DistributionPlan, load_import_rules, load_imports_rules
@@ -121,6 +122,23 @@ class DoctorReport:
     @property
     def problems(self) -> bool:
         return any(f.breaks for f in self.findings)
+
+
+def located_copy(locate: Callable[[str], tuple[str, ...]],
+                 image: Callable[[str], ElfImage | None],
+                 ) -> Callable[[str], tuple[str, ElfImage] | None]:
+    """The first readable file of a soname elsewhere on this machine: the copy that stands in
+    for a library the search did not find, to bind past that miss."""
+
+    @functools.cache
+    def find(soname: str) -> tuple[str, ElfImage] | None:
+        for path in locate(soname):
+            found = image(path)
+            if found is not None:
+                return path, found
+        return None
+
+    return find
 
 
 def index_library_fix(remote: Callable[[], RemoteContext], roots: list[str]) -> LibraryFix:
@@ -344,10 +362,13 @@ def doctor(
         raise UsageError(f"no native modules found for {', '.join(packages)} in the environment "
                          f"of {facts.executable}")
     host = probe_host(environ)
-    sim = Simulator(env, source, search_config(host), load_import_rules(), glob_files)
     locator = Locator(lambda: library_dirs(facts.sys_path, environ))
+    config = replace(search_config(host), stand_in=located_copy(locator, image_or_none(source)))
+    sim = Simulator(env, source, config, load_import_rules(), glob_files)
     ctx = context(sim, locator, load_soname_packages(),
                   index_library_fix(remote, roots) if remote is not None else None)
+    major, minor = (int(p) for p in facts.version.split(".")[:2])
+    ctx = replace(ctx, symbol_note=lambda name: pythonapi.history(name, (major, minor)))
     simulation = simulate_modules(sim, targets, ctx, progress)
     statuses, findings, results = (list(simulation.statuses), list(simulation.findings),
                                    simulation.results)

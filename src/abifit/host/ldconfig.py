@@ -16,6 +16,11 @@ Four things, each a pure parser plus (where the host has to be asked) a tiny pro
   `$PLATFORM`, which no help text prints: the probe runs the loader once with
   `LD_DEBUG=libs LD_LIBRARY_PATH=<tmp>/L/$LIB:<tmp>/P/$PLATFORM` and reads the expanded search path
   back from the trace. When the loader cannot be run, a table for Debian-style multiarch is used.
+  The loader's glibc release is recorded (`ld.so --version`), because the subdirectories follow
+  it: legacy hwcaps ones (`tls`, the platform, `x86_64`, ...) up to 2.36, glibc-hwcaps ones from
+  2.33. For another release than the probed one (a manylinux preset), `hwcaps_search` computes
+  them from this CPU (`parse_cpuinfo`) as that release's x86-64 ld.so does
+  (`LoaderDefaults.for_glibc`).
 - The environment (`split_ld_library_path`, `split_ld_preload`, `split_ld_so_preload_file`,
   `probe_host`): split exactly as ld.so splits them.
 
@@ -43,11 +48,11 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum, IntEnum
 
 from abifit.errors import FormatError
-from abifit.formats.elf import ByteOrder, ElfClass, parse_elf
+from abifit.formats.elf import ByteOrder, ElfClass, ElfImage, parse_elf
 from abifit.formats.sources import FileSource
 
 LD_SO_CACHE = "/etc/ld.so.cache"
@@ -653,6 +658,45 @@ class DefaultsSource(Enum):
     FALLBACK = "fallback table"
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class GlibcVersion:
+    """A glibc release (`2.36`), which decides the subdirectories its ld.so searches."""
+
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+# Releases that changed the search (see `hwcaps_search`).
+GLIBC_2_26 = GlibcVersion(2, 26)  # x86: $PLATFORM haswell/xeon_phi on Intel, hwcap avx512_1
+GLIBC_2_27 = GlibcVersion(2, 27)  # x86-64: hwcap x86_64 added back, $PLATFORM never unset
+GLIBC_HWCAPS = GlibcVersion(2, 33)  # glibc-hwcaps subdirectories searched first
+GLIBC_NO_LEGACY = GlibcVersion(2, 37)  # legacy hwcaps subdirectories no longer searched
+
+_RELEASE = re.compile(r"release version (\d+)\.(\d+)")
+_ANY_VERSION = re.compile(r"(?<![\d.])(\d+)\.(\d+)")
+_GLIBC_NODE = re.compile(r"GLIBC_(\d+)\.(\d+)(?:\.\d+)?")
+
+
+def parse_glibc_version(text: str) -> GlibcVersion | None:
+    """The release in `ld.so --version` ("... stable release version 2.36."), in
+    `confstr(_CS_GNU_LIBC_VERSION)` ("glibc 2.36") or alone ("2.36"); None when there is none."""
+    found = _RELEASE.search(text) or _ANY_VERSION.search(text)
+    return GlibcVersion(int(found[1]), int(found[2])) if found else None
+
+
+def glibc_version_of(image: ElfImage) -> GlibcVersion | None:
+    """The newest `GLIBC_2.N` version node a libc.so.6 defines, or None when it defines none.
+
+    A lower bound of the release: one that adds no symbol adds no node (the x86-64 libc.so.6 of
+    glibc 2.37 and 2.40 define none, so they read as 2.36 and 2.39).
+    """
+    nodes = (_GLIBC_NODE.fullmatch(d.name) for d in image.version_defs if not d.is_base)
+    return max((GlibcVersion(int(m[1]), int(m[2])) for m in nodes if m), default=None)
+
+
 @dataclass(frozen=True, slots=True)
 class LoaderDefaults:
     """What the dynamic loader searches without being told.
@@ -663,6 +707,7 @@ class LoaderDefaults:
     `tls`, hwcap names such as `x86_64`). `searched_subdirs`: the subdirectories ld.so tries under
     every search directory before the directory itself, in its order, repeats included (from the
     `LD_DEBUG=libs` probe; `glibc-hwcaps/<name>` for each of `hwcaps_subdirs` otherwise).
+    `glibc`: the release of this loader, None when unknown.
     """
 
     system_dirs: tuple[str, ...]
@@ -672,6 +717,50 @@ class LoaderDefaults:
     legacy_hwcaps_subdirs: tuple[str, ...] = ()
     searched_subdirs: tuple[str, ...] = ()
     source: DefaultsSource = DefaultsSource.LD_SO_HELP
+    glibc: GlibcVersion | None = None
+
+    def __setstate__(self, state: Sequence[object]) -> None:
+        """Unpickle; a state saved before the last fields existed (a host profile written by an
+        older abifit) leaves those at their defaults (`glibc` unknown)."""
+        known = fields(self)
+        values = [*state, *(f.default for f in known[len(state):])]
+        for f, value in zip(known, values, strict=True):
+            object.__setattr__(self, f.name, value)
+
+    @property
+    def cache_legacy_hwcaps(self) -> tuple[str, ...]:
+        """The legacy subdirectory names whose ld.so.cache entries the loader takes: those it
+        searches; when none are known, `tls` for a release that still searches it (before
+        2.37, or unknown) and none from 2.37. (2.37 to 2.39 still took an entry whose bits
+        matched, 2.40 takes none; but ldconfig writes no such entries from 2.37 on.)"""
+        if self.legacy_hwcaps_subdirs:
+            return self.legacy_hwcaps_subdirs
+        return ("tls",) if self.glibc is None or self.glibc < GLIBC_NO_LEGACY else ()
+
+    def for_glibc(self, glibc: GlibcVersion, cpu: CpuFeatures | None) -> LoaderDefaults:
+        """These defaults as the loader of release `glibc` has them on `cpu`.
+
+        The same defaults when `glibc` is the release they were read from (a probed list is
+        exact). Otherwise the system directories and `$LIB` stay (a layout of the distribution),
+        and the subdirectories and `$PLATFORM` are computed (`hwcaps_search`). For a machine
+        that is not modelled (not x86-64, or no CPU facts), the subdirectories the target cannot
+        have are dropped: glibc-hwcaps before 2.33, legacy ones from 2.37 (legacy ones a newer
+        loader did not search cannot be added back).
+        """
+        if glibc == self.glibc:
+            return self
+        computed = hwcaps_search(glibc, cpu) if cpu is not None else None
+        if computed is not None:
+            return replace(self, platform=computed.platform,
+                           hwcaps_subdirs=computed.hwcaps_subdirs,
+                           legacy_hwcaps_subdirs=computed.legacy_hwcaps_subdirs,
+                           searched_subdirs=computed.searched_subdirs, glibc=glibc)
+        hwcaps_ok, legacy_ok = glibc >= GLIBC_HWCAPS, glibc < GLIBC_NO_LEGACY
+        kept = tuple(s for s in self.searched_subdirs
+                     if (hwcaps_ok if s.startswith("glibc-hwcaps/") else legacy_ok))
+        return replace(self, hwcaps_subdirs=self.hwcaps_subdirs if hwcaps_ok else (),
+                       legacy_hwcaps_subdirs=self.legacy_hwcaps_subdirs if legacy_ok else (),
+                       searched_subdirs=kept, glibc=glibc)
 
 
 _SECTION_SEARCH = "Shared library search path:"
@@ -780,6 +869,136 @@ def fallback_defaults(elf_class: int, machine: int) -> LoaderDefaults:
     return LoaderDefaults(dirs, f"lib/{triplet}", plat, (), source=DefaultsSource.FALLBACK)
 
 
+# What a glibc release searches on a CPU
+
+
+@dataclass(frozen=True, slots=True)
+class CpuFeatures:
+    """What ld.so reads off the CPU to choose its subdirectories and `$PLATFORM`: the loader's
+    architecture as `uname -m` names it (only `x86_64` is modelled), the vendor (`vendor_id`:
+    `GenuineIntel`, `AuthenticAMD`) and the feature flags as /proc/cpuinfo names them (`abm` is
+    LZCNT, `pni` SSE3, `lahf_lm` LAHF/SAHF in 64-bit mode)."""
+
+    machine: str
+    vendor: str
+    flags: frozenset[str]
+
+
+def parse_cpuinfo(text: str, machine: str) -> CpuFeatures:
+    """The first processor of /proc/cpuinfo: its `vendor_id` and `flags` lines."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if values:
+                break
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            values.setdefault(key.strip(), value.strip())
+    return CpuFeatures(machine, values.get("vendor_id", ""),
+                       frozenset(values.get("flags", "").split()))
+
+
+@dataclass(frozen=True, slots=True)
+class HwcapsSearch:
+    """What one glibc release searches on one CPU, in `LoaderDefaults`' terms: `platform` is
+    what `$PLATFORM` expands to ("" where that release leaves it unset: glibc 2.26 off Intel,
+    where ld.so drops a path that names it)."""
+
+    platform: str
+    hwcaps_subdirs: tuple[str, ...]
+    legacy_hwcaps_subdirs: tuple[str, ...]
+    searched_subdirs: tuple[str, ...]
+
+
+# sysdeps/x86/get-isa-level.h: each level needs the one below; v3 needs BMI1/BMI2 from 2.37.
+_X86_64_LEVELS = (
+    ("x86-64-v2", frozenset({"cmov", "cx8", "fpu", "fxsr", "mmx", "sse", "sse2", "cx16",
+                             "lahf_lm", "popcnt", "pni", "ssse3", "sse4_1", "sse4_2"})),
+    ("x86-64-v3", frozenset({"avx", "avx2", "f16c", "fma", "abm", "movbe"})),
+    ("x86-64-v4", frozenset({"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"})),
+)
+_V3_FROM_2_37 = frozenset({"bmi1", "bmi2"})
+# sysdeps/x86/cpu-features.c (2.26 and later): Intel CPUs only.
+_HASWELL = frozenset({"avx2", "fma", "bmi1", "bmi2", "abm", "movbe", "popcnt"})
+_AVX512_1 = frozenset({"avx512bw", "avx512dq", "avx512vl"})
+
+
+def _x86_64_levels(glibc: GlibcVersion, flags: frozenset[str]) -> tuple[str, ...]:
+    """The glibc-hwcaps subdirectories the CPU supports, best first."""
+    levels: list[str] = []
+    for name, needs in _X86_64_LEVELS:
+        if name == "x86-64-v3" and glibc >= GLIBC_NO_LEGACY:
+            needs = needs | _V3_FROM_2_37
+        if not needs <= flags:
+            break
+        levels.insert(0, name)
+    return tuple(levels)
+
+
+def _x86_64_capabilities(glibc: GlibcVersion,
+                         cpu: CpuFeatures) -> tuple[str | None, tuple[str, ...]]:
+    """`dl_platform` and the legacy hwcap names (lowest bit first) of x86-64 `init_cpu_features`.
+
+    Before 2.26 the platform is the kernel's AT_PLATFORM (`x86_64`) and no hwcap is important.
+    From 2.26 an Intel CPU with AVX-512 ER and PF is `xeon_phi`; one with AVX-512 BW, DQ and VL
+    gets the hwcap `avx512_1`; else one with the Haswell features is `haswell`. 2.26 cleared the
+    platform first (BZ #22299) and had no `x86_64` hwcap (BZ #22093); 2.27 fixed both.
+    """
+    if glibc < GLIBC_2_26:
+        return "x86_64", ()
+    names = ["x86_64"] if glibc >= GLIBC_2_27 else []
+    platform_name: str | None = None
+    if cpu.vendor == "GenuineIntel":
+        flags = cpu.flags
+        if {"avx512f", "avx512cd"} <= flags:
+            if "avx512er" in flags:
+                platform_name = "xeon_phi" if "avx512pf" in flags else None
+            elif flags >= _AVX512_1:
+                names.append("avx512_1")
+        if platform_name is None and flags >= _HASWELL:
+            platform_name = "haswell"
+    if platform_name is None and glibc >= GLIBC_2_27:
+        platform_name = "x86_64"
+    return platform_name, tuple(names)
+
+
+def legacy_subdirs(names: Sequence[str]) -> tuple[str, ...]:
+    """glibc's power set of legacy capability names (elf/dl-hwcaps.c, `_dl_important_hwcaps`
+    up to 2.36), most specific first, without the last, empty entry (the directory itself).
+
+    `names` in glibc's order: the hwcap names by bit, the platform, `tls`. Entry `i` holds the
+    names whose bit in `i` is clear, written from the last name to the first:
+    `tls/x86_64/x86_64`, `tls/x86_64`, `tls/x86_64`, `tls`, `x86_64/x86_64`, ... for
+    (`x86_64`, `x86_64`, `tls`).
+    """
+    count = len(names)
+    return tuple("/".join(names[n] for n in reversed(range(count)) if not i >> n & 1)
+                 for i in range((1 << count) - 1))
+
+
+def hwcaps_search(glibc: GlibcVersion, cpu: CpuFeatures) -> HwcapsSearch | None:
+    """What the x86-64 ld.so of release `glibc` searches on `cpu`; None for another machine.
+
+    Before 2.33 the legacy subdirectories only; from 2.33 to 2.36 the glibc-hwcaps ones
+    (`glibc-hwcaps/x86-64-v3` ...) first, then the legacy ones; from 2.37 the glibc-hwcaps ones
+    only. `$PLATFORM` expands to `dl_platform` in every release (2.37 removed the legacy
+    search, not the platform: an Intel Haswell or later still expands it to `haswell`).
+    """
+    if cpu.machine != "x86_64":
+        return None
+    levels = _x86_64_levels(glibc, cpu.flags) if glibc >= GLIBC_HWCAPS else ()
+    platform_name, hwcaps = _x86_64_capabilities(glibc, cpu)
+    searched = tuple(f"glibc-hwcaps/{level}" for level in levels)
+    legacy: tuple[str, ...] = ()
+    if glibc < GLIBC_NO_LEGACY:
+        platform_part = (platform_name,) if platform_name else ()
+        searched += legacy_subdirs((*hwcaps, *platform_part, "tls"))
+        # as ld.so --help lists them: the platform, tls, the hwcap names from the highest bit
+        legacy = tuple(dict.fromkeys((*platform_part, "tls", *reversed(hwcaps))))
+    return HwcapsSearch(platform_name or "", levels, legacy, searched)
+
+
 # Host probes: tiny, private, replaceable in tests.
 
 
@@ -795,6 +1014,32 @@ def _ld_so_help(ld_so: str) -> str | None:
     """The output of `ld.so --help`, or None when it cannot be run."""
     done = _run([ld_so, "--help"], {"PATH": os.defpath})
     return done.stdout if done is not None and done.returncode == 0 else None
+
+
+def _ld_so_version(ld_so: str) -> str | None:
+    """The output of `ld.so --version` (glibc >= 2.33), or None when it cannot be run."""
+    done = _run([ld_so, "--version"], {"PATH": os.defpath})
+    return done.stdout if done is not None and done.returncode == 0 else None
+
+
+def _libc_version() -> str | None:
+    """The running Python's C library, as `confstr(_CS_GNU_LIBC_VERSION)` names it."""
+    try:
+        return os.confstr("CS_GNU_LIBC_VERSION")
+    except (ValueError, OSError):
+        return None
+
+
+def _read_cpuinfo() -> str:
+    """/proc/cpuinfo, or "" where it cannot be read."""
+    return _read_optional_text("/proc/cpuinfo")
+
+
+def host_cpu(machine: str | None = None) -> CpuFeatures | None:
+    """This machine's CPU (`machine`: the loader's architecture, default `uname -m`), or None
+    where /proc/cpuinfo cannot be read."""
+    text = _read_cpuinfo()
+    return parse_cpuinfo(text, machine or platform.machine()) if text else None
 
 
 def _search_trace(ld_so: str, program: str, lib_dir: str, platform_dir: str) -> str | None:
@@ -840,21 +1085,48 @@ def loader_defaults(ld_so: str | None = None) -> LoaderDefaults:
 
     `ld_so` defaults to the interpreter of the running Python (else of /bin/sh). If the loader
     cannot be run or does not print a search path, `fallback_defaults` for its machine is used.
+    The release comes from `ld.so --version` (glibc >= 2.33), else from the running Python's C
+    library; what the help does not say (before 2.33 there is no --help) is then computed for
+    that release on this CPU (`hwcaps_search`), and the probe's trace, where it works,
+    replaces the subdirectories, `$LIB` and `$PLATFORM` with what the loader really does.
     """
     ld_so, program = _interpreter_and_program(ld_so)
     if ld_so is None:
-        return fallback_defaults(*_host_machine())
+        return replace(fallback_defaults(*_host_machine()),
+                       glibc=parse_glibc_version(_libc_version() or ""))
     identity = _elf_identity(ld_so)
     machine = identity[:2] if identity else _host_machine()
     try:
         defaults = parse_ld_so_help(_ld_so_help(ld_so) or "", f"{ld_so} --help")
     except FormatError:
         defaults = fallback_defaults(*machine)
+    glibc = (parse_glibc_version(_ld_so_version(ld_so) or "")
+             or parse_glibc_version(_libc_version() or ""))
+    cpu = host_cpu(_MULTIARCH.get(machine, ("", "unknown"))[1]) if glibc is not None else None
+    computed = hwcaps_search(glibc, cpu) if glibc is not None and cpu is not None else None
+    if computed is not None:
+        defaults = _with_computed_search(defaults, computed)
     if program is not None:
         defaults = _probe_expansions(defaults, ld_so, program)
     if not defaults.platform:
         defaults = replace(defaults, platform=fallback_defaults(*machine).platform)
-    return defaults
+    return replace(defaults, glibc=glibc)
+
+
+def _with_computed_search(defaults: LoaderDefaults, computed: HwcapsSearch) -> LoaderDefaults:
+    """`defaults` completed with what `computed` (the same release on this CPU) knows: the
+    glibc-hwcaps subdirectories and `$PLATFORM` where they are a table's guess (no help text),
+    the legacy names where the help lists none, and the subdirectories in the loader's order
+    (the help's glibc-hwcaps ones, then the legacy ones)."""
+    guessed = defaults.source is DefaultsSource.FALLBACK
+    hwcaps = computed.hwcaps_subdirs if guessed else defaults.hwcaps_subdirs
+    legacy = tuple(s for s in computed.searched_subdirs if not s.startswith("glibc-hwcaps/"))
+    return replace(
+        defaults,
+        platform=computed.platform if guessed or not defaults.platform else defaults.platform,
+        hwcaps_subdirs=hwcaps,
+        legacy_hwcaps_subdirs=defaults.legacy_hwcaps_subdirs or computed.legacy_hwcaps_subdirs,
+        searched_subdirs=(*(f"glibc-hwcaps/{name}" for name in hwcaps), *legacy))
 
 
 def _probe_expansions(defaults: LoaderDefaults, ld_so: str, program: str) -> LoaderDefaults:

@@ -2,14 +2,19 @@
 checked against elsewhere (`abifit doctor --save-host FILE`, then `abifit check --host FILE`).
 
 It holds the machine's loader facts (`ldconfig.HostFacts`: LD_* settings, ld.so.cache, default
-directories), the interpreter that starts the process, and the dynamic views of the libraries a
-process there can find outside the wheels: every library the ld.so cache lists (of the
-interpreter's ELF class and machine), everything the profiled environment's modules loaded from
-outside its site-packages, and what those need in turn. A check against the profile sees exactly
-these files; the NVIDIA driver's libraries are assumed as on any host that lacks them.
+directories and subdirectories, the glibc release), the interpreter that starts the process,
+and the dynamic views of the libraries a process there can find outside the wheels: every
+library the ld.so cache lists (of the interpreter's ELF class and machine), everything the
+profiled environment's modules loaded from outside its site-packages, and what those need in
+turn. A check against the profile sees exactly these files; the NVIDIA driver's libraries are
+assumed as on any host that lacks them.
 
 The file is a gzip-compressed pickle in a versioned envelope. Unpickling admits only abifit's own
-types and a few builtins, so a profile from elsewhere cannot run code.
+types and a few builtins, so a profile from elsewhere cannot run code. A profile saved before the
+glibc release was recorded takes it from its libc.so.6 (`ldconfig.glibc_version_of`).
+
+A manylinux preset is this machine's loader as the preset's glibc has it: the subdirectories
+and `$PLATFORM` of that release on this CPU (`LoaderDefaults.for_glibc`), not this machine's.
 """
 
 from __future__ import annotations
@@ -28,7 +33,12 @@ from pathlib import Path
 from abifit.errors import FormatError
 from abifit.formats.elf import ElfImage
 from abifit.formats.sources import ObjectSource
-from abifit.host.ldconfig import HostFacts
+from abifit.host.ldconfig import (
+    CpuFeatures,
+    GlibcVersion,
+    HostFacts,
+    glibc_version_of,
+)
 from abifit.host.localfs import LocalObjects
 from abifit.remote.cache import moved
 
@@ -113,8 +123,23 @@ def snapshot_host(facts: HostFacts, executable: str, used: Iterable[str],
             target = next((p for p in by_soname.get(soname, ()) if fitting(p)), None)
             if target is not None:
                 queue.append(target)
-    return HostSnapshot(facts, executable, libraries, f"{exe.elf_class.name} {exe.machine_name}",
-                        version)
+    return with_glibc(HostSnapshot(facts, executable, libraries,
+                                   f"{exe.elf_class.name} {exe.machine_name}", version))
+
+
+def with_glibc(snapshot: HostSnapshot) -> HostSnapshot:
+    """The snapshot with its loader's glibc release: where the facts do not record it (a profile
+    saved by an older abifit, or a loader that could not say), the release its libc.so.6 shows
+    (`glibc_version_of`, a lower bound); unknown when it has none."""
+    defaults = snapshot.facts.defaults
+    if defaults.glibc is not None:
+        return snapshot
+    libc = next((image for path, (_, image) in snapshot.libraries.items()
+                 if os.path.basename(path) == "libc.so.6"), None)
+    glibc = glibc_version_of(libc) if libc is not None else None
+    if glibc is None:
+        return snapshot
+    return replace(snapshot, facts=replace(snapshot.facts, defaults=replace(defaults, glibc=glibc)))
 
 
 def dumps(snapshot: HostSnapshot) -> bytes:
@@ -157,7 +182,7 @@ def loads(data: bytes, name: str) -> HostSnapshot:
     snapshot = envelope.get("snapshot")
     if not isinstance(snapshot, HostSnapshot):
         raise FormatError(name, "the host profile holds no snapshot")
-    return snapshot
+    return with_glibc(snapshot)
 
 
 def load(path: str) -> tuple[HostSnapshot, str]:
@@ -180,23 +205,31 @@ class Preset:
     name: str
     distribution: str
     glibc: str
-    versions: Mapping[str, tuple[str, ...]]
+    versions: Mapping[str, tuple[str, ...] | None]  # None: any version node
 
-    def facts(self, host: HostFacts) -> HostFacts:
-        """This machine's loader, with an ld.so cache of the preset's libraries only and no
-        LD_* settings."""
+    @property
+    def glibc_version(self) -> GlibcVersion:
+        """The policy's glibc release (`glibc`, "2.28")."""
+        major, minor = self.glibc.split(".")
+        return GlibcVersion(int(major), int(minor))
+
+    def facts(self, host: HostFacts, cpu: CpuFeatures | None) -> HostFacts:
+        """This machine's loader as the preset's glibc has it on `cpu` (its subdirectories and
+        `$PLATFORM`: `LoaderDefaults.for_glibc`), with an ld.so cache of the preset's libraries
+        only and no LD_* settings."""
         cache = host.cache
         if cache is not None:
             cache = replace(cache, entries=tuple(e for e in cache.entries
                                                  if e.soname in self.versions))
         return replace(host, ld_library_path=(), ld_preload=(), ld_so_preload=(), conf_dirs=(),
-                       cache=cache)
+                       cache=cache, defaults=host.defaults.for_glibc(self.glibc_version, cpu))
 
 
 class PresetObjects:
     """The `ObjectSource` of a preset host: this machine's interpreter (the files under its
     installation prefix) and this machine's copies of the preset's libraries (glibc,
-    libstdc++, libgcc_s), which define only the versions the preset allows. Nothing else exists
+    libstdc++, libgcc_s, zlib and the rest of the policy's list), which define only the versions
+    the preset allows. Nothing else exists
     there. What these files need of each other is taken as met, as it is on such a host."""
 
     def __init__(self, preset: Preset, facts: HostFacts, local: ObjectSource,
@@ -225,8 +258,9 @@ class PresetObjects:
             image = self._local.image(path)
             soname = self._paths.get(os.path.normpath(path))
             defs = image.version_defs
-            if soname is not None:
-                allowed = set(self._preset.versions[soname])
+            limit = self._preset.versions[soname] if soname is not None else None
+            if limit is not None:
+                allowed = set(limit)
                 defs = tuple(d for d in defs if d.is_base or d.name in allowed)
             self._images[path] = replace(image, version_needs=(), version_defs=defs)
         return self._images[path]
@@ -243,14 +277,19 @@ def load_presets() -> dict[str, Preset]:
     nodes: dict[str, list[str]] = raw["nodes"]
     out: dict[str, Preset] = {}
     for name, spec in raw["presets"].items():
-        def upto(prefix: str, spec: Mapping[str, str] = spec) -> tuple[str, ...]:
-            top = _key(spec[prefix])
+        def upto(prefix: str, spec: Mapping[str, object] = spec) -> tuple[str, ...]:
+            top = _key(str(spec[prefix]))
             return tuple(f"{prefix}_{v}" for v in nodes[prefix] if _key(v) <= top)
 
         glibc = upto("GLIBC")
-        versions = {soname: glibc for soname in raw["glibc_libraries"]}
+        versions: dict[str, tuple[str, ...] | None] = {
+            soname: glibc for soname in raw["glibc_libraries"]}
         versions["libstdc++.so.6"] = (*upto("GLIBCXX"), *upto("CXXABI"), "CXXABI_TM_1")
         versions["libgcc_s.so.1"] = upto("GCC")
+        versions.update({soname: upto("ZLIB") for soname in raw["zlib_libraries"]})
+        versions.update({soname: None for soname in raw["other_libraries"]})
+        if spec.get("libmvec"):
+            versions["libmvec.so.1"] = glibc
         preset = Preset(name, spec["distribution"], spec["GLIBC"], versions)
         for alias in (name, *spec["aliases"]):
             out[alias] = preset
@@ -286,6 +325,19 @@ class HostProfile:
         """The interpreter of the host, when it is not this machine's."""
         return self.snapshot.executable if self.snapshot else None
 
+    def platform_tag(self, arch: str) -> str | None:
+        """The manylinux tag of the host's glibc (`manylinux_2_17_x86_64`), for a host that is
+        not this machine and whose release is known; the wheels pip would choose there are
+        those of that tag and older."""
+        if self.preset is not None:
+            major, minor = self.preset.glibc.split(".")[:2]
+        elif self.snapshot is not None and self.snapshot.facts.defaults.glibc is not None:
+            major, minor = map(str, (self.snapshot.facts.defaults.glibc.major,
+                                     self.snapshot.facts.defaults.glibc.minor))
+        else:
+            return None
+        return f"manylinux_{major}_{minor}_{arch}"
+
 
 def host_fingerprint(facts: HostFacts, ld_so_cache: str = "/etc/ld.so.cache") -> str:
     """A digest of what the simulation reads from this machine beyond the wheels: the loader
@@ -305,12 +357,12 @@ def host_profile(spec: str | None, assume_driver: str | None,
     """The host a check is for, built in this one place: this machine (`spec` None), a
     manylinux preset by name (`manylinux_2_28`), or a profile file saved by
     `abifit doctor --save-host`."""
-    from abifit.host.ldconfig import probe_host
+    from abifit.host.ldconfig import host_cpu, probe_host
 
     if spec:
         preset = load_presets().get(spec)
         if preset is not None and not os.path.exists(spec):
-            facts = preset.facts(probe_host({}))
+            facts = preset.facts(probe_host({}), host_cpu())
             return HostProfile(facts, assume_driver,
                                f"preset:{preset.name}:{host_fingerprint(facts)}", preset=preset)
         snapshot, digest = load(spec)

@@ -24,14 +24,14 @@ import posixpath
 import re
 import string
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
 from abifit.errors import AbifitError, FormatError
-from abifit.remote.index import select_one
+from abifit.remote.index import IndexFile, select_one
 from abifit.remote.wheels import RemoteContext, RemoteWheel
 
 DATA = Path(__file__).parent.parent / "data"
@@ -177,6 +177,7 @@ class LibraryWheel:
     member: str
     requirement: str  # the candidate that chose this wheel
     cuda: int | None = None
+    file: IndexFile | None = field(default=None, compare=False, repr=False)  # to read it
 
     @property
     def directory(self) -> str:
@@ -257,7 +258,7 @@ def _look_in(soname: str, candidate: WheelCandidate, ctx: RemoteContext,
     progress(f"{soname}: reading the file list of {chosen.file.filename}")
     members = RemoteWheel(chosen.file, ctx).members()
     hits = [LibraryWheel(soname, requirement.name, str(chosen.version), chosen.file.filename,
-                         m.path, candidate.requirement, candidate.cuda)
+                         m.path, candidate.requirement, candidate.cuda, chosen.file)
             for m in members if posixpath.basename(m.path) == soname]
     if not hits:
         return f"{requirement.name} {chosen.version} has no file named {soname}"

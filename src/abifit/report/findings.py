@@ -14,7 +14,7 @@ from abifit.sim.gpu import GpuCheck
 
 def finding_json(finding: Finding) -> JsonObject:
     doc = asdict(finding)
-    for key in ("trace", "candidates", "nearest"):
+    for key in ("trace", "candidates", "nearest", "behind"):
         doc[key] = list(doc[key])
     doc["import"] = doc.pop("import_name")
     return doc
@@ -27,6 +27,9 @@ _OPTIONAL = {"guarded": "package code catches its failure and goes on without it
 def finding_text(finding: Finding) -> list[str]:
     where = finding.module or finding.object
     head = f"{finding.kind}: {where}"
+    if finding.behind:
+        names = ", ".join(finding.behind)
+        head += f", once {names} {'is' if len(finding.behind) == 1 else 'are'} found"
     if not finding.breaks:
         head = f"optional, {head}"
     lines = [head, f"  {finding.message}"]
@@ -42,16 +45,22 @@ def finding_text(finding: Finding) -> list[str]:
     return lines
 
 
-# Findings of these kinds about one object are shown as one block; the rest each on its own.
-_GROUPED = frozenset({FindingKind.UNDEFINED_SYMBOL, FindingKind.MISSING_VERSION})
+# Findings of these kinds about one object are shown as one block (missing versions: one block
+# per library); the rest each on its own.
+_GROUPED = frozenset({FindingKind.UNDEFINED_SYMBOL})
 SHOWN = 5  # symbols or versions spelled out in a block; the others are counted (all in JSON)
 _NEEDS = re.compile(r"needs `(.+?)` and none of")
 
 
 def _group_key(finding: Finding) -> tuple[object, ...] | None:
+    if finding.kind is FindingKind.MISSING_VERSION:  # one block per library, for every module
+        return (finding.kind, finding.library, finding.severity)
+    if finding.kind is FindingKind.MISSING_LIBRARY:  # ... when the fix is the same
+        return (finding.kind, finding.library, finding.severity, finding.hint)
     if finding.kind not in _GROUPED:
         return None
-    return (finding.kind, finding.object, finding.module, finding.severity, finding.library)
+    return (finding.kind, finding.object, finding.module, finding.severity, finding.library,
+            finding.behind)
 
 
 def grouped(findings: Iterable[Finding]) -> list[list[Finding]]:
@@ -72,22 +81,65 @@ def grouped(findings: Iterable[Finding]) -> list[list[Finding]]:
 
 
 def _what(finding: Finding) -> str:
-    """The thing a grouped finding is about: the demangled symbol, else the version or name."""
-    if finding.kind is FindingKind.MISSING_VERSION:
-        return finding.version or finding.message
+    """The symbol a grouped finding is about, demangled."""
     found = _NEEDS.search(finding.explanation)
     return found.group(1) if found else (finding.symbol or finding.message)
 
 
+_NEWEST = re.compile(r"^The newest (\S+) version it defines is (\S+)\.$", re.M)
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(names[:SHOWN])
+    return shown + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
+
+
+def _versions_text(group: list[Finding]) -> list[str]:
+    """One block for the versions a library lacks: which, the newest it has of each family,
+    which modules need them, then the first finding's explanation and hint."""
+    first = group[0]
+    versions = sorted({f.version or "" for f in group}, key=_version_key)
+    modules = list(dict.fromkeys(f.module or f.object for f in group))
+    newest = dict.fromkeys(f"{m.group(2)}" for f in group
+                           for m in _NEWEST.finditer(f.explanation))
+    head = f"missing-version: {first.library}"
+    lines = [f"optional, {head}" if not first.breaks else head,
+             f"  lacks {_listed(versions)}"
+             + (f"; the newest it defines: {', '.join(newest)}" if newest else ""),
+             f"  needed by {len(modules)} module(s): {_listed(modules)}",
+             f"  {first.message}"]
+    why = _OPTIONAL.get(first.reachability or "")
+    if first.import_name and why:
+        lines.append(f"  `import {first.import_name}` works without it: {why}.")
+    lines += [f"  {line}" for line in dict.fromkeys(first.explanation.splitlines())
+              if not _NEWEST.match(line)]
+    if first.hint:
+        lines.append(f"  hint: {first.hint}")
+    return lines
+
+
+def _version_key(name: str) -> tuple[str, tuple[int, ...]]:
+    family, _, number = name.rpartition("_")
+    parts = tuple(int(p) for p in number.split(".") if p.isdigit())
+    return (family, parts) if family else (name, ())
+
+
 def group_text(group: list[Finding]) -> list[str]:
     """One block for a group: the first finding whole, then the others by what they miss, with
-    their nearest definitions (identical lines once), the rest counted."""
+    their nearest definitions (identical lines once), the rest counted; the versions a library
+    lacks in one block for all the modules that need them."""
     first = group[0]
+    if first.kind is FindingKind.MISSING_VERSION:
+        return _versions_text(group)
     lines = finding_text(first)
     if len(group) == 1:
         return lines
-    noun = "versions" if first.kind is FindingKind.MISSING_VERSION else "symbols"
-    lines[0] += f" ({len(group)} {noun})"
+    if first.kind is FindingKind.MISSING_LIBRARY:
+        modules = list(dict.fromkeys(f.module or f.object for f in group))
+        lines.insert(1, f"  also needed by {len(modules) - 1} more module(s), whose searches "
+                        f"fail alike: {_listed(modules[1:])}")
+        return lines
+    lines[0] += f" ({len(group)} symbols)"
     hint = lines.pop() if first.hint else None
     seen = {line.strip() for line in lines}
     lines.append(f"  also missing ({len(group) - 1} more):")

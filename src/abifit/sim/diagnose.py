@@ -31,6 +31,8 @@ class Context:
     # (soname, the object needing it) -> (hint, explanation) from the wheels on the index that
     # ship the soname; hint None when none was found (the explanation says why)
     library_fix: Callable[[str, str], tuple[str | None, str] | None] = lambda _s, _o: None
+    # what is known of a name's history ("introduced in CPython 3.12"), when anything is
+    symbol_note: Callable[[str], str | None] = lambda _s: None
 
 
 def _label(path: str, ctx: Context) -> str:
@@ -93,8 +95,13 @@ def _undefined_symbol(
         f"Because {_label(problem.object, ctx)} needs {_pretty(symbol)}"
         + (f" at version {problem.version}" if problem.version else "")
         + f" and none of the {len(problem.scope)} objects in its lookup scope defines it, "
-        f"{outcome}."
+        + (f"{outcome} even once {_joined(problem.behind)} {_is(problem.behind)} found "
+           f"(counted in the scope: {_joined(problem.stand_ins)})." if problem.behind
+           else f"{outcome}.")
     ]
+    note = ctx.symbol_note(symbol)
+    if note is not None:
+        lines.append(f"{symbol}: {note}.")
     if holder is not None and problem.version is not None:
         lines.append(f"{holder} defines that name, but not at version {problem.version}.")
     for diff in near:
@@ -108,7 +115,17 @@ def _undefined_symbol(
         kind=FindingKind(problem.kind.value), object=problem.object, message=problem.message,
         explanation="\n".join(lines), module=module, symbol=symbol, version=problem.version,
         hint=hint, nearest=tuple(f"{d.new.mangled}  {d.describe()}" for d in near),
+        behind=problem.behind,
     )
+
+
+def _joined(items: Iterable[str]) -> str:
+    listed = list(items)
+    return listed[0] if len(listed) == 1 else f"{', '.join(listed[:-1])} and {listed[-1]}"
+
+
+def _is(items: Collection[str]) -> str:
+    return "is" if len(items) == 1 else "are"
 
 
 _VERSION_NUMBER = re.compile(r"^([A-Za-z_]+?)_?(\d+(?:\.\d+)*)$")
@@ -140,8 +157,16 @@ def _missing_version(problem: LoadProblem, module: str | None, ctx: Context,
              f"{library} that the loader found does not define it, {outcome}."]
     if newest:
         lines.append(f"The newest {newest.split('_')[0]} version it defines is {newest}.")
-    hint = (f"use a newer {library.rsplit('/', 1)[-1]} (for example from a newer toolchain or "
-            "conda's libstdcxx-ng), or a build of the package made for this system")
+    soname = library.rsplit("/", 1)[-1]
+    if version.startswith("GLIBC_") and newest:
+        has = newest.split("_", 1)[1]
+        hint = (f"{soname} is glibc's, which comes with the system (glibc {has} here): use a "
+                f"build of the package made for glibc {has} or older (a manylinux_"
+                f"{has.replace('.', '_')} wheel or an older tag), or a system with glibc "
+                f"{version.split('_', 1)[1]} or newer")
+    else:
+        hint = (f"use a newer {soname} (for example from a newer toolchain or conda's "
+                "libstdcxx-ng), or a build of the package made for this system")
     return Finding(
         kind=FindingKind(problem.kind.value), object=problem.object, message=problem.message,
         explanation="\n".join(lines), module=module, library=library, version=version, hint=hint,

@@ -75,6 +75,9 @@ class Finding:
     import_name: str | None = None  # the import it breaks or concerns (`torchvision`)
     severity: Severity = Severity.ERROR
     reachability: str | None = None  # how that import reaches the object (sim.imports)
+    # an undefined symbol found past these missing libraries: it fails the load once they are
+    # found (the loader names only the first missing library)
+    behind: tuple[str, ...] = ()
 
     @property
     def breaks(self) -> bool:

@@ -89,6 +89,9 @@ class SearchConfig:
     # names not checked when nothing defines them (the C API of a target Python that this
     # machine has no interpreter of): recorded in LoadResult.unchecked, not problems
     unchecked: str | None = None
+    # a copy of a library the search did not find, located elsewhere (soname -> where it is
+    # and its image), whose definitions count when the symbols are bound past that miss
+    stand_in: Callable[[str], tuple[str, ElfImage] | None] | None = None
 
 
 ASSUMED_DIR = "<assumed>"
@@ -148,6 +151,11 @@ class ProblemKind(Enum):
     UNDEFINED_SYMBOL = "undefined-symbol"
 
 
+# the problems of a library the search did not find (or found unusable)
+_NOT_FOUND = frozenset({ProblemKind.MISSING_LIBRARY, ProblemKind.WRONG_ELF_CLASS,
+                        ProblemKind.UNREADABLE_OBJECT})
+
+
 @dataclass(frozen=True, slots=True)
 class LoadProblem:
     """One reason an object does not load, with the text glibc prints for it."""
@@ -160,6 +168,11 @@ class LoadProblem:
     library: str | None = None
     resolution: Resolution | None = None
     scope: tuple[str, ...] = ()
+    # an undefined symbol found past libraries the search did not find (glibc stops at the
+    # first of those, so it would say this only once they are found): those sonames, and the
+    # copies located elsewhere that stood in for them in the scope
+    behind: tuple[str, ...] = ()
+    stand_ins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -574,8 +587,26 @@ class _Session:
                 out.append(obj)
         return out
 
-    def bind_symbols(self) -> None:
-        scope = self.scope()
+    def bind_past_missing(self) -> None:
+        """Bind as if the libraries the search did not find were there, each as the copy
+        `SearchConfig.stand_in` locates: the symbols that nothing would define then fail the
+        load once those libraries are found. Nothing is bound when one has no copy (what it
+        would define is unknown)."""
+        locate = self.p._config.stand_in
+        missing = [p.library for p in self.problems if p.library and p.kind in _NOT_FOUND]
+        if locate is None or not missing:
+            return
+        extra: list[_Obj] = []
+        for soname in dict.fromkeys(missing):
+            found = locate(soname)
+            if found is None or found[1].elf_class != self.p.elf_class or \
+                    not self.p._machine_fits(found[1]):
+                return
+            extra.append(_Obj(found[0], found[1], None, self.p._indexes))
+        self.bind_symbols(extra, tuple(dict.fromkeys(missing)))
+
+    def bind_symbols(self, extra: Sequence[_Obj] = (), behind: tuple[str, ...] = ()) -> None:
+        scope = [*self.scope(), *extra]
         scope_paths = tuple(o.path for o in scope)
         indexed = [(o, o.index().last) for o in scope]
         assumed = dict(self.p._config.assumed)
@@ -604,7 +635,8 @@ class _Session:
                 self.problems.append(LoadProblem(
                     ProblemKind.UNDEFINED_SYMBOL, obj.path,
                     f"{obj.path}: undefined symbol: {name}{suffix}",
-                    symbol=name, version=version, scope=scope_paths,
+                    symbol=name, version=version, scope=scope_paths, behind=behind,
+                    stand_ins=tuple(o.path for o in extra),
                 ))
 
     def _dependency_order(self) -> list[_Obj]:
@@ -635,6 +667,8 @@ class _Session:
         self.check_versions()
         if mapped:
             self.bind_symbols()
+        else:
+            self.bind_past_missing()
         problems = tuple(self.problems)
         loads = not problems
         duplicates = self._duplicates()

@@ -381,7 +381,8 @@ def simulate_modules(
         results.append(result)
         place = None if result.loads else _placement(sim.env, native)
         problems, blocked = _by_cause(sim, native, prerequisites, result.problems, causes)
-        cause = next((causes[f.object_cause] for f in blocked), None) if not problems else None
+        mine = [p for p in problems if not p.behind]  # symbols past a miss come after it
+        cause = next((causes[f.object_cause] for f in blocked), None) if not mine else None
         status = ModuleStatus(native.name, "plugin" if native.plugin else "extension",
                               native.path, native.distribution, result.loads, result.error,
                               prerequisites, len(result.problems),
@@ -560,16 +561,20 @@ def _under(status: ModuleStatus, top: str) -> bool:
 
 
 def search_config(host: HostFacts) -> SearchConfig:
-    """The loader's search configuration from the probed host facts."""
+    """The loader's search configuration from the host facts: the subdirectories tried under
+    every directory, `$PLATFORM` and the cache's hwcaps rules are those of the host's glibc
+    release (probed on this machine or a profiled one, computed for a preset:
+    `LoaderDefaults.for_glibc`), so the search and every trace follow that release."""
+    defaults = host.defaults
     return SearchConfig(
         ld_library_path=host.ld_library_path,
         ld_preload=(*host.ld_so_preload, *host.ld_preload),
-        system_dirs=host.defaults.system_dirs,
-        lib=host.defaults.lib,
-        platform=host.defaults.platform,
+        system_dirs=defaults.system_dirs,
+        lib=defaults.lib,
+        platform=defaults.platform,
         cache=host.cache,
         cache_id=cache_id_for,
-        subdirs=tuple(dict.fromkeys(host.defaults.searched_subdirs)),
-        hwcaps=host.defaults.hwcaps_subdirs,
-        legacy_hwcaps=host.defaults.legacy_hwcaps_subdirs or ("tls",),
+        subdirs=tuple(dict.fromkeys(defaults.searched_subdirs)),
+        hwcaps=defaults.hwcaps_subdirs,
+        legacy_hwcaps=defaults.cache_legacy_hwcaps,
     )
