@@ -7,6 +7,7 @@ import io
 import os
 import pickle
 import random
+import signal
 import threading
 import time
 import zlib
@@ -63,6 +64,34 @@ def test_a_dead_worker_leaves_its_calls_to_the_caller() -> None:
         worker._process.wait()
         assert pool.run(sum, ([1, 2, 3],), 0) == 6  # answered here, not by the dead worker
         assert pool.run(divmod, (7, 2), 0) == (3, 1)
+    finally:
+        pool.close()
+
+
+def test_ctrl_c_is_for_the_parent_to_handle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker is out of reach of the terminal's Ctrl-C (a session of its own) and ignores
+    SIGINT besides; `stop_workers` kills and reaps every worker at once."""
+    pool = cores._Pool(2)
+    monkeypatch.setattr(cores, "_pool", pool)
+    try:
+        processes = [w._process for w in pool._workers]
+        assert all(os.getsid(p.pid) == p.pid for p in processes)
+        calls = [threading.Thread(target=pool.run, args=(time.sleep, (0.3,), 0))
+                 for _ in processes]  # at once: each worker answers one, so it has started
+        for call in calls:
+            call.start()
+        for call in calls:
+            call.join()
+        for process in processes:
+            process.send_signal(signal.SIGINT)
+        time.sleep(0.1)
+        assert all(p.poll() is None for p in processes)  # alive
+        assert pool.run(os.getpid, (), 0) in {p.pid for p in processes}  # and answering
+        started = time.monotonic()
+        cores.stop_workers()
+        assert time.monotonic() - started < 1.0
+        assert all(p.returncode == -signal.SIGKILL for p in processes)
+        assert pool.run(divmod, (7, 2), 0) == (3, 1)  # the caller answers now
     finally:
         pool.close()
 

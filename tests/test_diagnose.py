@@ -227,17 +227,21 @@ def test_the_package_that_provides_the_library(package: str, fix: tuple[str | No
     assert finding.explanation.splitlines()[-1] == last_line
 
 
-@pytest.mark.parametrize(("kind", "expected", "extra"), [
-    (ProblemKind.WRONG_ELF_CLASS, FindingKind.WRONG_ELF_CLASS,
-     "A file of that name exists on the search path but is built for another ELF class "
-     "(32-bit vs 64-bit)."),
-    (ProblemKind.UNREADABLE_OBJECT, FindingKind.UNREADABLE_OBJECT, None),
-], ids=["wrong-elf-class", "unreadable-object"])
-def test_other_open_failures_keep_their_kind(kind: ProblemKind, expected: FindingKind,
-                                             extra: str | None) -> None:
-    """A wrong ELF class or an unreadable file keeps its kind, explained like a missing library."""
-    finding = diagnose(missing(kind=kind), None, NOTHING)
-    assert finding.kind is expected
+def test_a_wrong_elf_class_keeps_its_kind() -> None:
+    """A wrong ELF class keeps its kind, explained like a missing library."""
+    finding = diagnose(missing(kind=ProblemKind.WRONG_ELF_CLASS), None, NOTHING)
+    assert finding.kind is FindingKind.WRONG_ELF_CLASS
     lines = finding.explanation.splitlines()
-    assert (extra in lines) is (extra is not None)
+    assert ("A file of that name exists on the search path but is built for another ELF class "
+            "(32-bit vs 64-bit).") in lines
     assert lines[-1] == "No file with that name was found on this machine."
+
+
+def test_an_unreadable_file_says_it_cannot_be_read() -> None:
+    """A file the loader found but cannot map keeps its kind, and the finding says that it
+    cannot be read (not that it is missing), with a hint to replace it."""
+    finding = diagnose(missing(kind=ProblemKind.UNREADABLE_OBJECT), None, NOTHING)
+    assert finding.kind is FindingKind.UNREADABLE_OBJECT
+    assert "cannot be read as a shared object" in finding.explanation
+    assert "did not find it" not in finding.explanation
+    assert finding.hint is not None and "damaged" in finding.hint

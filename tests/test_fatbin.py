@@ -2,7 +2,8 @@
 
 The fat binaries come from tests/fixtures/cuda/*.cu, compiled by nvcc at test time; listings and
 entry headers are compared with `cuobjdump` (the nvidia-cuda-cuobjdump wheel of the test extra).
-The CUDA libraries of a torch cu13 venv are compared too when that venv exists.
+The CUDA libraries of the torch CUDA test venv (conftest.py's `torch_cuda_venv`) are compared
+too when that venv exists; `pytest --run-cuda` creates it (about 3 GB).
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ from abifit.sim.gpu import (
 )
 from fixtures.cuda import build as cuda_build
 
-TORCH_CU = cuda_build.CACHE / "torch-2.14.1-cu"
 ALL_FIXTURES = cuda_build.NAMES
 RELOCATABLE_FIXTURES = ("relocatable", "rdc_linked", "lto")
 
@@ -149,10 +149,11 @@ def _our_header(entry: FatbinEntry) -> dict[str, str]:
     return block
 
 
-def _torch_cu_file(relative: str) -> Path:
-    found = sorted(TORCH_CU.glob(f"lib/python3*/site-packages/{relative}"))
+def _torch_cu_file(venv: Path, relative: str) -> Path:
+    found = sorted(venv.glob(f"lib/python3*/site-packages/{relative}"))
     if not found:
-        pytest.skip(f"no {relative} under {TORCH_CU} (the torch cu13 test venv)")
+        pytest.skip(f"no {relative} under {venv} (the torch CUDA test venv; delete it and run "
+                    "`pytest --run-cuda` to create it again)")
     return found[0]
 
 
@@ -189,36 +190,40 @@ def test_entry_headers_match_cuobjdump(
     assert ours == cuobjdump_headers(cuobjdump, path)
 
 
-def test_torchvision_listing_matches_cuobjdump(cuobjdump: Path) -> None:
+@pytest.mark.slow
+def test_torchvision_listing_matches_cuobjdump(cuobjdump: Path, torch_cuda_venv: Path) -> None:
     """torchvision's extension module (_C.so, _C_stable.so from 0.29) lists as cuobjdump does."""
-    path = _torch_cu_file("torchvision/_C*.so")
+    path = _torch_cu_file(torch_cuda_venv, "torchvision/_C*.so")
     ours = _read(path, check_images=_zstd_available())
     assert ours.listing() == cuobjdump_listing(cuobjdump, path)
     assert [_our_header(e) for e in ours.entries] == cuobjdump_headers(cuobjdump, path)
 
 
-def test_library_without_device_code_has_no_containers(cuobjdump: Path) -> None:
+@pytest.mark.slow
+def test_library_without_device_code_has_no_containers(cuobjdump: Path,
+                                                       torch_cuda_venv: Path) -> None:
     """libc10_cuda.so has no fat binary, and cuobjdump finds no device code in it either."""
-    path = _torch_cu_file("torch/lib/libc10_cuda.so")
+    path = _torch_cu_file(torch_cuda_venv, "torch/lib/libc10_cuda.so")
     assert _read(path).containers == ()
     assert cuobjdump_listing(cuobjdump, path) == ()
 
 
 @pytest.mark.slow
-def test_libtorch_cuda_listing_matches_cuobjdump(cuobjdump: Path) -> None:
+def test_libtorch_cuda_listing_matches_cuobjdump(cuobjdump: Path, torch_cuda_venv: Path) -> None:
     """libtorch_cuda.so's 2975 images list exactly as cuobjdump lists them (~15 s of cuobjdump)."""
-    path = _torch_cu_file("torch/lib/libtorch_cuda.so")
+    path = _torch_cu_file(torch_cuda_venv, "torch/lib/libtorch_cuda.so")
     code = _read(path)
     assert code.listing() == cuobjdump_listing(cuobjdump, path)
     assert Arch(103, Variant.FAMILY) in code.sass_archs
 
 
 @pytest.mark.slow
-def test_libtorch_cuda_images_agree_with_their_headers() -> None:
+def test_libtorch_cuda_images_agree_with_their_headers(torch_cuda_venv: Path) -> None:
     """Every zstd-compressed cubin of libtorch_cuda.so is an ELF file for the SM its entry says."""
     if not _zstd_available():
         pytest.skip("no zstd decoder: pip install backports.zstd")
-    code = _read(_torch_cu_file("torch/lib/libtorch_cuda.so"), check_images=True)
+    code = _read(_torch_cu_file(torch_cuda_venv, "torch/lib/libtorch_cuda.so"),
+                 check_images=True)
     heads = [e.head for e in code.entries]
     assert all(isinstance(h, CubinHead) for h in heads) and code.notes == ()
 

@@ -1164,9 +1164,10 @@ def matrix_torch() -> MatrixReport:
 
 
 def variants_pyzmq() -> VariantsReport:
-    """Three groups of identical wheels; the musllinux one against the manylinux one: members
-    in one wheel only, needs that differ (long lists shortened), bytes that differ with the
-    same needs, and a member that could not be compared."""
+    """The wheels a three-platform target accepts, in three groups of identical wheels; the
+    musllinux one against the manylinux one: members in one wheel only, needs that differ (long
+    lists shortened), bytes that differ with the same needs, and a member that could not be
+    compared; the wheels of other Pythons and platforms left out."""
     glibc, musl = ("pyzmq-26.2.0-cp311-cp311-manylinux_2_28_x86_64.whl",
                    "pyzmq-26.2.0-cp311-cp311-musllinux_1_1_x86_64.whl")
     return VariantsReport(
@@ -1198,6 +1199,12 @@ def variants_pyzmq() -> VariantsReport:
                                   "libc.so.6:GLIBC_2.4", "libpthread.so.0:GLIBC_2.2.5"),
             ),
         ),
+        target="cp311 on manylinux_2_28_x86_64 (and 2 older)",
+        left_out=("pyzmq-26.2.0-cp310-cp310-manylinux_2_28_x86_64.whl",
+                  "pyzmq-26.2.0-cp311-cp311-macosx_10_15_universal2.whl",
+                  "pyzmq-26.2.0-cp311-cp311-win_amd64.whl",
+                  "pyzmq-26.2.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+                  "pyzmq-26.2.0-pp310-pypy310_pp73-manylinux_2_28_x86_64.whl"),
     )
 
 

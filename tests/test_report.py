@@ -8,6 +8,7 @@ import json
 import pkgutil
 from dataclasses import replace
 from importlib.resources import files
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -15,6 +16,8 @@ import pytest
 import abifit.report
 from abifit.commands.matrix import Cell, MatrixReport
 from abifit.commands.variants import Group, MemberDiff, VariantsReport
+from abifit.remote.cache import BucketInfo, CacheInfo, RootState
+from abifit.report.cache import cache_json, cache_text
 from abifit.report.findings import problem_blocks
 from abifit.report.json import SCHEMA_VERSION, dumps
 from abifit.report.matrix import matrix_html, matrix_json, matrix_text
@@ -24,7 +27,7 @@ from abifit.sim.findings import Finding, FindingKind, Severity
 from abifit.sim.loader import LoadProblem, ProblemKind
 
 SCHEMAS = files("abifit").joinpath("report/schemas")
-COMMANDS = ("inspect", "doctor", "check", "cuda", "matrix", "variants")
+COMMANDS = ("inspect", "doctor", "check", "cuda", "matrix", "variants", "cache")
 TRANSFER = {"bytes_fetched": 4096, "requests": 3, "wheel_bytes": 1_000_000}
 
 
@@ -65,7 +68,8 @@ VARIANTS = VariantsReport("host", "2.0", (
                "host-2.0-2-py3-none-linux_x86_64.whl", False, only_in="other"),
     MemberDiff("host/lib/libodd.so", "host-2.0-1-py3-none-linux_x86_64.whl",
                "host-2.0-2-py3-none-linux_x86_64.whl", False, error="not an ELF file"),
-))
+), "cp311 on linux_x86_64, linux_aarch64", ("host-2.0-py3-none-macosx_11_0_arm64.whl",
+                                        "host-2.0-py3-none-win_amd64.whl"))
 
 
 def _report_modules_with_json() -> list[str]:
@@ -167,13 +171,16 @@ def test_matrix_html_is_a_grid_of_releases_by_variant() -> None:
 @pytest.mark.parametrize("transfer", [None, TRANSFER], ids=["no-transfer", "transfer"])
 def test_variants_json_validates_and_holds_groups_and_differences(
         transfer: dict[str, int] | None) -> None:
-    """The variants document validates against variants.schema.json and carries every group
-    and every difference field by field."""
+    """The variants document validates against variants.schema.json and carries the target,
+    every group, every difference field by field, and the wheels the target left out."""
     doc = json.loads(dumps(variants_json(VARIANTS, transfer)))
     jsonschema.validate(doc, schema("variants"))
     assert list(doc)[:2] == ["schema_version", "command"]
     assert (doc["schema_version"], doc["command"], doc["transfer"]) == (
         SCHEMA_VERSION, "variants", transfer)
+    assert doc["target"] == "cp311 on linux_x86_64, linux_aarch64"
+    assert doc["left_out"] == ["host-2.0-py3-none-macosx_11_0_arm64.whl",
+                               "host-2.0-py3-none-win_amd64.whl"]
     assert [(g["architecture"], len(g["filenames"]), g["members"]) for g in doc["groups"]] == [
         ("x86_64", 2, 2), ("x86_64", 1, 3), ("aarch64", 1, 2)]
     first = doc["differences"][0]
@@ -199,7 +206,7 @@ def test_variants_text_lists_groups_then_each_difference() -> None:
     reference, other = ("host-2.0-1-py3-none-linux_x86_64.whl",
                         "host-2.0-2-py3-none-linux_x86_64.whl")
     assert variants_text(VARIANTS).splitlines() == [
-        "host 2.0: 4 wheel(s) in 3 group(s) of identical binaries",
+        "target: cp311 on linux_x86_64, linux_aarch64",
         "",
         "group 1 (x86_64, 2 binary member(s)):",
         f"  {reference}",
@@ -222,6 +229,59 @@ def test_variants_text_lists_groups_then_each_difference() -> None:
         "",
         f"host/lib/libodd.so: {other} against {reference}",
         "  not compared: not an ELF file",
+        "",
+        "host 2.0: 4 wheel(s) compared in 3 group(s) of identical binaries; 2 left out by the "
+        "target (--all compares every wheel)",
+    ]
+
+
+def test_variants_with_all_has_no_target_and_leaves_none_out() -> None:
+    """With --all the text says every wheel was compared and none left out; the document's
+    target is null and its left_out empty."""
+    every = replace(VARIANTS, target=None, left_out=())
+    lines = variants_text(every).splitlines()
+    assert lines[0] == "target: every wheel (--all)"
+    assert lines[-1] == ("host 2.0: 4 wheel(s) compared in 3 group(s) of identical binaries; "
+                         "none left out (--all)")
+    doc = json.loads(dumps(variants_json(every, None)))
+    jsonschema.validate(doc, schema("variants"))
+    assert (doc["target"], doc["left_out"]) == (None, [])
+
+
+def test_variants_target_that_leaves_nothing_out_says_so() -> None:
+    """A target that accepts every wheel of the release: the summary says it left none out."""
+    assert variants_text(replace(VARIANTS, left_out=())).splitlines()[-1] == (
+        "host 2.0: 4 wheel(s) compared in 3 group(s) of identical binaries; the target left "
+        "none out")
+
+
+CACHE_INFO = CacheInfo(Path("/home/u/.cache/abifit"), RootState.DIRECTORY, (
+    BucketInfo("elf-v2", 12, 345_678), BucketInfo("views-v2", 3, 4_096),
+    BucketInfo("index-v2", 0, 0)))
+
+
+def test_cache_json_validates_and_totals_the_buckets() -> None:
+    """The cache info document validates against cache.schema.json: the directory, what is
+    there, the totals and each bucket."""
+    doc = json.loads(dumps(cache_json(CACHE_INFO)))
+    jsonschema.validate(doc, schema("cache"))
+    assert list(doc)[:2] == ["schema_version", "command"]
+    assert doc == {"schema_version": SCHEMA_VERSION, "command": "cache",
+                   "path": "/home/u/.cache/abifit", "state": "directory",
+                   "entries": 15, "bytes": 349_774,
+                   "buckets": [{"name": "elf-v2", "entries": 12, "bytes": 345_678},
+                               {"name": "views-v2", "entries": 3, "bytes": 4_096},
+                               {"name": "index-v2", "entries": 0, "bytes": 0}]}
+
+
+def test_cache_text_lists_buckets_the_total_and_the_directory() -> None:
+    """One aligned line per bucket, the total, then the directory."""
+    assert cache_text(CACHE_INFO).splitlines() == [
+        "elf-v2          12 entries        345,678 bytes",
+        "views-v2         3 entries          4,096 bytes",
+        "index-v2         0 entries              0 bytes",
+        "total           15 entries        349,774 bytes",
+        "/home/u/.cache/abifit",
     ]
 
 

@@ -124,6 +124,7 @@ def test_corrupt_member_data(tmp_path: Path, lib_bytes: bytes) -> None:
             parse_elf(opened)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not TORCH_WHEEL.exists(), reason="the torch 2.13.0 CPU wheel is not on disk")
 def test_torch_wheel_members_equal_installed_files(torch_dir: Path) -> None:
     """Every ELF member of the real torch wheel, read in place, equals the installed file."""

@@ -1,17 +1,29 @@
 """Command line: arguments, streams and exit codes.
 
-Data goes to stdout, progress and errors to stderr. Exit codes: 0 fits (or everything was read),
-1 problems found, 2 usage or analysis error.
+Data goes to stdout; progress, notes, warnings and errors to stderr. Every error is one `error:`
+line (and a `hint:` line where a fix is known); the traceback of an error is shown only with
+`--verbose`. On a terminal, text is wrapped to its width and coloured (`--color`, `NO_COLOR`);
+JSON is neither. Ctrl-C ends a command at once, its threads and worker processes included. The
+exit codes are `EXIT_STATUS`, which `abifit --help` prints.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import logging
 import os
 import platform
+import shutil
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+import traceback
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
 from abifit import __version__
@@ -25,7 +37,10 @@ from abifit.commands.contexts import (
 from abifit.commands.inspect import SymbolSelection
 from abifit.errors import AbifitError, UsageError
 from abifit.host.environment import InterpreterFacts, default_interpreter
+from abifit.host.localfs import interpreter_problem
 from abifit.remote.cache import Cache
+from abifit.remote.cores import stop_workers
+from abifit.report.terminal import Style, Terminal
 
 if TYPE_CHECKING:
     from abifit.host.profile import HostProfile
@@ -35,6 +50,22 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
 EXIT_ERROR = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
+
+EXIT_STATUS = """\
+exit status:
+  0    fits: every module checked loads, no problem found (matrix: a host release fits);
+       inspect, variants, cache: done
+  1    problems found: a module that does not load, a GPU without a kernel image, a CUDA
+       problem (matrix: no host release fits)
+  2    usage or analysis error: a bad option or input; a file, interpreter or index that could
+       not be read (inspect: an object; matrix: every host release)
+  3    internal error: a bug in abifit (--verbose shows its traceback)
+  130  interrupted (Ctrl-C)"""
+
+# Commands whose text report ends with its verdict line: all that --quiet prints of them.
+_VERDICT_COMMANDS = frozenset({"check", "doctor", "cuda", "matrix"})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,7 +76,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="abifit", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = _Parser(prog="abifit", epilog=EXIT_STATUS,
+                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                     description="Tell whether the pre-built native parts of a Python stack fit "
+                     "together, and why not.")
+    _output_options(parser, on_command=False)
     parser.add_argument("--version", action="version", version=f"abifit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser(
@@ -71,9 +106,18 @@ def _parser() -> argparse.ArgumentParser:
                    "for a requirement, members with GPU code are then read whole")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     _index_options(p)
-    c = sub.add_parser("cache", help="the cache directory: where, how big, clean it")
+    c = sub.add_parser(
+        "cache",
+        help="the cache directory: where, how big, clean it",
+        description="Show or clear abifit's cache: parsed views of local ELF files and of "
+        "remote wheel members, index pages (kept 10 minutes), check results, parsed Python "
+        "modules and the sha256 of local wheels, each in a versioned bucket. `dir` prints the "
+        "directory, `info` the entries and bytes of each bucket, `clean` removes every bucket.",
+    )
     c.add_argument("action", choices=["dir", "info", "clean"])
-    c.add_argument("--cache-dir", metavar="DIR", help="cache directory")
+    c.add_argument("--cache-dir", metavar="DIR",
+                   help="cache directory (default: $ABIFIT_CACHE_DIR, else the user cache)")
+    c.add_argument("--json", action="store_true", help="with `info`: print one JSON document")
     d = sub.add_parser(
         "doctor",
         help="will every native module of an environment load?",
@@ -145,7 +189,7 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("extension", metavar="EXT_REQ", help="the extension, e.g. sgl-kernel==0.3.21")
     m.add_argument("--against", required=True, metavar="HOST_SPEC",
                    help="the host releases, e.g. 'torch>=2.8'")
-    m.add_argument("--jobs", type=int, default=4, metavar="N",
+    m.add_argument("--jobs", type=_positive, default=4, metavar="N",
                    help="host releases checked at once (default 4)")
     m.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
     _host_options(m)
@@ -154,12 +198,46 @@ def _parser() -> argparse.ArgumentParser:
     v = sub.add_parser(
         "variants",
         help="how do the wheels of one release differ?",
-        description="List every wheel of one release and compare their binary members.",
+        description="Group the wheels of one release that the target accepts (every wheel "
+        "with --all) by identical binary members, and compare the members that differ by what "
+        "they need.",
     )
     v.add_argument("release", metavar="NAME==VERSION")
+    v.add_argument("--all", dest="every", action="store_true",
+                   help="compare every wheel of the release, not only those the target "
+                   "(--python-version, --platform, --implementation; default: this "
+                   "interpreter) accepts")
     v.add_argument("--json", action="store_true", help="print one JSON document")
     _index_options(v)
+    for command in sub.choices.values():  # the output options also after the command's name
+        _output_options(command, on_command=True)
     return parser
+
+
+def _output_options(p: argparse.ArgumentParser, *, on_command: bool) -> None:
+    """-q, -v and --color, on the top-level parser with their defaults, and on each command's
+    without (so that one given before the command's name is not reset by its parser)."""
+
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if on_command else value
+
+    g = p.add_argument_group("output")
+    g.add_argument("-q", "--quiet", action="store_true", default=default(False),
+                   help="print only the verdict (or a command's data), warnings and errors: no "
+                   "notes, progress or transfer line")
+    g.add_argument("-v", "--verbose", action="count", default=default(0),
+                   help="show the traceback of an error and Python's warnings; -vv also each "
+                   "HTTP request")
+    g.add_argument("--color", choices=("auto", "always", "never"), default=default("auto"),
+                   help="colour the text: auto (the default) on a terminal unless NO_COLOR is "
+                   "set")
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, not {text!r}")
+    return int(text)
 
 
 def _host_options(p: argparse.ArgumentParser) -> None:
@@ -180,7 +258,8 @@ def _index_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--python-version", metavar="X.Y", help="target Python (default: this one)")
     g.add_argument("--platform", action="append", metavar="TAG",
                    help="target platform tag, e.g. manylinux_2_28_x86_64 (repeatable)")
-    g.add_argument("--implementation", default="cp", help="cp (default) or pp")
+    g.add_argument("--implementation", default="cp", choices=("cp", "pp"),
+                   help="cp (default) or pp")
     g.add_argument("--index-url", metavar="URL", help="replaces pip's configured index")
     g.add_argument("--extra-index-url", action="append", default=[], metavar="URL")
     g.add_argument("--find-links", action="append", default=[], metavar="DIR")
@@ -207,20 +286,44 @@ def _remote(args: argparse.Namespace) -> Callable[[], RemoteContext]:
 
 
 def _progress(stream: TextIO) -> Callable[[str], None]:
-    if not stream.isatty():
+    """A progress line on `stream`, redrawn in place, when it shows progress."""
+    if not _shows_progress(stream):
         return lambda _message: None
+    width = (stream.style.width if isinstance(stream, Terminal) else None) or 150
 
     def show(message: str) -> None:
-        stream.write(f"\r\x1b[K{message[:150]}")
+        stream.write(f"\r\x1b[K{message[:width - 1]}")
         stream.flush()
 
     return show
 
 
 def _clear_progress(stream: TextIO) -> None:
-    if stream.isatty():
+    if _shows_progress(stream):
         stream.write("\r\x1b[K")
         stream.flush()
+
+
+def _shows_progress(stream: TextIO) -> bool:
+    """A terminal shows progress, unless --quiet."""
+    return stream.progress if isinstance(stream, Terminal) else stream.isatty()
+
+
+def _transfer_line(err: TextIO, transfer: dict[str, int] | None, args: argparse.Namespace,
+                   remote: Callable[[], RemoteContext]) -> None:
+    """What was fetched, and what was read in place from local wheels, on stderr (not for
+    --json, nor --quiet)."""
+    if transfer is None or getattr(args, "json", False) or args.quiet:
+        return
+    local = remote().state.local_sizes
+    parts = []
+    if transfer["requests"] or not local:
+        parts.append(f"fetched {transfer['bytes_fetched']:,} bytes in {transfer['requests']} "
+                     f"requests from wheels of {transfer['wheel_bytes']:,} bytes")
+    if local:
+        parts.append(f"read {len(local)} local wheel(s) of {sum(local.values()):,} bytes in "
+                     "place")
+    err.write("; ".join(parts) + "\n")
 
 
 def _facts(python: str | None) -> Callable[[], InterpreterFacts]:
@@ -244,9 +347,7 @@ def _run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     transfer = _transfer(remote)
     out.write(dumps(inspect_json(report, transfer)) + "\n" if args.json
               else inspect_text(report))
-    if transfer is not None:
-        err.write(f"fetched {transfer['bytes_fetched']:,} bytes in {transfer['requests']} "
-                  f"requests from wheels of {transfer['wheel_bytes']:,} bytes\n")
+    _transfer_line(err, transfer, args, remote)
     for obj in report.objects:
         if obj.error is not None:
             err.write(f"error: {obj.error}\n")
@@ -287,14 +388,24 @@ def _transfer(remote: Callable[[], RemoteContext]) -> dict[str, int] | None:
     return {"bytes_fetched": t.bytes_fetched, "requests": t.requests, "wheel_bytes": wheel_bytes}
 
 
-def _run_cache(args: argparse.Namespace, out: TextIO) -> int:
+def _run_cache(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from abifit.remote.cache import RootState
+    from abifit.report.cache import cache_json, cache_text
+    from abifit.report.json import dumps
+
+    if args.json and args.action != "info":
+        raise UsageError(f"--json: only `abifit cache info` prints JSON, not `{args.action}`")
     cache = Cache(cache_root(args.cache_dir, os.environ))
     if args.action == "dir":
         out.write(f"{cache.root}\n")
-    elif args.action == "info":
-        for bucket in cache.info():
-            out.write(f"{bucket.name:<10} {bucket.entries:>7} entries {bucket.bytes:>14,} bytes\n")
-        out.write(f"{cache.root}\n")
+        return EXIT_OK
+    info = cache.info()
+    if info.state is RootState.MISSING:
+        err.write(f"warning: {cache.root}: no such directory; nothing is cached there\n")
+    elif info.state is RootState.NOT_A_DIRECTORY:
+        err.write(f"warning: {cache.root}: not a directory; nothing is cached there\n")
+    if args.action == "info":
+        out.write(dumps(cache_json(info)) + "\n" if args.json else cache_text(info))
     else:
         out.write(f"removed {cache.clean():,} bytes from {cache.root}\n")
     return EXIT_OK
@@ -380,10 +491,10 @@ def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     finally:
         _clear_progress(err)
     transfer = _transfer(remote)
+    if not args.quiet and not args.json:  # the JSON document holds them
+        err.writelines(f"note: {n}\n" for n in report.notes)
     out.write(dumps(check_json(report, transfer)) + "\n" if args.json else check_text(report))
-    if transfer is not None and not args.json:
-        err.write(f"fetched {transfer['bytes_fetched']:,} bytes in {transfer['requests']} "
-                  f"requests from wheels of {transfer['wheel_bytes']:,} bytes\n")
+    _transfer_line(err, transfer, args, remote)
     return EXIT_OK if report.verdict == "fits" else EXIT_PROBLEMS
 
 
@@ -403,9 +514,9 @@ def _run_matrix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.html:
         Path(args.html).write_text(matrix_html(report), "utf-8")
     out.write(dumps(matrix_json(report, transfer)) + "\n" if args.json else matrix_text(report))
-    if transfer is not None and not args.json:
-        err.write(f"fetched {transfer['bytes_fetched']:,} bytes in {transfer['requests']} "
-                  f"requests from wheels of {transfer['wheel_bytes']:,} bytes\n")
+    _transfer_line(err, transfer, args, remote)
+    if report.cells and all(c.error for c in report.cells):
+        return EXIT_ERROR  # no host release could be checked
     return EXIT_OK if report.fits else EXIT_PROBLEMS
 
 
@@ -416,7 +527,7 @@ def _run_variants(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     remote = _remote(args)
     try:
-        report = variants(args.release, remote(), _progress(err))
+        report = variants(args.release, remote(), _progress(err), every=args.every)
     finally:
         _clear_progress(err)
     out.write(dumps(variants_json(report, _transfer(remote))) + "\n" if args.json
@@ -424,31 +535,183 @@ def _run_variants(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.command == "doctor":
+        return _run_doctor(args, out, err)
+    if args.command == "cache":
+        return _run_cache(args, out, err)
+    if args.command == "check":
+        return _run_check(args, out, err)
+    if args.command == "cuda":
+        return _run_cuda(args, out, err)
+    if args.command == "matrix":
+        return _run_matrix(args, out, err)
+    if args.command == "variants":
+        return _run_variants(args, out, err)
+    return _run_inspect(args, out, err)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    out, err = sys.stdout, sys.stderr
+    out, err = _streams(args, os.environ)
+    restore = _stop_on_interrupt(err)
     try:
-        if args.command == "doctor":
-            return _run_doctor(args, out, err)
-        if args.command == "cache":
-            return _run_cache(args, out)
-        if args.command == "check":
-            return _run_check(args, out, err)
-        if args.command == "cuda":
-            return _run_cuda(args, out, err)
-        if args.command == "matrix":
-            return _run_matrix(args, out, err)
-        if args.command == "variants":
-            return _run_variants(args, out, err)
-        return _run_inspect(args, out, err)
+        with _diagnostics(args.verbose, err):
+            _check_interpreter(args)
+            return _run(args, out, err)
     except AbifitError as e:
-        err.write(f"error: {e}\n")
-        return EXIT_ERROR
+        return _error(err, args, str(e), e)
     except BrokenPipeError:
         # the reader went away (`abifit ... | head`): not an error of ours
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
+    except OSError as e:  # the system refused a file or a process: nothing wrong in abifit
+        where = f"{e.filename}: " if e.filename else ""
+        return _error(err, args, f"{where}{e.strerror or e}", e)
     except KeyboardInterrupt:
         err.write("interrupted\n")
-        return 130
+        return EXIT_INTERRUPTED
+    except Exception as e:  # a bug
+        return _internal_error(err, args, e)
+    finally:
+        restore()
+
+
+def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """The command; with --quiet, only the verdict line of a command's text report."""
+    if not (args.quiet and args.command in _VERDICT_COMMANDS and not getattr(args, "json", False)):
+        return _dispatch(args, out, err)
+    report = io.StringIO()
+    code = _dispatch(args, report, err)
+    lines = report.getvalue().rstrip("\n").splitlines()
+    if lines:
+        out.write(lines[-1] + "\n")
+    return code
+
+
+def _error(err: TextIO, args: argparse.Namespace, message: str, e: BaseException) -> int:
+    """An error: its `error:` line (and `hint:` line), after its traceback with --verbose."""
+    if args.verbose:
+        traceback.print_exception(e, file=_raw(err))
+    err.write(f"error: {message}\n")
+    return EXIT_ERROR
+
+
+def _internal_error(err: TextIO, args: argparse.Namespace, e: Exception) -> int:
+    """A bug: the exception's type and first line, and a hint; its traceback with --verbose."""
+    if args.verbose:
+        traceback.print_exception(e, file=_raw(err))
+    first = (str(e).splitlines() or [""])[0][:200]
+    err.write(f"error: internal error: {type(e).__name__}{': ' if first else ''}{first}\n")
+    err.write("hint: this is a bug in abifit; "
+              + ("please report it with the traceback above\n" if args.verbose else
+                 "run the command again with --verbose for its traceback, and report it\n"))
+    return EXIT_INTERNAL
+
+
+def _check_interpreter(args: argparse.Namespace) -> None:
+    """--python must name a Python interpreter (a name is looked up on PATH): before anything
+    runs it or reads it as the executable of a simulated process (check, matrix: an ELF file;
+    the other commands only ask it for its facts, which a script such as pyenv's shim answers
+    too)."""
+    given = getattr(args, "python", None)
+    if not given:
+        return
+    path = given if os.sep in given else shutil.which(given)
+    if path is None:
+        raise UsageError(f"--python {given}: no such command on PATH")
+    problem = interpreter_problem(path, scripts=args.command not in ("check", "matrix"))
+    if problem is not None:
+        hint = None
+        if os.path.isdir(path) and os.path.isfile(os.path.join(path, "bin", "python")):
+            hint = f"the environment's interpreter is {os.path.join(path, 'bin', 'python')}"
+        elif problem.startswith("a script"):
+            hint = (f"give the interpreter it starts: {given} -c 'import sys; "
+                    "print(sys.executable)'")
+        raise UsageError(f"--python {given} is not a Python interpreter ({problem})", hint)
+    args.python = path
+
+
+def _streams(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[TextIO, TextIO]:
+    """stdout and stderr, each styled for what it is (a terminal or not) and the options; JSON
+    on stdout is never styled."""
+    json = getattr(args, "json", False)
+    out_style = Style() if json else _style(sys.stdout, args.color, environ)
+    err_style = _style(sys.stderr, args.color, environ)
+    progress = sys.stderr.isatty() and not args.quiet
+    out: TextIO = sys.stdout if out_style.plain else Terminal(sys.stdout, out_style,
+                                                               progress=False)
+    return out, Terminal(sys.stderr, err_style, progress=progress)
+
+
+def _style(stream: TextIO, color: str, environ: Mapping[str, str]) -> Style:
+    """Colour: --color always or never; auto: on a terminal, unless NO_COLOR is set (to
+    anything but "") or TERM is dumb. Wrapping: on a terminal, to $COLUMNS or its width."""
+    tty = stream.isatty()
+    if color == "auto":
+        wanted = tty and not environ.get("NO_COLOR") and environ.get("TERM") != "dumb"
+    else:
+        wanted = color == "always"
+    if not tty:
+        return Style(color=wanted)
+    columns = environ.get("COLUMNS", "")
+    if columns.isdigit():
+        return Style(color=wanted, width=int(columns) or None)
+    try:
+        return Style(color=wanted, width=os.get_terminal_size(stream.fileno()).columns or None)
+    except (OSError, ValueError):
+        return Style(color=wanted)
+
+
+def _raw(stream: TextIO) -> TextIO:
+    """The stream under a `Terminal`: for text that must not be wrapped (a traceback)."""
+    return stream.stream if isinstance(stream, Terminal) else stream
+
+
+@contextlib.contextmanager
+def _diagnostics(verbose: int, err: TextIO) -> Iterator[None]:
+    """Python's warnings only with --verbose (they are for abifit's developers); with -vv, each
+    HTTP request (urllib3's log) on stderr."""
+    handler = logging.StreamHandler(_raw(err))
+    handler.setFormatter(logging.Formatter("http: %(message)s"))
+    http = logging.getLogger("urllib3")
+    level = http.level
+    with warnings.catch_warnings():
+        if not verbose:
+            warnings.simplefilter("ignore")
+        if verbose >= 2:
+            http.addHandler(handler)
+            http.setLevel(logging.DEBUG)
+        try:
+            yield
+        finally:
+            http.removeHandler(handler)
+            http.setLevel(level)
+
+
+def _stop_on_interrupt(err: TextIO) -> Callable[[], None]:
+    """Make Ctrl-C end the command at once; returns what undoes that.
+
+    KeyboardInterrupt alone does not: it reaches only the main thread, and `with
+    ThreadPoolExecutor` then waits for every cell of a matrix and every range read in flight
+    (Python cannot stop a thread), 9 to 36 s. So the handler ends the process itself: it kills
+    the worker processes, says so, and exits with 130 without unwinding. Every cache entry is
+    written to a temporary file and renamed into place, so the cache holds whole entries only;
+    a half-written temporary file is never read."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def stop(_signum: int, _frame: FrameType | None) -> None:
+        stop_workers()
+        message = "\r\x1b[K" if _shows_progress(err) else ""
+        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+            os.write(_raw(err).fileno(), f"{message}interrupted\n".encode())
+        os._exit(EXIT_INTERRUPTED)
+
+    previous = signal.signal(signal.SIGINT, stop)
+
+    def restore() -> None:
+        signal.signal(signal.SIGINT, previous)
+
+    return restore

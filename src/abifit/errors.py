@@ -7,7 +7,8 @@ something it could read) is data in a report and is never raised.
     ├── UsageError                a target or option that names nothing usable
     ├── FormatError               bytes that do not form what they claim to be
     │   ├── ElfError              not an ELF file, truncated, offsets or counts out of range
-    │   └── WheelError            not a zip, a corrupt zip, a zip that is not a wheel
+    │   ├── WheelError            not a zip, a corrupt zip, a zip that is not a wheel
+    │   └── OtherVersion          a cache entry or host profile of another format version
     ├── EnvironmentQueryError     a Python interpreter that could not be asked for its facts
     ├── HttpError                 a URL that could not be fetched, or was answered wrongly
     ├── IndexUnavailable          an index page that could not be fetched
@@ -17,12 +18,14 @@ something it could read) is data in a report and is never raised.
     ├── _Retry                    internal: an HTTP attempt worth another; never leaves the client
     └── _WorkerDied               internal: a worker process that died; its call runs in-process
 
-This module defines the first six. The others are defined beside the code that raises them, so
-that no module imports from a layer above its own: `HttpError` and `_Retry` in
-`abifit.remote.http`, `IndexUnavailable`, `_Hinted`, `PackageNotFound` and `NoMatchingWheel` in
-`abifit.remote.index`, `_WorkerDied` in `abifit.remote.cores`. The two internal ones are caught
-where they are raised (`HttpClient` retries or turns `_Retry` into an `HttpError`; the worker
-pool runs the call in the calling thread after `_WorkerDied`) and never reach a caller.
+This module defines `AbifitError`, `UsageError`, `FormatError`, `ElfError`, `WheelError` and
+`EnvironmentQueryError`. The others are defined beside the code that raises them, so that no
+module imports from a layer above its own: `OtherVersion` in `abifit.formats.datacodec`,
+`HttpError` and `_Retry` in `abifit.remote.http`, `IndexUnavailable`, `_Hinted`,
+`PackageNotFound` and `NoMatchingWheel` in `abifit.remote.index`, `_WorkerDied` in
+`abifit.remote.cores`. The two internal ones are caught where they are raised (`HttpClient`
+retries or turns `_Retry` into an `HttpError`; the worker pool runs the call in the calling
+thread after `_WorkerDied`) and never reach a caller.
 
 Every error renders as one line that names what could not be read: the file (and the member
 inside a wheel, and the offset where that is known), the URL, the interpreter, the input as given;
@@ -37,7 +40,16 @@ class AbifitError(Exception):
 
 
 class UsageError(AbifitError):
-    """A command-line target or option that does not name anything abifit can read."""
+    """A command-line target or option that does not name anything abifit can read; with a
+    `hint:` line under it when a fix is known."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        self.message = message
+        self.hint = hint
+        super().__init__(message if hint is None else f"{message}\nhint: {hint}")
+
+    def __reduce__(self) -> tuple[type[UsageError], tuple[str, str | None]]:
+        return type(self), (self.message, self.hint)
 
 
 class FormatError(AbifitError):

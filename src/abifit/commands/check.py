@@ -489,8 +489,9 @@ def _natives(wheel: Wheel, paths: list[str], tree: VirtualTree,
     for path in paths:
         name = module_name(path, [SITE], suffixes)
         if name is not None and wheel.role is Role.TARGET:
-            if not defines_init(tree.image_or_none(path), name):
-                name = None
+            image = tree.image_or_none(path)
+            if image is not None and not defines_init(image, name):
+                name = None  # an unreadable one stays a module: its load fails, said so
         elif name is not None and not path.endswith(suffixes[:2]):
             name = None
         out.append(NativeFile(path, wheel.key, name))
@@ -767,6 +768,9 @@ def target_gpu_codes(wheels: Sequence[Wheel], progress: Progress,
 
 # what a stored result holds changes with the simulation's model, not only with releases
 RESULT_FORMAT = "stand-ins-1"
+# a stored result: anything else in its place is a miss
+_STORED = tuple[tuple[ModuleStatus, ...], tuple[Finding, ...], tuple[str, ...],
+                tuple[ImportVerdict, ...], tuple[str, ...]]
 
 
 def _result_key(wheels: Sequence[Wheel], target: Target, host: HostProfile,
@@ -802,7 +806,7 @@ def check(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteC
         executable, api = target_interpreter(target, executable, os.environ)
     executable = executable or sys.executable
     key = _result_key(wheels, target, host, executable + _api_key(target, api))
-    stored = ctx.cache.get_result(key) if ctx and ctx.cache and key else None
+    stored = ctx.cache.get_result(key, _STORED) if ctx and ctx.cache and key else None
     if isinstance(stored, tuple) and len(stored) == 5:
         statuses, findings = list(stored[0]), list(stored[1])
         missing, imports, skipped = tuple(stored[2]), tuple(stored[3]), tuple(stored[4])

@@ -10,6 +10,7 @@ configuration, opens a connection pool or starts a process.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,17 +60,23 @@ def index_context(
     platforms: Sequence[str] | None = None,
     implementation: str | None = None,
     prereleases: bool = False,
+    warn: Callable[[str], None] | None = None,
 ) -> Callable[[], RemoteContext]:
     """The package index as pip is configured in `environ` (the arguments replace or extend
     that), read for a target interpreter: this one, else `python_version` ("3.12", or a function
     that says it) with this machine's platforms unless `platforms` are given. `offline`: only
-    what `cache()` holds."""
+    what `cache()` holds.
+
+    As pip does, a source that cannot be read (an index that does not answer, a missing
+    find-links directory) is skipped with a warning when another source has the project, and
+    is the error only when none has it. Warnings go to `warn` (default: a `warning:` line on
+    stderr) and are kept in the context's `state.warnings`."""
 
     @functools.cache
     def make() -> RemoteContext:
         from abifit.remote.http import HttpClient
         from abifit.remote.index import PackageIndex, Target, pip_index_config
-        from abifit.remote.wheels import RemoteContext, cached_fetch
+        from abifit.remote.wheels import RemoteContext, RunState, cached_fetch
 
         store = cache()
         client = None if offline else HttpClient()
@@ -78,10 +85,24 @@ def index_context(
                                   find_links=tuple(find_links))
         version = python_version() if callable(python_version) else python_version
         target = Target.for_python(version, platforms, implementation)
-        return RemoteContext(PackageIndex(cached_fetch(client, store), config), client, store,
-                             target, prereleases)
+        state = RunState()
+        tell = warn or warn_on_stderr
+
+        def warned(message: str) -> None:
+            state.warnings.append(message)
+            tell(message)
+
+        index = PackageIndex(cached_fetch(client, store), config, warn=warned)
+        return RemoteContext(index, client, store, target, prereleases, state)
 
     return make
+
+
+def warn_on_stderr(message: str) -> None:
+    """A `warning:` line on stderr (after clearing a progress line on a terminal)."""
+    clear = "\r\x1b[K" if sys.stderr.isatty() else ""
+    sys.stderr.write(f"{clear}warning: {message}\n")
+    sys.stderr.flush()
 
 
 def python_version_of(facts: Callable[[], InterpreterFacts]) -> Callable[[], str]:

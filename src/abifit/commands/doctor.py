@@ -231,12 +231,17 @@ def _verify(env: Environment, sim: Simulator, statuses: list[ModuleStatus],
     for n, status in enumerate(statuses, 1):
         progress(f"verify {n}/{len(statuses)} {status.module}")
         imports = [name for key in status.prerequisites for name in _import_names(env.dists[key])]
-        from abifit.host.realload import real_load
+        from abifit.host.realload import CRASHED, real_load
 
         module = status.module if status.kind == "extension" else ""
         native = natives.get(status.path)
         before = [(s.path, s.global_) for s in sim.own_steps(native)] if native else []
         real = real_load(env.facts.executable, module, status.path, imports, preload=before)
+        if real.loads is None and not status.loads and real.note.startswith(CRASHED):
+            # predicted not to load, and loading it really kills the process: agreed, said so
+            out.append(Verification(status.module, status.loads, status.error, False,
+                                    real.note, True, "the real load crashed the process"))
+            continue
         if real.loads is None:
             out.append(Verification(status.module, status.loads, status.error, None, None, False,
                                     real.note))
@@ -351,7 +356,7 @@ def doctor(
     progress("reading distributions")
     dists = list_distributions(facts)
     source = LocalObjects(ElfCache(cache_dir) if cache_dir else None)
-    natives = scan_native_files(facts, dists, image_or_none(source))
+    natives = scan_native_files(facts, dists, image_or_none(source), loose=True)
     roots = [p for p in facts.sys_path if os.path.isdir(p)]
     progress("reading the packages' Python code")
     plans = installed_plans(dists, natives, Cache(cache_dir) if cache_dir else None)

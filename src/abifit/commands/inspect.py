@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -92,6 +93,7 @@ class ObjectReport:
     gpu_code: GpuCode | None = None
     gpu_error: str | None = None
     gpu: ObjectCoverage | None = None
+    warnings: tuple[str, ...] = ()  # what reading the view had to assume
 
     @property
     def location(self) -> str:
@@ -171,6 +173,7 @@ def summarize(image: ElfImage, path: str, member: str | None, flt: SymbolFilter)
         interpreter=image.interpreter,
         soname=image.soname,
         needed=image.needed,
+        warnings=image.warnings,
         rpath=dyn.rpath if dyn else (),
         runpath=dyn.runpath if dyn else (),
         flags=dyn.flags if dyn else 0,
@@ -277,6 +280,14 @@ def _inspect_requirement(
     return out
 
 
+def _file_kind(path: Path) -> str:
+    """What a file that is neither a regular file nor a directory is."""
+    mode = path.stat().st_mode
+    kinds = [(stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")]
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
 def inspect_target(
     target: str,
     flt: SymbolFilter,
@@ -294,6 +305,8 @@ def inspect_target(
         if path.suffix == ".whl" or _looks_like_zip(path):
             return list(_inspect_wheel(target, flt, progress))
         return [_inspect_file(target, flt)]
+    if path.exists():
+        raise UsageError(f"{target}: {_file_kind(path)}, not an ELF file, a directory or a wheel")
     if "/" in target or os.sep in target:
         raise UsageError(f"{target}: no such file or directory")
     if any(c in target for c in "=<>!~ ;@"):

@@ -1,10 +1,12 @@
-"""`abifit variants NAME==VERSION`: every wheel of one release, and how their binaries differ.
+"""`abifit variants NAME==VERSION`: the wheels of one release, and how their binaries differ.
 
-Wheels whose binary members are identical (same path, CRC-32 and size, after dropping the
-Python tag from extension module names) form one group: a re-upload with a build tag, or an
-`abi3` wheel published under several names. Between groups of one architecture, each member
-that differs is compared by content, through its dynamic view: the libraries it needs, the
-symbols it leaves undefined and the symbol versions it requires.
+The wheels compared are those the target accepts (its Python, ABI and platforms, as `check`
+chooses wheels), or every wheel of the release with `every`. Wheels whose binary members are
+identical (same path, CRC-32 and size, after dropping the Python tag from extension module
+names) form one group: a re-upload with a build tag, or an `abi3` wheel published under several
+names. Between groups of one architecture, each member that differs is compared by content,
+through its dynamic view: the libraries it needs, the symbols it leaves undefined and the
+symbol versions it requires.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from abifit.errors import UsageError
 from abifit.formats.elf import ElfImage
 
 if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+
     from abifit.formats.wheel import Member
-    from abifit.remote.index import IndexFile
+    from abifit.remote.index import IndexFile, Target
     from abifit.remote.wheels import RemoteContext, RemoteWheel
 
 Progress = Callable[[str], None]
@@ -56,10 +60,21 @@ class MemberDiff:
 
 @dataclass(frozen=True, slots=True)
 class VariantsReport:
+    """The groups of the wheels compared and their differences. `target` is the target that
+    chose the wheels (None when every wheel was compared); `left_out` are the wheels of the
+    release it does not accept."""
+
     name: str
     version: str
     groups: tuple[Group, ...]
     differences: tuple[MemberDiff, ...]
+    target: str | None
+    left_out: tuple[str, ...]
+
+    @property
+    def compared(self) -> int:
+        """How many wheels were compared."""
+        return sum(len(g.filenames) for g in self.groups)
 
 
 def normalized(path: str) -> str:
@@ -78,7 +93,7 @@ def architecture(filename: str) -> str:
     return platform
 
 
-def _release(text: str, ctx: RemoteContext) -> tuple[str, str, list[IndexFile]]:
+def _release(text: str, ctx: RemoteContext) -> tuple[Requirement, str, list[IndexFile]]:
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.version import InvalidVersion, Version
 
@@ -97,7 +112,22 @@ def _release(text: str, ctx: RemoteContext) -> tuple[str, str, list[IndexFile]]:
         close = nearest_versions(found, requirement.specifier)
         hint = f"; nearest: {', '.join(map(str, close))}" if close else ""
         raise UsageError(f"{requirement.name} has no wheels for {version}{hint}")
-    return requirement.name, str(version), found[version]
+    return requirement, str(version), found[version]
+
+
+def _chosen(requirement: Requirement, files: list[IndexFile], target: Target
+            ) -> tuple[list[IndexFile], tuple[str, ...]]:
+    """The wheels of the release that `target` accepts, and the names of the others; no wheel
+    accepted is an error that says what the release offers."""
+    from abifit.remote.index import NoMatchingWheel, no_matching_wheel, select
+
+    accepted = {c.file.filename for c in select(files, requirement, target, prereleases=True)}
+    if not accepted:
+        error = no_matching_wheel(files, requirement, target, prereleases=True)
+        hint = "; ".join(h for h in (error.hint, "--all compares every wheel") if h)
+        raise NoMatchingWheel(error.line, hint, error.nearest, error.platforms)
+    return ([f for f in files if f.filename in accepted],
+            tuple(sorted({f.filename for f in files} - accepted)))
 
 
 def _needs(image: ElfImage) -> tuple[set[str], set[str], set[str]]:
@@ -129,11 +159,16 @@ def compare(path: str, reference: tuple[str, ElfImage | Exception | None],
     )
 
 
-def variants(text: str, ctx: RemoteContext, progress: Progress) -> VariantsReport:
-    """Group the wheels of one release by identical binaries and compare the groups."""
+def variants(text: str, ctx: RemoteContext, progress: Progress, *,
+             every: bool = False) -> VariantsReport:
+    """Group the wheels of one release that `ctx.target` accepts (all of them with `every`) by
+    identical binaries, and compare the groups."""
     from abifit.remote.wheels import RemoteWheel
 
-    name, version, files = _release(text, ctx)
+    requirement, version, files = _release(text, ctx)
+    left_out: tuple[str, ...] = ()
+    if not every:
+        files, left_out = _chosen(requirement, files, ctx.target)
     wheels = {f.filename: RemoteWheel(f, ctx) for f in files}
     keys: dict[str, dict[str, tuple[int, int]]] = {}
     members: dict[str, dict[str, Member]] = {}
@@ -155,7 +190,8 @@ def variants(text: str, ctx: RemoteContext, progress: Progress) -> VariantsRepor
             continue
         other = group.filenames[0]
         differences += _group_diff(wheels, members, ref, other, progress)
-    return VariantsReport(name, version, groups, tuple(differences))
+    return VariantsReport(requirement.name, version, groups, tuple(differences),
+                          None if every else str(ctx.target), left_out)
 
 
 def _group_diff(wheels: dict[str, RemoteWheel], members: dict[str, dict[str, Member]],

@@ -20,8 +20,8 @@ import re
 import struct
 import sys
 from array import array
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
 from enum import IntEnum
 from typing import Literal
 
@@ -98,6 +98,7 @@ DT_NULL = 0
 DT_NEEDED = 1
 DT_PLTGOT = 3
 DT_HASH = 4
+SHT_DYNSYM = 11
 DT_STRTAB = 5
 DT_SYMTAB = 6
 DT_RELA = 7
@@ -396,6 +397,19 @@ class ElfImage:
     sections: tuple[Section, ...]
     section_problem: str | None
     relocated_symbols: array[int] | None = None
+    # what the view had to assume (a zeroed string table: symbols without names)
+    warnings: tuple[str, ...] = ()
+
+    def __getstate__(self) -> tuple[object, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    def __setstate__(self, state: Sequence[object]) -> None:
+        """Unpickle; a view cached before the last fields existed leaves them at their
+        defaults."""
+        known = fields(self)
+        values = [*state, *(f.default for f in known[len(state):])]
+        for f, value in zip(known, values, strict=True):
+            object.__setattr__(self, f.name, value)
 
     @property
     def machine_name(self) -> str:
@@ -642,7 +656,10 @@ def _symbol_count_hash(amap: _AddressMap, vaddr: int, lay: _Layout) -> int:
     return int(nchain)
 
 
-def _symbol_count_gnu_hash(r: _Reader, amap: _AddressMap, vaddr: int, lay: _Layout) -> int:
+def _symbol_count_gnu_hash(r: _Reader, amap: _AddressMap, vaddr: int, lay: _Layout
+                           ) -> tuple[int, bool]:
+    """The symbol count DT_GNU_HASH implies (one past the last hashed symbol), and whether every
+    bucket is empty (the count is then only the symbol offset, which older GNU ld sets to 1)."""
     offset = amap.offset(vaddr, "DT_GNU_HASH")
     nbuckets, symoffset, bloom_size, _shift = struct.unpack(
         lay.prefix + "IIII", r.read(offset, 16, "DT_GNU_HASH header")
@@ -653,7 +670,7 @@ def _symbol_count_gnu_hash(r: _Reader, amap: _AddressMap, vaddr: int, lay: _Layo
         buckets.byteswap()
     last = max(buckets, default=0)
     if last == 0:
-        return int(symoffset)
+        return int(symoffset), True
     if last < symoffset:
         raise r.fail(f"DT_GNU_HASH bucket {last} is below the symbol offset {symoffset}", offset)
     chain_at = buckets_at + nbuckets * 4 + (last - symoffset) * 4
@@ -667,7 +684,7 @@ def _symbol_count_gnu_hash(r: _Reader, amap: _AddressMap, vaddr: int, lay: _Layo
             chain.byteswap()
         for value in chain:
             if value & 1:
-                return index + 1
+                return index + 1, False
             index += 1
         chain_at += block * 4
 
@@ -857,7 +874,8 @@ def parse_elf(
     relocated: array[int] | None = None
     if dyn_seg is not None:
         dynamic, symbols, needs, defs, relocated = _parse_dynamic(r, amap, lay, h, dyn_seg,
-                                                                  relocations)
+                                                                  relocations, table)
+    warnings = _name_warnings(symbols)
     return ElfImage(
         name=source.name,
         elf_class=h.elf_class,
@@ -874,7 +892,21 @@ def parse_elf(
         sections=table,
         section_problem=section_problem,
         relocated_symbols=relocated,
+        warnings=warnings,
     )
+
+
+_STT_SECTION = 3
+
+
+def _name_warnings(table: SymbolTable) -> tuple[str, ...]:
+    """A warning when dynamic symbols have empty names (a zeroed string table)."""
+    empty = sum(1 for name, info in zip(table.names, table.info, strict=True)
+                if not name and info & 0xF != _STT_SECTION)  # section symbols have no name
+    if not empty:
+        return ()
+    return (f"{empty} of {len(table.names)} dynamic symbols have an empty name (is the dynamic "
+            "string table zeroed?)",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -910,7 +942,8 @@ def parse_layout(source: ByteSource, *, sections: bool = True, names: bool = Tru
 
 
 def _parse_dynamic(
-    r: _Reader, amap: _AddressMap, lay: _Layout, h: _Header, seg: Segment, relocations: bool
+    r: _Reader, amap: _AddressMap, lay: _Layout, h: _Header, seg: Segment, relocations: bool,
+    sections: tuple[Section, ...] = (),
 ) -> tuple[DynamicInfo, SymbolTable, list[VersionNeed], list[VersionDef], array[int] | None]:
     entries = _parse_dynamic_entries(r, seg, lay)
     first: dict[int, int] = {}
@@ -942,15 +975,34 @@ def _parse_dynamic(
              if DT_VERNEED in first else [])
     defs = (_parse_verdef(r, amap, lay, first[DT_VERDEF], first.get(DT_VERDEFNUM), strings)
             if DT_VERDEF in first else [])
-    table = _EMPTY_TABLE
-    if DT_SYMTAB in first:
-        table = _symbol_table(r, amap, lay, h, first, strings, needs, defs)
-    relocated: array[int] | None = None
+    referenced: array[int] | None = None
     if relocations:
         try:
-            relocated = _relocated_symbols(r, amap, lay, first, len(table))
+            referenced = _relocated_symbols(r, amap, lay, first)
         except ElfError:
-            relocated = None  # the order of references is a refinement, not part of the view
+            referenced = None  # the order of references is a refinement, not part of the view
+
+    def at_least(needed: bool) -> int:
+        """What the relocations reference and the section headers say of the table's size;
+        the relocations are read for it only when `needed` (not read otherwise)."""
+        refs = referenced
+        if refs is None and needed:
+            try:
+                refs = _relocated_symbols(r, amap, lay, first)
+            except ElfError:
+                refs = None
+        found = max(refs, default=-1) + 2 if refs is not None else 0
+        dynsym = next((s for s in sections if s.type == SHT_DYNSYM and s.addr == first[DT_SYMTAB]
+                       and s.size % lay.sym_size == 0), None)
+        return max(found, dynsym.size // lay.sym_size) if dynsym is not None else found
+
+    table = _EMPTY_TABLE
+    if DT_SYMTAB in first:
+        table = _symbol_table(r, amap, lay, h, first, strings, needs, defs, at_least)
+    relocated = None
+    if referenced is not None:
+        count = len(table)
+        relocated = array("I", (i for i in referenced if i < count))
     return info, table, needs, defs, relocated
 
 
@@ -974,16 +1026,17 @@ _RELOCATION_CHUNK = 1 << 20
 
 
 def _relocated_symbols(
-    r: _Reader, amap: _AddressMap, lay: _Layout, first: dict[int, int], count: int
+    r: _Reader, amap: _AddressMap, lay: _Layout, first: dict[int, int]
 ) -> array[int]:
     """Symbol-table entries that dynamic relocations refer to, in the order ld.so binds them.
 
     ld.so processes DT_RELA/DT_REL, then DT_JMPREL (all at load time under RTLD_NOW); the first
-    reference that cannot be bound is the error it reports. Entries are SymbolTable indexes.
-    Tables are read in chunks, so memory does not grow with their size.
+    reference that cannot be bound is the error it reports. Entries are SymbolTable indexes
+    (symbol index - 1), not yet bounded by the table's size. Tables are read in chunks, so
+    memory does not grow with their size beyond one mark per symbol referenced.
     """
     native = lay.prefix == _NATIVE
-    seen = bytearray(count + 1)
+    seen: set[int] = set()
     order = array("I")
     for vaddr, size, rela in _relocation_ranges(first):
         words = (6 if rela else 4) if lay.word == 8 else (3 if rela else 2)
@@ -999,8 +1052,8 @@ def _relocated_symbols(
             else:
                 symbols = (i >> 8 for i in _column(raw, "I", native, 1, words))
             for i in dict.fromkeys(symbols):
-                if 0 < i <= count and not seen[i]:
-                    seen[i] = 1
+                if i > 0 and i not in seen:
+                    seen.add(i)
                     order.append(i - 1)
     return order
 
@@ -1008,14 +1061,24 @@ def _relocated_symbols(
 def _symbol_table(
     r: _Reader, amap: _AddressMap, lay: _Layout, h: _Header, first: dict[int, int],
     strings: _Strings, needs: list[VersionNeed], defs: list[VersionDef],
+    at_least: Callable[[bool], int] = lambda _needed: 0,
 ) -> SymbolTable:
+    """The dynamic symbol table. Its size is DT_HASH's chain count when there is one (the exact
+    count); else the one DT_GNU_HASH implies (the last hashed symbol), raised to `at_least`
+    (what the relocations reference and the section headers say) when that fits in the file:
+    GNU hash tables leave out the symbols nothing looks up by name, all of them in a program
+    that exports nothing (older GNU ld writes empty buckets and a symbol offset of 1 there; the
+    relocations are then read even for a view without them)."""
     syment = first.get(DT_SYMENT, lay.sym_size)
     if syment != lay.sym_size:
         raise r.fail(f"unsupported dynamic symbol entry size {syment} (expected {lay.sym_size})")
-    if DT_GNU_HASH in first:
-        count = _symbol_count_gnu_hash(r, amap, first[DT_GNU_HASH], lay)
-    elif DT_HASH in first:
+    if DT_HASH in first:
         count = _symbol_count_hash(amap, first[DT_HASH], lay)
+    elif DT_GNU_HASH in first:
+        count, empty = _symbol_count_gnu_hash(r, amap, first[DT_GNU_HASH], lay)
+        more = at_least(empty)
+        if more > count and more * lay.sym_size <= r.size:
+            count = more
     else:
         raise r.fail("dynamic section has DT_SYMTAB but neither DT_GNU_HASH nor DT_HASH")
     if count == 0:

@@ -2,7 +2,15 @@
 
 The target interpreter is only asked for facts (paths, version, dlopen flags) in a subprocess that
 imports nothing but `sys`, `sysconfig` and `json`; distributions are found by reading their
-`*.dist-info` directories. Nothing of the environment is imported into abifit's own process.
+`*.dist-info` and `*.egg-info` metadata. Nothing of the environment is imported into abifit's own
+process.
+
+A distribution's files come from the list it installed: a dist-info's RECORD, an egg-info's
+`installed-files.txt` (paths relative to the egg-info). An egg-info without one (Debian's
+`python3-*` packages; a single-file `*.egg-info`, which is only PKG-INFO) lists no files: they are
+inferred from the top-level names it declares (`top_level.txt`, else its own name), as the package
+directories and modules of those names beside it. Its `SOURCES.txt` is not used: it lists the
+sources of a build, relative to the project, not what was installed.
 """
 
 from __future__ import annotations
@@ -45,6 +53,8 @@ print(json.dumps({
     "prefix": sys.prefix,
     "base_prefix": sys.base_prefix,
     "path": [p for p in sys.path if p],
+    "stdlib": [paths["stdlib"], paths["platstdlib"],
+               sysconfig.get_config_var("DESTSHARED") or ""],
     "purelib": paths["purelib"],
     "platlib": paths["platlib"],
     "dlopen_flags": sys.getdlopenflags(),
@@ -68,17 +78,24 @@ class InterpreterFacts:
     ext_suffix: str
     extension_suffixes: tuple[str, ...] = ()
     markers: tuple[tuple[str, str], ...] = ()
+    # the interpreter's own module directories (stdlib, lib-dynload): part of the interpreter
+    stdlib_dirs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Distribution:
-    """An installed distribution and the files its RECORD lists."""
+    """An installed distribution and its files: those its RECORD (or installed-files.txt)
+    lists, or, when `inferred`, those of the top-level names an egg-info declares.
+
+    `metadata_dir` is the `*.dist-info` or `*.egg-info` directory, or a single-file
+    `*.egg-info` (its PKG-INFO)."""
 
     name: str
     version: str
     metadata_dir: Path
     files: tuple[str, ...]
     requires: tuple[str, ...] = ()
+    inferred: bool = False
 
     @property
     def key(self) -> str:
@@ -130,10 +147,10 @@ def query_interpreter(python: str, timeout: float = 60.0) -> InterpreterFacts:
     except (OSError, subprocess.TimeoutExpired) as e:
         raise EnvironmentQueryError(f"cannot run the Python interpreter {python!r}: {e}") from e
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise EnvironmentQueryError(
-            f"the Python interpreter {python!r} exited with {done.returncode}: {last}"
-        )
+        last = (done.stderr.strip().splitlines() or [""])[-1]
+        said = f": {last}" if last and len(last) <= 200 else ""  # not an echo of the script
+        raise EnvironmentQueryError(f"the Python interpreter {python!r} exited with "
+                                    f"{done.returncode} when asked for its facts{said}")
     try:
         raw = json.loads(done.stdout)
         return InterpreterFacts(
@@ -148,6 +165,7 @@ def query_interpreter(python: str, timeout: float = 60.0) -> InterpreterFacts:
             ext_suffix=raw["ext_suffix"] or "",
             extension_suffixes=tuple(raw["extension_suffixes"]),
             markers=tuple(sorted(raw["markers"].items())),
+            stdlib_dirs=tuple(dict.fromkeys(p for p in raw["stdlib"] if p)),
         )
     except (ValueError, KeyError, TypeError) as e:
         raise EnvironmentQueryError(f"unexpected answer from {python!r}: {e}") from e
@@ -161,10 +179,12 @@ class _Metadata:
 
 
 def _read_metadata(metadata_dir: Path) -> _Metadata | None:
-    """Name, version and Requires-Dist from a dist-info's METADATA (or an egg-info's PKG-INFO)."""
-    for fname in ("METADATA", "PKG-INFO"):
+    """Name, version and Requires-Dist from a dist-info's METADATA, an egg-info's PKG-INFO
+    (with its requires.txt when PKG-INFO has no Requires-Dist), or a single-file egg-info."""
+    names = ("METADATA", "PKG-INFO") if metadata_dir.is_dir() else ("",)
+    for fname in names:
         try:
-            text = (metadata_dir / fname).read_text("utf-8", "replace")
+            text = (metadata_dir / fname if fname else metadata_dir).read_text("utf-8", "replace")
         except OSError:
             continue
         head = text.split("\n\n", 1)[0]
@@ -173,8 +193,40 @@ def _read_metadata(metadata_dir: Path) -> _Metadata | None:
         fields = {k.strip(): v.strip() for k, v in pairs}
         if "Name" in fields:
             requires = tuple(v.strip() for k, v in pairs if k.strip() == "Requires-Dist")
+            if not requires and fname == "PKG-INFO":
+                requires = egg_info_requires(_read_text(metadata_dir / "requires.txt"))
             return _Metadata(fields["Name"], fields.get("Version", ""), requires)
     return None
+
+
+def _read_text(path: Path) -> str:
+    """A metadata file's text; empty when it is absent or unreadable."""
+    try:
+        return path.read_text("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def egg_info_requires(text: str) -> tuple[str, ...]:
+    """An egg-info's requires.txt as Requires-Dist lines: a `[extra]`, `[:marker]` or
+    `[extra:marker]` section adds its condition to the marker of each line under it."""
+    out: list[str] = []
+    condition = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            extra, _, marker = line[1:-1].partition(":")
+            condition = " and ".join([*([f"({marker.strip()})"] if marker.strip() else []),
+                                      *([f'extra == "{extra.strip()}"'] if extra.strip() else [])])
+            continue
+        requirement, _, own = line.partition(";")
+        conditions = [f"({own.strip()})"] if own.strip() else []
+        conditions += [condition] if condition else []
+        out.append(f"{requirement.strip()}; {' and '.join(conditions)}" if conditions
+                   else requirement.strip())
+    return tuple(out)
 
 
 def _metadata_dirs(sys_path: tuple[str, ...]) -> list[Path]:
@@ -188,7 +240,9 @@ def _metadata_dirs(sys_path: tuple[str, ...]) -> list[Path]:
     return dirs
 
 
-def _record_files(metadata_dir: Path) -> tuple[str, ...]:
+def _listed_files(metadata_dir: Path) -> tuple[str, ...] | None:
+    """The files a distribution's RECORD (or an egg-info's installed-files.txt) lists; None
+    when it has neither."""
     record = metadata_dir / "RECORD"
     if record.is_file():
         with open(record, newline="", encoding="utf-8", errors="replace") as f:
@@ -197,12 +251,50 @@ def _record_files(metadata_dir: Path) -> tuple[str, ...]:
     else:
         listed = metadata_dir / "installed-files.txt"
         if not listed.is_file():
-            raise UsageError(f"{metadata_dir}: no RECORD, so its files cannot be listed")
+            return None
         rows = listed.read_text("utf-8", "replace").splitlines()
         base = metadata_dir
     prefix = str(base) + "/"
     return tuple(os.path.normpath(prefix + r) if "./" in r else prefix + r
                  for r in rows if r.strip())
+
+
+def top_level_names(metadata_dir: Path, name: str) -> list[str]:
+    """The top-level import names an egg-info declares (`top_level.txt`), else the one its
+    distribution name spells (`python-foo` -> `python_foo`)."""
+    declared = [n.strip() for n in _read_text(metadata_dir / "top_level.txt").splitlines()
+                if n.strip()]
+    names = declared or [name.replace("-", "_").replace(".", "_")]
+    return [n for n in names if all(part.isidentifier() for part in n.split("/"))]
+
+
+def inferred_files(site: Path, names: list[str], suffixes: tuple[str, ...]) -> tuple[str, ...]:
+    """The files of top-level `names` in `site`: every file under a package directory of that
+    name (but `__pycache__`), and the module files `NAME.py`, `NAME<extension suffix>`."""
+    out: list[str] = []
+    for name in names:
+        top = site / name
+        if top.is_dir():
+            for directory, subdirs, files in os.walk(top):
+                subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+                out += [os.path.join(directory, f) for f in sorted(files)]
+        out += [str(site / (name + s)) for s in (".py", *suffixes)
+                if (site / (name + s)).is_file()]
+    return tuple(dict.fromkeys(out))
+
+
+def _distribution(metadata_dir: Path, meta: _Metadata,
+                  suffixes: tuple[str, ...]) -> Distribution:
+    """The distribution of a metadata directory: its listed files, else (an egg-info) the
+    files its top-level names infer; a dist-info without RECORD raises `UsageError`."""
+    listed = _listed_files(metadata_dir) if metadata_dir.is_dir() else None
+    if listed is not None:
+        return Distribution(meta.name, meta.version, metadata_dir, listed, meta.requires)
+    if metadata_dir.suffix != ".egg-info":
+        raise UsageError(f"{metadata_dir}: no RECORD, so its files cannot be listed")
+    files = inferred_files(metadata_dir.parent, top_level_names(metadata_dir, meta.name),
+                           suffixes)
+    return Distribution(meta.name, meta.version, metadata_dir, files, meta.requires, True)
 
 
 def find_distribution(name: str, facts: InterpreterFacts) -> Distribution:
@@ -211,25 +303,23 @@ def find_distribution(name: str, facts: InterpreterFacts) -> Distribution:
     for metadata_dir in _metadata_dirs(facts.sys_path):
         found = _read_metadata(metadata_dir)
         if found is not None and canonicalize_name(found.name) == wanted:
-            return Distribution(found.name, found.version, metadata_dir,
-                                _record_files(metadata_dir), found.requires)
+            return _distribution(metadata_dir, found, facts.extension_suffixes)
     raise UsageError(
         f"{name!r} is neither a file nor a distribution installed for {facts.executable}"
     )
 
 
 def list_distributions(facts: InterpreterFacts) -> list[Distribution]:
-    """Every distribution the interpreter can import, first on its path wins; unlistable ones
-    (no RECORD) are skipped."""
+    """Every distribution the interpreter can import (dist-info and egg-info), first on its
+    path wins; unlistable ones (a dist-info without RECORD) are skipped."""
     found: dict[str, Distribution] = {}
     for metadata_dir in _metadata_dirs(facts.sys_path):
         meta = _read_metadata(metadata_dir)
         if meta is None or canonicalize_name(meta.name) in found:
             continue
         try:
-            files = _record_files(metadata_dir)
+            dist = _distribution(metadata_dir, meta, facts.extension_suffixes)
         except UsageError:
             continue
-        dist = Distribution(meta.name, meta.version, metadata_dir, files, meta.requires)
         found[dist.key] = dist
     return list(found.values())

@@ -13,13 +13,13 @@ half-written entry, whatever process is killed when; an entry that cannot be rea
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
-from abifit.formats.elf import ElfImage, is_elf, parse_elf
+from abifit.errors import FormatError
+from abifit.formats.elf import ElfImage, FileType, is_elf, parse_elf
 from abifit.formats.sources import FileSource
-from abifit.remote.cache import key_path, read_pickle, write_pickle
-
-CACHE_BUCKET = "elf-v1"
+from abifit.remote.cache import ELF_BUCKET, key_path, read_value, write_value
 
 
 def is_elf_file(path: str) -> bool:
@@ -31,6 +31,47 @@ def is_elf_file(path: str) -> bool:
         return False
 
 
+# A CPython executable defines its entry points, or imports them from its shared libpython;
+# PyPy's executable needs libpypy.
+_PYTHON_ENTRY_POINTS = frozenset({"Py_BytesMain", "Py_Main", "Py_Initialize"})
+
+
+def interpreter_problem(path: str, *, scripts: bool) -> str | None:
+    """Why `path` is not a Python interpreter, or None: it must be an executable file, and an
+    ELF executable that defines or imports Python's entry points (`Py_BytesMain`, `Py_Main`);
+    with `scripts`, a script that starts one (`#!`, as pyenv's shims) does too: it will do
+    to ask the interpreter its facts, not as the executable of a simulated process."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        return (e.strerror or str(e)).lower()
+    if stat.S_ISDIR(st.st_mode):
+        return "a directory"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if not os.access(path, os.X_OK):
+        return "not executable"
+    try:
+        with FileSource(path) as source:
+            head = source.read_at(0, min(4, source.size))
+            if head.startswith(b"#!"):
+                return None if scripts else "a script that starts one, not its executable"
+            if not is_elf(head):
+                return "neither an ELF executable nor a script"
+            image = parse_elf(source)
+    except OSError as e:
+        return (e.strerror or str(e)).lower()
+    except FormatError as e:
+        return f"an unreadable ELF file: {e.problem}"
+    if image.file_type != FileType.EXEC and image.interpreter is None:
+        return "a shared library, not an executable"
+    if _PYTHON_ENTRY_POINTS.intersection(image.symbols.names):
+        return None
+    if any(n.startswith("libpypy") for n in image.needed):
+        return None
+    return "an ELF executable that neither defines nor imports Py_BytesMain or Py_Main"
+
+
 def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino)
 
@@ -39,10 +80,10 @@ class ElfCache:
     """Parsed ELF images on disk, one file per path, valid while the file is unchanged."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root / CACHE_BUCKET
+        self.root = root / ELF_BUCKET
 
     def get(self, path: str, st: os.stat_result) -> ElfImage | None:
-        stored = read_pickle(key_path(self.root, path))
+        stored = read_value(key_path(self.root, path), tuple[tuple[int, ...], str, ElfImage])
         if not isinstance(stored, tuple) or len(stored) != 3:
             return None
         stamp, stored_path, image = stored
@@ -51,7 +92,7 @@ class ElfCache:
         return image
 
     def put(self, path: str, st: os.stat_result, image: ElfImage) -> None:
-        write_pickle(key_path(self.root, path), (_stamp(st), path, image))
+        write_value(key_path(self.root, path), (_stamp(st), path, image))
 
 
 class LocalObjects:

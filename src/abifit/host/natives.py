@@ -1,18 +1,24 @@
 """The native files of an installed environment: which ELF files its distributions hold, which
 are importable extension modules, and which are plugins that package code loads itself.
 
-I/O at the edge: `scan_native_files` and `glob_files` read the file system; what decides a
-module's name, its `PyInit_*` export and a plugin is pure and takes the parsed images through a
-callable.
+Files no distribution claims are *loose*: an extension module dropped into site-packages, a
+package copied onto `sys.path`. `loose_files` finds them on the interpreter's path, but not in its
+own module directories (the stdlib, lib-dynload: those modules are the interpreter's), without
+walking more than the top of each directory and the regular packages (`__init__.py`) that no
+distribution claims.
+
+I/O at the edge: `scan_native_files`, `loose_files` and `glob_files` read the file system; what
+decides a module's name, its `PyInit_*` export and a plugin is pure and takes the parsed images
+through a callable.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+import stat
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from abifit.errors import FormatError
 from abifit.formats.elf import ElfImage, FileType, might_be_elf
@@ -23,14 +29,13 @@ from abifit.host.environment import (
 )
 from abifit.host.localfs import is_elf_file
 
-if TYPE_CHECKING:
-
-    pass
+NO_DISTRIBUTION = ""  # the `distribution` of a loose file
 
 
 @dataclass(frozen=True, slots=True)
 class NativeFile:
-    """An ELF file of a distribution; `module` is set for an importable extension module.
+    """An ELF file of a distribution (`distribution` is its key, or `NO_DISTRIBUTION` for a
+    loose file); `module` is set for an importable extension module.
 
     A *plugin* is a library inside a Python package that no ELF file of the environment links
     to: packages load those themselves (`ctypes`, `torch.ops.load_library`), with RTLD_NOW.
@@ -84,21 +89,95 @@ def defines_init(image: ElfImage | None, module: str) -> bool:
 
 def scan_native_files(
     facts: InterpreterFacts, dists: list[Distribution],
-    image: Callable[[str], ElfImage | None],
+    image: Callable[[str], ElfImage | None], *, loose: bool = False,
 ) -> list[NativeFile]:
-    """Every ELF file the distributions' RECORDs list; an extension module is one at an
-    importable name that exports its `PyInit_*` function."""
+    """Every ELF file the distributions list; an extension module is one at an importable name
+    that exports its `PyInit_*` function. A file two distributions claim is the first's that
+    lists it (listed files before inferred ones). With `loose`, also the ELF files on the
+    interpreter's path that no distribution claims (`loose_files`), of no distribution."""
     roots = [p for p in facts.sys_path if os.path.isdir(p)]
-    found = []
-    for dist in dists:
+    found: list[NativeFile] = []
+    claimed: set[str] = set()
+
+    def add(path: str, key: str) -> None:
+        if (path in claimed or not might_be_elf(os.path.basename(path))
+                or os.path.islink(path) or not _regular(path)):
+            return
+        name = module_name(path, roots, facts.extension_suffixes)
+        if not is_elf_file(path) and name is None:
+            return
+        claimed.add(path)
+        if name is not None:
+            # an extension module that cannot be read (empty, truncated, not ELF) stays one:
+            # importing it fails, and the simulation says why
+            read = image(path)
+            if read is not None and not defines_init(read, name):
+                name = None
+        found.append(NativeFile(path, key, name))
+
+    for dist in sorted(dists, key=lambda d: d.inferred):
         for path in dist.files:
-            if (might_be_elf(os.path.basename(path)) and not os.path.islink(path)
-                    and is_elf_file(path)):
-                name = module_name(path, roots, facts.extension_suffixes)
-                if name is not None and not defines_init(image(path), name):
-                    name = None
-                found.append(NativeFile(path, dist.key, name))
+            add(path, dist.key)
+    if loose:
+        owned = {f for dist in dists for f in dist.files}
+        for path in loose_files(search_dirs(facts), facts.extension_suffixes, owned):
+            add(path, NO_DISTRIBUTION)
     return mark_plugins(found, image, roots)
+
+
+def _regular(path: str) -> bool:
+    """Whether `path` is a regular file (a FIFO or a device is never opened: reading one may
+    block for ever)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def search_dirs(facts: InterpreterFacts) -> list[str]:
+    """The directories on the interpreter's path, but its own module directories (stdlib,
+    lib-dynload), once each."""
+    own = {os.path.realpath(d) for d in facts.stdlib_dirs}
+    out: dict[str, str] = {}
+    for entry in facts.sys_path:
+        real = os.path.realpath(entry)
+        if real not in own and real not in out and os.path.isdir(entry):
+            out[real] = entry
+    return list(out.values())
+
+
+def loose_files(dirs: Iterable[str], suffixes: Iterable[str],
+                owned: Collection[str]) -> list[str]:
+    """Files in `dirs` that may be native and that no distribution owns (not in `owned`): the
+    extension modules at the top of each directory, and every file under a regular package
+    (a directory with `__init__.py`) whose `__init__.py` no distribution owns, in its
+    importable subdirectories. Candidates only: the caller checks that they are ELF files."""
+    ends = tuple(suffixes)
+    out: list[str] = []
+    for root in dirs:
+        try:
+            with os.scandir(root) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            path = os.path.join(root, entry.name)
+            if entry.name.endswith(ends) and entry.is_file() and path not in owned:
+                out.append(path)
+            elif (entry.name.isidentifier() and entry.name != "__pycache__"
+                  and os.path.join(path, "__init__.py") not in owned
+                  and entry.is_dir() and os.path.isfile(os.path.join(path, "__init__.py"))):
+                out += [f for f in _package_files(path) if f not in owned]
+    return out
+
+
+def _package_files(package: str) -> list[str]:
+    """The files under a package directory that may be native, in its importable subdirectories."""
+    out = []
+    for directory, subdirs, files in os.walk(package):
+        subdirs[:] = sorted(d for d in subdirs if d.isidentifier() and d != "__pycache__")
+        out += [os.path.join(directory, f) for f in sorted(files) if might_be_elf(f)]
+    return out
 
 
 def _has_init(directory: str) -> bool:

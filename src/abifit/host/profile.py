@@ -9,9 +9,15 @@ profiled environment's modules loaded from outside its site-packages, and what t
 turn. A check against the profile sees exactly these files; the NVIDIA driver's libraries are
 assumed as on any host that lacks them.
 
-The file is a gzip-compressed pickle in a versioned envelope. Unpickling admits only abifit's own
-types and a few builtins, so a profile from elsewhere cannot run code. A profile saved before the
-glibc release was recorded takes it from its libc.so.6 (`ldconfig.glibc_version_of`).
+The file is gzip-compressed data, never code: a header (`PROFILE_MAGIC`, the format `VERSION`,
+a checksum) and the snapshot in `abifit.formats.datacodec`'s format, which decodes to plain
+values and abifit's dataclasses only, each field checked against its type; so a profile from
+elsewhere cannot run code, and one that is not a snapshot is one error. Decompression stops at
+`MAX_PROFILE_BYTES` (256 MiB; a profile of a machine with a few thousand libraries in its
+ld.so cache takes tens of MiB), so a small file cannot make abifit take more memory. Profiles
+saved by abifit releases that pickled them (format 1) are not read: they must be saved again. A
+profile whose loader could not say its glibc release takes it from its libc.so.6
+(`ldconfig.glibc_version_of`).
 
 A manylinux preset is this machine's loader as the preset's glibc has it: the subdirectories
 and `$PLATFORM` of that release on this CPU (`LoaderDefaults.for_glibc`), not this machine's.
@@ -22,15 +28,15 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
-import io
 import json
 import os
-import pickle
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from abifit.errors import FormatError
+from abifit.formats.datacodec import OtherVersion, decode, frame, read_frame
 from abifit.formats.elf import ElfImage
 from abifit.formats.sources import ObjectSource
 from abifit.host.ldconfig import (
@@ -40,12 +46,12 @@ from abifit.host.ldconfig import (
     glibc_version_of,
 )
 from abifit.host.localfs import LocalObjects
-from abifit.remote.cache import moved
 
 DATA = Path(__file__).parent.parent / "data"
 
-FORMAT = "abifit-host-profile"
-VERSION = 1
+PROFILE_MAGIC = b"abifit-h"
+VERSION = 2  # 1: a pickle
+MAX_PROFILE_BYTES = 256 << 20  # uncompressed
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,46 +149,50 @@ def with_glibc(snapshot: HostSnapshot) -> HostSnapshot:
 
 
 def dumps(snapshot: HostSnapshot) -> bytes:
-    envelope = {"format": FORMAT, "version": VERSION, "snapshot": snapshot}
-    return gzip.compress(pickle.dumps(envelope, protocol=pickle.HIGHEST_PROTOCOL), mtime=0)
-
-
-class _Restricted(pickle.Unpickler):
-    """Unpickles abifit's own types and plain data only."""
-
-    _BUILTINS = frozenset({"frozenset", "set", "tuple", "list", "dict", "bytes", "bytearray",
-                           "str", "int", "float", "bool", "complex", "slice", "getattr"})
-
-    def find_class(self, module: str, name: str) -> object:
-        module, name = moved(module, name)
-        if module == "abifit" or module.startswith("abifit."):
-            return super().find_class(module, name)
-        if module == "builtins" and name in self._BUILTINS:
-            return super().find_class(module, name)
-        if (module, name) in (("array", "_array_reconstructor"), ("array", "array"),
-                              ("copyreg", "_reconstructor"), ("copyreg", "__newobj__"),
-                              ("collections", "OrderedDict"), ("enum", "Enum")):
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"a host profile may not hold {module}.{name}")
+    """A profile file's bytes."""
+    return gzip.compress(frame(snapshot, PROFILE_MAGIC, VERSION), mtime=0)
 
 
 def loads(data: bytes, name: str) -> HostSnapshot:
-    """The snapshot in a profile file's bytes; FormatError for anything else."""
+    """The snapshot in a profile file's bytes; one FormatError for anything else."""
+    raw = _gunzip(data, name)
+    if raw[:1] == b"\x80":
+        raise FormatError(name, "a pickle, as abifit saved host profiles before format "
+                          f"{VERSION}; this abifit does not read pickles (reading one can run "
+                          "code): save the profile again with `abifit doctor --save-host FILE`")
     try:
-        raw = gzip.decompress(data)
-        envelope = _Restricted(io.BytesIO(raw)).load()
-    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError,
-            ValueError) as e:
-        raise FormatError(name, f"not an abifit host profile ({e})") from e
-    if not isinstance(envelope, dict) or envelope.get("format") != FORMAT:
-        raise FormatError(name, "not an abifit host profile")
-    if envelope.get("version") != VERSION:
-        raise FormatError(name, f"host profile format {envelope.get('version')} (this abifit "
-                          f"reads {VERSION}): save it again with this abifit")
-    snapshot = envelope.get("snapshot")
+        snapshot = decode(read_frame(raw, PROFILE_MAGIC, VERSION, name), name)
+    except OtherVersion as e:
+        raise FormatError(name, f"host profile format {e.version} (this abifit reads "
+                          f"{VERSION}): save it again with this abifit") from e
+    except FormatError as e:
+        raise FormatError(name, f"not an abifit host profile: {e.problem}") from e
     if not isinstance(snapshot, HostSnapshot):
-        raise FormatError(name, "the host profile holds no snapshot")
+        raise FormatError(name, f"not an abifit host profile: it holds a "
+                          f"{type(snapshot).__qualname__}, not a host snapshot")
     return with_glibc(snapshot)
+
+
+def _gunzip(data: bytes, name: str) -> bytearray:
+    """`data` gunzipped, refused once it passes `MAX_PROFILE_BYTES` while decompressing."""
+    inflate = zlib.decompressobj(wbits=31)  # gzip only
+    out = bytearray()
+    pending = data
+    try:
+        while not inflate.eof:
+            piece = inflate.decompress(pending, min(16 << 20, MAX_PROFILE_BYTES + 1 - len(out)))
+            pending = inflate.unconsumed_tail
+            if not piece and not pending:
+                raise FormatError(name, "not an abifit host profile: the gzip data is truncated")
+            out += piece
+            if len(out) > MAX_PROFILE_BYTES:
+                raise FormatError(name, "not an abifit host profile: more than "
+                                  f"{MAX_PROFILE_BYTES >> 20} MiB uncompressed")
+    except zlib.error as e:
+        raise FormatError(name, f"not an abifit host profile (not gzip data: {e})") from e
+    if inflate.unused_data:
+        raise FormatError(name, "not an abifit host profile: data after the gzip stream")
+    return out
 
 
 def load(path: str) -> tuple[HostSnapshot, str]:

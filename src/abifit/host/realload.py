@@ -9,6 +9,7 @@ one compared with the prediction: some packages hide the loader's error behind t
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from dataclasses import dataclass
 
@@ -56,6 +57,16 @@ class RealLoad:
     note: str
 
 
+CRASHED = "the process was killed by"  # how a note about a crashed real load begins
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return f"{signal.Signals(number).name} ({number})"
+    except ValueError:
+        return f"signal {number}"
+
+
 def _run(python: str, script: str, args: list[str], timeout: float) -> dict[str, object] | str:
     """The JSON object a script prints last, run in a fresh `python`; else why there is none."""
     try:
@@ -70,6 +81,8 @@ def _run(python: str, script: str, args: list[str], timeout: float) -> dict[str,
         out: dict[str, object] = json.loads(last[0])
     except ValueError:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        if done.returncode < 0:
+            return f"{CRASHED} {_signal_name(-done.returncode)}: {tail}"
         return f"the process exited with {done.returncode}: {tail}"
     return out
 

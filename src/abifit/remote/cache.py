@@ -1,72 +1,49 @@
 """abifit's on-disk cache: versioned buckets of small files, written atomically.
 
-    <root>/elf-v1/     parsed views of local ELF files, valid while the file is unchanged
-    <root>/views-v1/   parsed views of remote wheel members, by wheel sha256 and member path
-    <root>/index-v1/   index pages, with the time they were fetched
+    <root>/elf-v2/     parsed views of local ELF files, valid while the file is unchanged
+    <root>/views-v2/   parsed views of remote wheel members, by wheel sha256 and member path
+    <root>/index-v2/   index pages, with the time they were fetched
+    <root>/checks-v2/  results of checks, by the digest of every input
+    <root>/pycode-v2/  what Python modules do when imported, by the digest of their text
+    <root>/digests-v2/ sha256 of local wheels (no index gave one), valid while the file is
+                       unchanged; the wheels themselves are read in place, never copied here
+
+An entry is data only, never code: the value in `abifit.formats.datacodec`'s format (MessagePack
+that decodes to nothing but plain values and abifit's dataclasses, enums and errors) after a
+header of 26 bytes: `ENTRY_MAGIC`, `ENTRY_FORMAT` and the first 16 bytes of the payload's
+sha256. Whoever can write the cache directory can make abifit read wrong entries, not run code.
+An entry whose magic, format or checksum is not this one's, whose value does not decode or does
+not fit its types, or is not what the reader expects (`expect`, a type hint), is a miss: the
+value is computed again. The buckets of abifit releases that
+pickled their entries (`*-v1`) are never opened.
 
 Every entry is written to a temporary file in its directory and renamed into place, so a reader
-never sees half an entry, however many abifit processes run and whenever one is killed. An entry
-that cannot be read is treated as missing.
+never sees half an entry, however many abifit processes run and whenever one is killed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 import shutil
 import time
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
-BUCKETS = ("elf-v1", "views-v1", "index-v1", "checks-v1", "pycode-v1")
+from abifit.errors import FormatError
+from abifit.formats.datacodec import conforms, decode, frame, read_frame
 
-# Where the modules of abifit's values lived before they moved into layer subpackages: entries
-# written by an earlier abifit name them there, and stay readable.
-MOVED_MODULES = {
-    "abifit.sources": "abifit.formats.sources",
-    "abifit.elf": "abifit.formats.elf",
-    "abifit.demangle": "abifit.formats.demangle",
-    "abifit.fatbin": "abifit.formats.fatbin",
-    "abifit.wheel": "abifit.formats.wheel",
-    "abifit.pins": "abifit.formats.pins",
-    "abifit.cache": "abifit.remote.cache",
-    "abifit.http": "abifit.remote.http",
-    "abifit.index": "abifit.remote.index",
-    "abifit.remote": "abifit.remote.wheels",
-    "abifit.deflate": "abifit.remote.deflate",
-    "abifit.middle": "abifit.remote.middle",
-    "abifit.cores": "abifit.remote.cores",
-    "abifit.wheelfiles": "abifit.remote.wheelfiles",
-    "abifit.ldconfig": "abifit.host.ldconfig",
-    "abifit.hostprofile": "abifit.host.profile",
-    "abifit.environment": "abifit.host.environment",
-    "abifit.localfs": "abifit.host.localfs",
-    "abifit.locate": "abifit.host.locate",
-    "abifit.cudastack": "abifit.host.cudastack",
-    "abifit.verify": "abifit.host.realload",
-    "abifit.gpu": "abifit.sim.gpu",
-    "abifit.gpucode": "abifit.sim.gpu",
-    "abifit.loader": "abifit.sim.loader",
-    "abifit.diagnose": "abifit.sim.diagnose",
-}
-# definitions that moved to another module than their old module's new place
-MOVED_NAMES = {
-    ("abifit.diagnose", "Finding"): ("abifit.sim.findings", "Finding"),
-    ("abifit.loader", "ObjectSource"): ("abifit.formats.sources", "ObjectSource"),
-}
+ELF_BUCKET = "elf-v2"
+VIEWS_BUCKET = "views-v2"
+INDEX_BUCKET = "index-v2"
+CHECKS_BUCKET = "checks-v2"
+PYCODE_BUCKET = "pycode-v2"
+DIGESTS_BUCKET = "digests-v2"
+BUCKETS = (ELF_BUCKET, VIEWS_BUCKET, INDEX_BUCKET, CHECKS_BUCKET, PYCODE_BUCKET, DIGESTS_BUCKET)
 
-
-def moved(module: str, name: str) -> tuple[str, str]:
-    """Where a pickled reference to `module.name` written by an earlier abifit lives now."""
-    if (module, name) in MOVED_NAMES:
-        return MOVED_NAMES[module, name]
-    return MOVED_MODULES.get(module, module), name
-
-
-class _Unpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> object:
-        return super().find_class(*moved(module, name))
+ENTRY_MAGIC = b"abifit-c"
+ENTRY_FORMAT = 1
 
 
 def default_cache_dir(env: dict[str, str] | None = None) -> Path:
@@ -104,19 +81,21 @@ def atomic_write(path: Path, data: bytes) -> None:
         return
 
 
-def read_pickle(path: Path) -> object | None:
-    """The object stored at `path`, or None when it is missing or unreadable."""
+def read_value(path: Path, expect: object = object) -> object | None:
+    """The value stored at `path`, or None when it is missing, damaged, of another format, not
+    data that decodes, or not of the type hint `expect` (see the module's docstring)."""
     try:
         with open(path, "rb") as f:
-            value: object = _Unpickler(f).load()
-            return value
-    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
-            ImportError, IndexError):
+            data = f.read()
+        value = decode(read_frame(data, ENTRY_MAGIC, ENTRY_FORMAT, str(path)), str(path))
+    except (OSError, FormatError):
         return None
+    return value if conforms(value, expect) else None
 
 
-def write_pickle(path: Path, value: object) -> None:
-    atomic_write(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+def write_value(path: Path, value: object) -> None:
+    """Store `value` at `path` (TypeError, a bug, for a value that is not data)."""
+    atomic_write(path, frame(value, ENTRY_MAGIC, ENTRY_FORMAT))
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +103,31 @@ class BucketInfo:
     name: str
     entries: int
     bytes: int
+
+
+class RootState(Enum):
+    """What is at the cache's root path."""
+
+    DIRECTORY = "directory"
+    MISSING = "missing"
+    NOT_A_DIRECTORY = "not-a-directory"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheInfo:
+    """What `abifit cache info` shows: the root, what is there, and each bucket's files."""
+
+    root: Path
+    state: RootState
+    buckets: tuple[BucketInfo, ...]
+
+    @property
+    def entries(self) -> int:
+        return sum(b.entries for b in self.buckets)
+
+    @property
+    def bytes(self) -> int:
+        return sum(b.bytes for b in self.buckets)
 
 
 class Cache:
@@ -136,36 +140,47 @@ class Cache:
     def bucket(self, name: str) -> Path:
         return self.root / name
 
-    def get_view(self, sha256: str, member: str) -> object | None:
+    def get_view(self, sha256: str, member: str, expect: object = object) -> object | None:
         if self.refresh:
             return None
-        return read_pickle(key_path(self.bucket("views-v1"), sha256, member))
+        return read_value(key_path(self.bucket(VIEWS_BUCKET), sha256, member), expect)
 
     def put_view(self, sha256: str, member: str, view: object) -> None:
-        write_pickle(key_path(self.bucket("views-v1"), sha256, member), view)
+        write_value(key_path(self.bucket(VIEWS_BUCKET), sha256, member), view)
 
-    def get_code(self, digest: str) -> object | None:
-        """What a Python module does when imported, by the digest of its name and text."""
-        return read_pickle(key_path(self.bucket("pycode-v1"), digest))
-
-    def put_code(self, digest: str, code: object) -> None:
-        write_pickle(key_path(self.bucket("pycode-v1"), digest), code)
-
-    def get_result(self, key: str) -> object | None:
-        """A stored result of a computation keyed by the digest of all its inputs."""
+    def get_digest(self, path: str, stamp: str) -> str | None:
+        """The sha256 of a local file, stored while its `stamp` (size, mtime, inode) held."""
         if self.refresh:
             return None
-        return read_pickle(key_path(self.bucket("checks-v1"), key))
+        value = read_value(key_path(self.bucket(DIGESTS_BUCKET), path, stamp), str)
+        return value if isinstance(value, str) else None
+
+    def put_digest(self, path: str, stamp: str, digest: str) -> None:
+        write_value(key_path(self.bucket(DIGESTS_BUCKET), path, stamp), digest)
+
+    def get_code(self, digest: str, expect: object = object) -> object | None:
+        """What a Python module does when imported, by the digest of its name and text."""
+        return read_value(key_path(self.bucket(PYCODE_BUCKET), digest), expect)
+
+    def put_code(self, digest: str, code: object) -> None:
+        write_value(key_path(self.bucket(PYCODE_BUCKET), digest), code)
+
+    def get_result(self, key: str, expect: object = object) -> object | None:
+        """A stored result of a computation keyed by the digest of all its inputs, when it is of
+        the type hint `expect`."""
+        if self.refresh:
+            return None
+        return read_value(key_path(self.bucket(CHECKS_BUCKET), key), expect)
 
     def put_result(self, key: str, value: object) -> None:
-        write_pickle(key_path(self.bucket("checks-v1"), key), value)
+        write_value(key_path(self.bucket(CHECKS_BUCKET), key), value)
 
     def get_page(self, url: str, max_age: float) -> tuple[str, bytes] | None:
         """A cached index page younger than `max_age` seconds (any age when max_age < 0)."""
         if self.refresh and max_age >= 0:
             return None
-        stored = read_pickle(key_path(self.bucket("index-v1"), url))
-        if not isinstance(stored, tuple) or len(stored) != 3:
+        stored = read_value(key_path(self.bucket(INDEX_BUCKET), url), tuple[float, str, bytes])
+        if not isinstance(stored, tuple):
             return None
         fetched, content_type, body = stored
         if max_age >= 0 and time.time() - float(fetched) > max_age:
@@ -173,9 +188,12 @@ class Cache:
         return str(content_type), bytes(body)
 
     def put_page(self, url: str, content_type: str, body: bytes) -> None:
-        write_pickle(key_path(self.bucket("index-v1"), url), (time.time(), content_type, body))
+        write_value(key_path(self.bucket(INDEX_BUCKET), url), (time.time(), content_type, body))
 
-    def info(self) -> list[BucketInfo]:
+    def info(self) -> CacheInfo:
+        """The entries and bytes of each bucket (none when the root is not a directory)."""
+        state = (RootState.DIRECTORY if self.root.is_dir()
+                 else RootState.NOT_A_DIRECTORY if self.root.exists() else RootState.MISSING)
         out = []
         for name in BUCKETS:
             entries = size = 0
@@ -187,11 +205,11 @@ class Cache:
                     except OSError:
                         continue
             out.append(BucketInfo(name, entries, size))
-        return out
+        return CacheInfo(self.root, state, tuple(out))
 
     def clean(self) -> int:
         """Remove every bucket; returns the bytes freed."""
-        freed = sum(b.bytes for b in self.info())
+        freed = self.info().bytes
         for name in BUCKETS:
             shutil.rmtree(self.bucket(name), ignore_errors=True)
         return freed

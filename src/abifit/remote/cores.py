@@ -12,6 +12,11 @@ from a pipe and exits when the pipe closes. A call whose worker cannot be starte
 in the calling thread instead, and that worker is not used again. `ABIFIT_WORKERS` sets the
 number of workers; 0 runs everything in-process.
 
+Ctrl-C is the parent's business: a worker runs in a session of its own, so the signals of a
+terminal (Ctrl-C, a hangup) never reach it, and it ignores SIGINT besides; `stop_workers` kills
+the workers at once when abifit ends on an interrupt. A worker whose parent went away ends
+quietly.
+
 Workers are plain `subprocess` children, not `multiprocessing` ones: those re-import the main
 module of the program that uses abifit, which is unsafe in a script without a
 `__name__ == "__main__"` guard, and forking a process that has threads is unsafe too.
@@ -25,6 +30,7 @@ import heapq
 import itertools
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
@@ -37,8 +43,8 @@ from abifit.errors import AbifitError
 R = TypeVar("R")
 
 MAX_WORKERS = 8
-_SERVE = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
-          "from abifit.remote.cores import serve; serve()")
+_SERVE = ("import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+          "sys.path.insert(0, sys.argv.pop(1)); from abifit.remote.cores import serve; serve()")
 
 
 class _WorkerDied(AbifitError):
@@ -56,7 +62,8 @@ class _Worker:
         env = {**os.environ, "ABIFIT_WORKERS": "0"}  # a worker computes its calls itself
         self._process = subprocess.Popen(
             [sys.executable, "-c", _SERVE, package_root],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
+            start_new_session=True)
 
     def call(self, function: Callable[..., R], args: tuple[object, ...]) -> R:
         stdin, stdout = self._process.stdin, self._process.stdout
@@ -75,6 +82,13 @@ class _Worker:
         if self._process.stdin is not None:
             with contextlib.suppress(OSError):
                 self._process.stdin.close()
+
+    def kill(self) -> None:
+        """End the worker now, in the middle of a call or not, and reap it."""
+        with contextlib.suppress(OSError):
+            self._process.send_signal(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(timeout=1.0)
 
 
 class _Pool:
@@ -130,6 +144,10 @@ class _Pool:
         for worker in self._workers:
             worker.close()
 
+    def kill(self) -> None:
+        for worker in self._workers:
+            worker.kill()
+
 
 _lock = threading.Lock()
 _pool: _Pool | None = None
@@ -166,15 +184,24 @@ def run(function: Callable[..., R], *args: object, priority: float = 0.0) -> R:
     return pool.run(function, args, priority)
 
 
+def stop_workers() -> None:
+    """Kill the worker processes now (abifit is ending on Ctrl-C), and reap them: nothing is
+    left running. A call in flight then runs in its caller's thread, as after any worker's
+    death. Safe in a signal handler: it takes no lock."""
+    pool = _pool
+    if pool is not None:
+        pool.kill()
+
+
 def serve(reader: IO[bytes] | None = None, writer: IO[bytes] | None = None) -> None:
     """A worker's loop: answer pickled `(function, args)` calls with `(True, result)` or
-    `(False, exception)` until the input ends."""
+    `(False, exception)` until the input ends or nobody reads the answers."""
     reader = reader or sys.stdin.buffer
     writer = writer or sys.stdout.buffer
     while True:
         try:
             function, args = pickle.load(reader)
-        except EOFError:
+        except (EOFError, OSError):
             return
         try:
             answer: tuple[bool, object] = (True, function(*args))
@@ -184,5 +211,8 @@ def serve(reader: IO[bytes] | None = None, writer: IO[bytes] | None = None) -> N
             data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as e:  # an answer that does not pickle
             data = pickle.dumps((False, RuntimeError(f"{type(e).__name__}: {e}")))
-        writer.write(data)
-        writer.flush()
+        try:
+            writer.write(data)
+            writer.flush()
+        except OSError:  # the parent went away
+            return

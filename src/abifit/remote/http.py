@@ -16,7 +16,9 @@ become requests:
   becomes an absolute range once the size is known (given, from that answer, or from HEAD).
 
 Connection errors, timeouts, 429 and 5xx are retried with exponential backoff, a bounded number of
-times; other 4xx are not. Every failure is an `HttpError`, one line: `<url>: <problem>`.
+times; other 4xx are not. A host that could not be connected to (refused, unknown, no answer in
+time) once the retries are spent is not asked again by that client: later requests to it fail at
+once. Every failure is an `HttpError`, one line: `<url>: <problem>`.
 """
 
 from __future__ import annotations
@@ -120,13 +122,14 @@ class _Retry(AbifitError):
 
     def __init__(
         self, problem: str, *, status: int | None = None, once: bool = False,
-        wait_s: float | None = None,
+        wait_s: float | None = None, unreachable: str | None = None,
     ) -> None:
         super().__init__(problem)
         self.problem = problem
         self.status = status
         self.once = once
         self.wait_s = wait_s
+        self.unreachable = unreachable  # the host that could not be connected to
 
 
 class HttpClient(Closing):
@@ -158,6 +161,7 @@ class HttpClient(Closing):
         )
         self._hosts: dict[str, HostSupport] = {}
         self._hosts_lock = threading.Lock()
+        self._unreachable: dict[str, str] = {}  # host -> why no connection was made
 
     def get(self, url: str, headers: Mapping[str, str] | None = None) -> Response:
         """The whole response to a GET (an index page); 4xx and exhausted retries raise."""
@@ -213,6 +217,9 @@ class HttpClient(Closing):
                     raise HttpError(url, f"{e.problem}, twice", e.status) from e
                 if number == self._retries:
                     tries = f"gave up after {number + 1} attempts" if number else "no retries"
+                    if e.unreachable is not None:
+                        with self._hosts_lock:
+                            self._unreachable[e.unreachable] = e.problem
                     raise HttpError(url, f"{e.problem}; {tries}", e.status) from e
                 wrong_once = wrong_once or e.once
                 pause = self._backoff * 2**number
@@ -226,8 +233,12 @@ class HttpClient(Closing):
         """Send one request (following redirects); the response comes back unread.
 
         2xx and the statuses in `allow` are returned; 429 and 5xx raise _Retry, other statuses
-        HttpError.
+        HttpError, as does a host no connection could be made to before.
         """
+        with self._hosts_lock:
+            unreachable = self._unreachable.get(_host(url))
+        if unreachable is not None:
+            raise HttpError(url, f"{unreachable} earlier; not asked again")
         self.transfer.add(requests=1)
         try:
             resp = self._pool.request(
@@ -239,9 +250,9 @@ class HttpClient(Closing):
         except MaxRetryError as e:
             if isinstance(e.reason, ResponseError):
                 raise HttpError(url, f"more than {_MAX_REDIRECTS} redirects") from e
-            raise _Retry(_describe(e.reason or e, self._timeout_s)) from e
+            raise self._failed(url, e.reason or e) from e
         except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise _Retry(_describe(e, self._timeout_s)) from e
+            raise self._failed(url, e) from e
         if resp.retries is not None:
             self.transfer.add(requests=len(resp.retries.history))
         status = resp.status
@@ -254,6 +265,13 @@ class HttpClient(Closing):
         if status in _NOT_FOUND:
             raise HttpError(url, f"not found ({problem})", status)
         raise HttpError(url, problem, status)
+
+    def _failed(self, url: str, error: BaseException) -> _Retry:
+        """The retry of a request that failed in the network; no connection (refused, a name
+        that does not resolve, a connect timeout: urllib3's NewConnectionError and
+        NameResolutionError are ConnectTimeoutErrors) marks the host."""
+        unreachable = _host(url) if isinstance(error, ConnectTimeoutError) else None
+        return _Retry(_describe(error, self._timeout_s), unreachable=unreachable)
 
     def _receive(self, resp: urllib3.BaseHTTPResponse, sink: Callable[[bytes], object], *,
                  limit: int | None = None, decode: bool = False) -> int:

@@ -1,8 +1,10 @@
 """Package indexes: PEP 691 JSON and PEP 503 HTML pages, PEP 658/714 metadata, pip's index settings.
 
 A pure core parses pages into `IndexFile` values and chooses wheels for a `Target`; a thin I/O
-layer (`PackageIndex`) fetches pages through a `Fetch` callable, reads `file://` indexes and
-`--find-links` directories from disk, and merges what the configured sources offer.
+layer (`PackageIndex`) fetches pages through a `Fetch` callable, reads `file://` indexes (a
+directory per project, holding an `index.json` (PEP 691), an `index.html` (PEP 503) or the files
+themselves) and `--find-links` directories from disk, and merges what the configured sources
+offer. Files on disk keep file:// URLs; `remote.wheels` reads them in place.
 
 Choices worth knowing:
 
@@ -30,11 +32,13 @@ import hashlib
 import json
 import os
 import sys
+import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 from urllib.request import url2pathname
 
@@ -61,6 +65,7 @@ DIST_EXTENSIONS = (".whl", ".tar.gz", ".zip", ".tar.bz2", ".tar.xz", ".tgz", ".t
 #: fetch(url, request headers) -> (status, response headers, body, final URL after redirects)
 Fetch = Callable[[str, Mapping[str, str]], tuple[int, Mapping[str, str], bytes, str]]
 WheelName = tuple[NormalizedName, Version, BuildTag, frozenset[_tags.Tag]]
+_T = TypeVar("_T")
 
 
 # --- errors ---------------------------------------------------------------------------------------
@@ -97,11 +102,13 @@ class NoMatchingWheel(_Hinted):
 
 
 class IndexUnavailable(AbifitError):
-    """An index page could not be fetched: a connection failure or an unexpected HTTP status."""
+    """An index page could not be fetched: a connection failure or an unexpected HTTP status
+    (`status`, None for a failure of the network or the disk)."""
 
-    def __init__(self, url: str, problem: str) -> None:
+    def __init__(self, url: str, problem: str, status: int | None = None) -> None:
         self.url = url
         self.problem = problem
+        self.status = status
         super().__init__(f"{url}: {problem}")
 
 
@@ -359,8 +366,13 @@ def find_links_files(directory: Path) -> list[IndexFile]:
 
 
 def file_url_path(url: str) -> Path:
-    """The local path of a file:// URL."""
+    """The local path of a file:// URL, percent-escapes decoded (`%2B` is `+`)."""
     return Path(url2pathname(urlsplit(url).path))
+
+
+def local_file(url: str) -> Path | None:
+    """The path a file:// URL names; None for any other URL."""
+    return file_url_path(url) if urlsplit(url).scheme == "file" else None
 
 
 def _local_path(location: str) -> Path | None:
@@ -372,12 +384,26 @@ def _local_path(location: str) -> Path | None:
     return Path(location).expanduser()
 
 
+# the page files of a directory in a file:// index, PEP 691 first (as ACCEPT asks of a server)
+_PAGE_FILES = (("index.json", "application/vnd.pypi.simple.v1+json"), ("index.html", "text/html"))
+
+
+def _page_file(directory: Path) -> tuple[bytes, str] | None:
+    """(body, media type) of a directory's index.json or index.html, when it has one."""
+    for name, media in _PAGE_FILES:
+        page = directory / name
+        if page.is_file():
+            return page.read_bytes(), media
+    return None
+
+
 def _local_page(path: Path) -> list[IndexFile] | None:
-    """A file:// project page: a directory (its index.html, or its listing) or an HTML file."""
+    """A file:// project page: a directory (its index.json or index.html, else its listing) or
+    a page file; None when there is nothing at `path`."""
     if path.is_dir():
-        index = path / "index.html"
-        if index.is_file():
-            return parse_simple_html(index.read_bytes(), path.as_uri() + "/")
+        page = _page_file(path)
+        if page is not None:
+            return parse_simple_page(page[0], path.as_uri() + "/", page[1])
         return find_links_files(path)
     if path.is_file():
         return parse_simple_page(path.read_bytes(), path.as_uri(), "")
@@ -388,9 +414,9 @@ def _local_names(path: Path) -> list[str]:
     """Project names a file:// index root or a find-links directory holds."""
     if not path.is_dir():
         return []
-    index = path / "index.html"
-    if index.is_file():
-        return parse_project_names(index.read_bytes(), path.as_uri() + "/", "text/html")
+    page = _page_file(path)
+    if page is not None:
+        return parse_project_names(page[0], path.as_uri() + "/", page[1])
     if any(p.is_dir() for p in path.iterdir()):
         return sorted(p.name for p in path.iterdir() if p.is_dir())
     return sorted({str(n) for f in find_links_files(path) if (n := f.project()) is not None})
@@ -849,8 +875,11 @@ class PackageIndex:
     """The files the configured indexes and find-links locations offer for a project.
 
     Remote pages come through `fetch`; file:// indexes and local find-links are read from disk.
-    An index that cannot be reached raises IndexUnavailable, unless `warn` is given: then it is
-    reported through `warn` and skipped (as pip does).
+    A source that cannot be read (no connection, an HTTP error after the client's retries, a
+    missing directory) raises IndexUnavailable, unless `warn` is given. Then, as pip does, the
+    project's files come from the sources that do answer, and `warn` is told once per source it
+    skipped; only when no source has the project is the first failure raised (a source that
+    could not be read might have had it).
     """
 
     def __init__(self, fetch: Fetch, config: IndexConfig | None = None, *,
@@ -859,6 +888,8 @@ class PackageIndex:
         self.config = config or IndexConfig()
         self.warn = warn
         self._pages: dict[str, list[IndexFile]] = {}
+        self._warned: set[str] = set()  # sources skipped and reported
+        self._lock = threading.Lock()
 
     def project_files(self, name: str) -> list[IndexFile]:
         """Every file of the project, primary index first, then extra indexes, then find-links;
@@ -869,89 +900,131 @@ class PackageIndex:
         return self._pages[project]
 
     def _gather(self, name: str, project: str) -> list[IndexFile]:
-        pages = [self._index_page(url, project) for url in self.config.index_urls]
-        pages += [self._find_links(location, project) for location in self.config.find_links]
-        if all(page is None for page in pages):
-            names = self.project_names()
-            raise PackageNotFound(name, self.config.sources, suggest(name, names))
+        reads: list[tuple[str, Callable[[], list[IndexFile] | None]]] = [
+            *((url, functools.partial(self._index_page, url, project))
+              for url in self.config.index_urls),
+            *((location, functools.partial(self._find_links, location, project))
+              for location in self.config.find_links)]
+        pages: list[list[IndexFile]] = []
+        failed: list[tuple[str, IndexUnavailable]] = []
+        for source, read in reads:
+            try:
+                page = _local_errors(source, read)
+            except IndexUnavailable as e:
+                if self.warn is None:
+                    raise
+                failed.append((source, e))
+                continue
+            if page:
+                pages.append(page)
+        if not pages:
+            if failed:
+                raise failed[0][1]
+            raise PackageNotFound(name, self.config.sources, suggest(name, self.project_names()))
+        for source, error in failed:
+            self._skipped(source, error)
         merged: dict[str, IndexFile] = {}
         for page in pages:
-            for file in page or ():
+            for file in page:
                 merged.setdefault(file.filename, file)
         return list(merged.values())
 
-    def _get(self, url: str, accept: str) -> tuple[int, Mapping[str, str], bytes, str] | None:
-        """The response, or None (after `warn`) for an unreachable source when warnings are on."""
+    def _skipped(self, source: str, error: IndexUnavailable) -> None:
+        """Tell `warn`, once per source, that the source was skipped and why."""
+        with self._lock:
+            if source in self._warned or self.warn is None:
+                return
+            self._warned.add(source)
+        self.warn(f"skipping {error}")
+
+    def _get(self, url: str, accept: str) -> tuple[int, Mapping[str, str], bytes, str]:
+        """The response (200, 404 or 410); IndexUnavailable for anything else."""
         try:
             status, headers, body, final = self.fetch(url, {"Accept": accept})
         except (OSError, AbifitError) as e:
-            missing = getattr(e, "status", None)
-            if missing in (404, 410):  # a client that raises for 4xx (abifit.remote.http does)
-                return int(missing), {}, b"", url
-            self._unavailable(url, getattr(e, "problem", None) or str(e))
-            return None
+            code = getattr(e, "status", None)
+            if code in (404, 410):  # a client that raises for 4xx (abifit.remote.http does)
+                return int(code), {}, b"", url
+            problem = getattr(e, "problem", None) or str(e)
+            raise IndexUnavailable(url, problem, code if isinstance(code, int) else None) from e
         if status not in (200, 404, 410):
-            self._unavailable(url, f"HTTP {status}")
-            return None
+            raise IndexUnavailable(url, f"HTTP {status}", status)
         return status, headers, body, final
-
-    def _unavailable(self, url: str, problem: str) -> None:
-        if self.warn is None:
-            raise IndexUnavailable(url, problem)
-        self.warn(f"skipping {url}: {problem}")
 
     def _index_page(self, index_url: str, project: str) -> list[IndexFile] | None:
         url = f"{index_url.rstrip('/')}/{project}/"
-        if url.startswith("file:"):
+        root = local_file(index_url)
+        if root is not None:
+            if not root.is_dir():
+                raise IndexUnavailable(index_url, "no such directory")
             return _local_page(file_url_path(url))
-        response = self._get(url, ACCEPT)
-        if response is None or response[0] != 200:
+        status, headers, body, final = self._get(url, ACCEPT)
+        if status != 200:
             return None
-        _status, headers, body, final = response
         return parse_simple_page(body, final, _header(headers, "content-type"))
 
     def _find_links(self, location: str, project: str) -> list[IndexFile] | None:
         path = _local_path(location)
         if path is not None:
             files = find_links_files(path) if path.is_dir() else _local_page(path)
-            if files is None and self.warn is not None:
-                self.warn(f"skipping find-links {location}: no such file or directory")
+            if files is None:
+                raise IndexUnavailable(location, "no such file or directory")
         else:
-            response = self._get(location, "text/html")
-            ok = response is not None and response[0] == 200
-            files = parse_simple_html(response[2], response[3]) if response and ok else None
+            status, _headers, body, final = self._get(location, "text/html")
+            files = parse_simple_html(body, final) if status == 200 else None
         chosen = [f for f in files or () if f.project() == project]
         return chosen or None
 
     def project_names(self, *, remote: bool = False) -> list[str]:
         """Project names the sources list: local ones always, remote roots only when asked
-        (PyPI's root page is tens of megabytes)."""
+        (PyPI's root page is tens of megabytes). A source that cannot be read is left out when
+        `warn` is given."""
         names: list[str] = []
         for location in (*self.config.index_urls, *self.config.find_links):
             path = _local_path(location)
-            if path is not None:
-                names += _local_names(path)
-            elif remote and location in self.config.index_urls:
-                response = self._get(location.rstrip("/") + "/", ACCEPT)
-                if response is not None and response[0] == 200:
-                    content_type = _header(response[1], "content-type")
-                    names += parse_project_names(response[2], response[3], content_type)
+            try:
+                if path is not None:
+                    names += _local_errors(location, functools.partial(_local_names, path))
+                elif remote and location in self.config.index_urls:
+                    status, headers, body, final = self._get(location.rstrip("/") + "/", ACCEPT)
+                    if status == 200:
+                        content_type = _header(headers, "content-type")
+                        names += parse_project_names(body, final, content_type)
+            except IndexUnavailable:
+                if self.warn is None:
+                    raise
         return list(dict.fromkeys(names))
 
     def metadata(self, file: IndexFile) -> bytes | None:
-        """The PEP 658 core metadata of a file when the index offers it, verified by its hashes."""
+        """The PEP 658 core metadata of a file when the index offers it, verified by its hashes;
+        None (after `warn`, when given) when it cannot be fetched: the wheel holds it too."""
         if not file.has_metadata:
             return None
         url = file.url + ".metadata"
-        if url.startswith("file:"):
-            path = file_url_path(url)
+        path = local_file(url)
+        if path is not None:
             data = path.read_bytes() if path.is_file() else None
         else:
-            response = self._get(url, "*/*")
-            data = response[2] if response is not None and response[0] == 200 else None
+            try:
+                status, _headers, body, _final = self._get(url, "*/*")
+            except IndexUnavailable as e:
+                if self.warn is None:
+                    raise
+                self.warn(f"skipping {e}")
+                return None
+            data = body if status == 200 else None
         if data is not None and isinstance(file.metadata, Mapping):
             verify_hashes(data, file.metadata, url)
         return data
+
+
+def _local_errors(source: str, read: Callable[[], _T]) -> _T:
+    """`read()`, with a failure to read the disk (a directory without permission) as the
+    IndexUnavailable of `source`."""
+    try:
+        return read()
+    except OSError as e:
+        raise IndexUnavailable(source, e.strerror or str(e)) from e
 
 
 def suggest(name: str, names: Iterable[str], limit: int = 3) -> list[str]:

@@ -1,5 +1,8 @@
 """Wheels that are not here: their zip directory and the dynamic view of their ELF members, read
-through range requests over any `ByteSource` (an `HttpSource`, in practice).
+through range requests over any `ByteSource`: an `HttpSource`, or a `FileSource` for a wheel an
+index or find-links directory has on this machine (a file:// URL), read in place by the same
+reader, never copied. What is read is cached by the wheel's sha256: the index's, else (a local
+file) the file's own.
 
 The loader's view of a large `.so` is spread over both ends of the file: the ELF header, program
 headers, `.dynsym` and `.gnu.version*` near the front, `PT_DYNAMIC`, the section headers and (in
@@ -24,13 +27,15 @@ worker processes (`abifit.remote.cores`), the largest members' first.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import weakref
 import zipfile
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from abifit.errors import AbifitError, FormatError, UsageError
 from abifit.formats.elf import ElfImage, parse_elf, parse_layout
@@ -38,6 +43,7 @@ from abifit.formats.fatbin import GpuCode, read_gpu_code
 from abifit.formats.sources import (
     ByteSource,
     BytesSource,
+    FileSource,
     InflateSource,
     Layered,
     SliceSource,
@@ -55,7 +61,7 @@ from abifit.remote import cores
 from abifit.remote.cache import Cache
 from abifit.remote.deflate import TailView, WindowView, decode_tail, decode_window, expansion
 from abifit.remote.http import HttpClient
-from abifit.remote.index import Fetch, IndexFile, PackageIndex, Target, select_one
+from abifit.remote.index import Fetch, IndexFile, PackageIndex, Target, local_file, select_one
 from abifit.remote.middle import dynamic_site, place
 
 WHOLE_MEMBER = 256 << 10
@@ -473,7 +479,9 @@ class RunState:
     """What one run learns while it reads wheels: mutable, shared by the run's threads."""
 
     def __init__(self) -> None:
-        self.wheel_sizes: dict[str, int] = {}  # filename -> bytes, as read
+        self.wheel_sizes: dict[str, int] = {}  # filename -> bytes, of wheels read over HTTP
+        self.local_sizes: dict[str, int] = {}  # filename -> bytes, of wheels read in place
+        self.warnings: list[str] = []  # what the run warned about (an index it skipped)
         # wheels being read, by URL and whether relocations are read: threads (the cells of a
         # matrix) that need one wheel read each member once
         self.wheels: weakref.WeakValueDictionary[tuple[str, bool], RemoteWheel] = (
@@ -520,7 +528,17 @@ def shared_wheel(file: IndexFile, ctx: RemoteContext, relocations: bool = False)
 
 
 def open_wheel(file: IndexFile, ctx: RemoteContext) -> tuple[WheelArchive, ReadAhead]:
-    """The wheel's directory, read from its end with one or two range requests."""
+    """The wheel's directory, read from its end with one or two range requests (a local file:
+    read in place)."""
+    path = local_file(file.url)
+    if path is not None:
+        try:
+            local = FileSource(path)
+        except OSError as e:
+            raise FormatError(str(path), f"cannot read the wheel ({e.strerror or e})") from e
+        ctx.state.local_sizes[file.filename] = local.size
+        reader = ReadAhead(local)
+        return WheelArchive(reader, file.filename), reader
     if ctx.client is None:
         raise UsageError(f"offline: {file.filename} is not in the cache (run once without "
                          "--offline)")
@@ -538,20 +556,33 @@ class RemoteWheel:
     CRC and sizes) are read once."""
 
     def __init__(self, file: IndexFile, ctx: RemoteContext, relocations: bool = False) -> None:
-        self.file = file
+        self._given = file
+        self._addressed: IndexFile | None = None
+        self._address_lock = threading.Lock()
         self.ctx = ctx
         self.relocations = relocations  # also read the symbols relocations use, in their order
+        self.local = local_file(file.url) is not None
         if file.size is not None:
-            ctx.state.wheel_sizes[file.filename] = file.size
+            sizes = ctx.state.local_sizes if self.local else ctx.state.wheel_sizes
+            sizes[file.filename] = file.size
         self._opened: tuple[WheelArchive, ReadAhead] | None = None
         self._members: tuple[Member, ...] | None = None
         self._same: dict[tuple[int, int, int], ElfImage] = {}
         self._lock = threading.Lock()
         self._member_locks: dict[tuple[int, int, int], threading.Lock] = {}
 
+    @property
+    def file(self) -> IndexFile:
+        """The wheel on its index, with a sha256 to cache by (`content_addressed`)."""
+        if self._addressed is None:
+            with self._address_lock:
+                if self._addressed is None:
+                    self._addressed = content_addressed(self._given, self.ctx.cache)
+        return self._addressed
+
     def _open(self) -> tuple[WheelArchive, ReadAhead]:
         if self._opened is None:
-            self._opened = open_wheel(self.file, self.ctx)
+            self._opened = open_wheel(self._given, self.ctx)
         return self._opened
 
     def members(self) -> tuple[Member, ...]:
@@ -663,7 +694,8 @@ class RemoteWheel:
             cached = _cached(self.ctx, self.file, _METADATA)
             if isinstance(cached, str):
                 return cached
-            data = self.ctx.index.metadata(self.file) if self.ctx.client is not None else None
+            online = self.ctx.client is not None or self.local
+            data = self.ctx.index.metadata(self.file) if online else None
             if data is None:
                 archive = self._open()[0]
                 found = [m for m in archive.members if m.path.count("/") == 1
@@ -696,8 +728,8 @@ def member_views(
         for n, member in enumerate(members, 1):
             view = futures[member.path].result()
             fetched = ctx.client.transfer.bytes_fetched if ctx.client else 0
-            progress(f"{file.filename}: member {n}/{len(members)} {member.path} "
-                     f"({fetched / 1e6:.1f} MB fetched)")
+            how = "read in place" if wheel.local else f"{fetched / 1e6:.1f} MB fetched"
+            progress(f"{file.filename}: member {n}/{len(members)} {member.path} ({how})")
             if view is not None:
                 yield member.path, view
 
@@ -722,6 +754,39 @@ def _remember(ctx: RemoteContext, file: IndexFile, member: str, value: object) -
     if ctx.cache is not None and file.sha256:
         ctx.cache.put_view(file.sha256, member, value)
 
+
+def content_addressed(file: IndexFile, cache: Cache | None) -> IndexFile:
+    """`file`, with the sha256 of its bytes when it is a local file its index gives none for and
+    there is a cache to key its views by; unchanged otherwise (and when it cannot be read: the
+    reader then says why)."""
+    path = local_file(file.url)
+    if file.sha256 or cache is None or path is None:
+        return file
+    digest = file_sha256(path, cache)
+    return file if digest is None else replace(file, hashes={**file.hashes, "sha256": digest})
+
+
+def file_sha256(path: Path, cache: Cache) -> str | None:
+    """The sha256 of a local file, read once and then remembered by the cache while the file
+    keeps its size, modification time and inode; None when it cannot be read."""
+    try:
+        resolved = path.resolve()
+        st = resolved.stat()
+        stamp = f"{st.st_size}:{st.st_mtime_ns}:{st.st_dev}:{st.st_ino}"
+        known = cache.get_digest(str(resolved), stamp)
+        if known is not None:
+            return known
+        digest = hashlib.sha256()
+        with open(resolved, "rb") as f:
+            while chunk := f.read(_HASH_CHUNK):
+                digest.update(chunk)
+    except OSError:
+        return None
+    cache.put_digest(str(resolved), stamp, digest.hexdigest())
+    return digest.hexdigest()
+
+
+_HASH_CHUNK = 1 << 20
 
 # Index pages are fresh for this long; offline, any age will do.
 PAGE_MAX_AGE = 600.0

@@ -1,5 +1,6 @@
-"""`abifit check` rendered: the wheels, the notes, the problems, then the verdict; `--json`
-prints doctor's module and finding fields plus the wheels, the verdict and the transfer."""
+"""`abifit check` rendered: the wheels, the problems, then the verdict (the notes are the
+command line's, on stderr); `--json` prints doctor's module and finding fields plus the wheels,
+the notes, the verdict and the transfer."""
 
 from __future__ import annotations
 
@@ -42,12 +43,10 @@ def check_json(report: CheckReport, transfer: dict[str, int] | None) -> JsonObje
 
 
 def check_text(report: CheckReport) -> str:
-    """The text rendering of `abifit check`: the wheels, the notes, the problems, the verdict."""
+    """The text rendering of `abifit check`: the wheels, the problems, the verdict."""
     lines = [f"target: {report.target}"]
     lines += [f"  {w.role.value:<10} {w.name} {w.version}  ({w.filename})" for w in report.wheels]
     blocks = ["\n".join(lines)]
-    if report.notes:
-        blocks.append("\n".join(f"note: {n}" for n in report.notes))
     blocks += problem_blocks(report.findings, report.warnings,
                              (report.gpu,) if report.gpu else (), None)
     failing_imports = imports_text(report.imports)

@@ -1,5 +1,7 @@
 """`abifit inspect` rendered: one block per ELF object (or its listed symbols), then a summary
-line; `--json` prints the same objects as one versioned document."""
+line; `--json` prints the same objects as one versioned document. An object that could not be
+read is left out of the text (the command line writes its error on stderr, once) and counted in
+the summary; the JSON document holds it with its error."""
 
 from __future__ import annotations
 
@@ -52,6 +54,7 @@ def _object_json(obj: ObjectReport) -> JsonObject:
             symbol_counts={"defined": obj.defined, "undefined": obj.undefined, "weak": obj.weak},
             required_versions=[asdict(r) for r in obj.required_versions],
             defined_versions=list(obj.defined_versions),
+            warnings=list(obj.warnings),
         )
         doc["gpu_code"] = _gpu_code_json(obj)
         doc["gpu"] = asdict(obj.gpu) if obj.gpu is not None else None
@@ -90,11 +93,12 @@ def _symbol_json(row: SymbolRow) -> JsonObject:
 
 
 def inspect_text(report: InspectReport) -> str:
-    """The text rendering of `abifit inspect`."""
+    """The text rendering of `abifit inspect`: the objects that could be read, the summary."""
+    read = [o for o in report.objects if o.error is None]
     if report.symbols is SymbolSelection.NONE:
-        blocks = ["\n".join(_object_text(o)) for o in report.objects]
+        blocks = ["\n".join(_object_text(o)) for o in read]
     else:  # objects without a listed symbol are left out of the text
-        blocks = ["\n".join(_symbols_text(o)) for o in report.objects if o.symbols or o.error]
+        blocks = ["\n".join(_symbols_text(o)) for o in read if o.symbols]
     if not report.objects:
         blocks.append("no ELF objects found")
     return "\n\n".join([*blocks, _summary_line(report)]) + "\n"
@@ -138,8 +142,6 @@ def _kind(obj: ObjectReport) -> str:
 
 
 def _object_text(obj: ObjectReport) -> list[str]:
-    if obj.error is not None:
-        return [obj.location, f"  error: {obj.error}"]
     lines = [
         obj.location,
         f"  {obj.elf_class} {obj.byte_order}-endian {obj.machine} {_kind(obj)} ({obj.file_type})",
@@ -160,6 +162,7 @@ def _object_text(obj: ObjectReport) -> list[str]:
         lines += _field("requires", [f"{req.library}:", *versions])
     if obj.defined_versions:
         lines += _field("defines", list(obj.defined_versions))
+    lines += [f"  {'warning':<10} {warning}" for warning in obj.warnings]
     return lines + _gpu_code_text(obj)
 
 
@@ -192,8 +195,6 @@ def _gpu_code_text(obj: ObjectReport) -> list[str]:
 
 def _symbols_text(obj: ObjectReport) -> list[str]:
     """An object's listed symbols, for a report that lists symbols instead of summaries."""
-    if obj.error is not None:
-        return [obj.location, f"  error: {obj.error}"]
     symbols = obj.symbols or ()
     return [f"{obj.location}  ({len(symbols)} symbols)", *(_symbol_text(s) for s in symbols)]
 

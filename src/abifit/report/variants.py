@@ -1,5 +1,6 @@
-"""`abifit variants` rendered: the groups of wheels with identical binaries, then how each
-differing member's needs differ; `--json` prints the same report as one versioned document."""
+"""`abifit variants` rendered: the target, the groups of wheels with identical binaries, how each
+differing member's needs differ, and a summary line; `--json` prints the same report as one
+versioned document."""
 
 from __future__ import annotations
 
@@ -12,15 +13,28 @@ _EXAMPLES = 5
 
 
 def variants_text(report: VariantsReport) -> str:
-    """The text rendering of `abifit variants`: the groups, then one block per difference."""
-    lines = [f"{report.name} {report.version}: {sum(len(g.filenames) for g in report.groups)} "
-             f"wheel(s) in {len(report.groups)} group(s) of identical binaries", ""]
+    """The text rendering of `abifit variants`: the target, the groups, one block per
+    difference, then what was compared and what the target left out."""
+    target = report.target if report.target is not None else "every wheel (--all)"
+    lines = [f"target: {target}", ""]
     for n, group in enumerate(report.groups, 1):
         lines.append(f"group {n} ({group.architecture}, {group.members} binary member(s)):")
         lines += [f"  {f}" for f in group.filenames]
     for d in report.differences:
         lines += ["", *_difference_text(d)]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", summary_line(report)]) + "\n"
+
+
+def summary_line(report: VariantsReport) -> str:
+    """`torch 2.10.0: 3 wheel(s) compared in 2 group(s) of identical binaries; 97 left out by
+    the target (--all compares every wheel)`."""
+    head = (f"{report.name} {report.version}: {report.compared} wheel(s) compared in "
+            f"{len(report.groups)} group(s) of identical binaries")
+    if report.target is None:
+        return f"{head}; none left out (--all)"
+    if not report.left_out:
+        return f"{head}; the target left none out"
+    return f"{head}; {len(report.left_out)} left out by the target (--all compares every wheel)"
 
 
 def _difference_text(d: MemberDiff) -> list[str]:
@@ -50,7 +64,9 @@ def variants_json(report: VariantsReport, transfer: dict[str, int] | None) -> Js
         "command": "variants",
         "name": report.name,
         "version": report.version,
+        "target": report.target,
         "groups": [asdict(g) for g in report.groups],
         "differences": [asdict(d) for d in report.differences],
+        "left_out": list(report.left_out),
         "transfer": transfer,
     }

@@ -173,8 +173,33 @@ def _missing_version(problem: LoadProblem, module: str | None, ctx: Context,
     )
 
 
+def _unreadable(problem: LoadProblem, module: str | None, ctx: Context,
+                outcome: str) -> Finding:
+    """A file the loader found but cannot map: damaged, empty, or not a shared object."""
+    name = problem.library or ""
+    attempt = next((a for a in (problem.resolution.attempts if problem.resolution else ())
+                    if a.outcome.startswith("unreadable")), None)
+    path = attempt.path if attempt else name
+    reason = attempt.outcome.removeprefix("unreadable: ") if attempt else "unreadable"
+    needer = ("" if problem.object == path
+              else f"{_label(problem.object, ctx)} needs {name}, and ")
+    lines = [f"Because {needer}{_label(path, ctx)} cannot be read as a shared object "
+             f"({reason}), {outcome}."]
+    owner = ctx.owner(path)
+    hint = (f"reinstall {owner}: the file is damaged (truncated, empty or not a shared object)"
+            if owner else f"replace {path}: it is damaged (truncated, empty or not a shared "
+            "object)")
+    return Finding(
+        kind=FindingKind(problem.kind.value), object=problem.object, message=problem.message,
+        explanation="\n".join(lines), module=module, library=name, hint=hint,
+        trace=_trace(problem.resolution),
+    )
+
+
 def _missing_library(problem: LoadProblem, module: str | None, ctx: Context,
                      outcome: str) -> Finding:
+    if problem.kind is ProblemKind.UNREADABLE_OBJECT:
+        return _unreadable(problem, module, ctx, outcome)
     name = problem.library or ""
     trace = _trace(problem.resolution)
     found = ctx.locate(name)

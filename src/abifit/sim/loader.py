@@ -494,7 +494,8 @@ class _Session:
         if unreadable is not None:
             bad = next(a.path for a in resolution.attempts if a.outcome == unreadable)
             return LoadProblem(ProblemKind.UNREADABLE_OBJECT, requester,
-                               f"{bad}: invalid ELF header", library=name, resolution=resolution)
+                               f"{bad}: {_glibc_open_error(unreadable)}", library=name,
+                               resolution=resolution)
         if wrong is not None:
             return LoadProblem(ProblemKind.WRONG_ELF_CLASS, requester, f"{name}: {wrong}",
                                library=name, resolution=resolution)
@@ -706,6 +707,18 @@ class _Session:
             for obj in self.search_list:
                 if obj not in p._global:
                     p._global.append(obj)
+
+
+def _glibc_open_error(outcome: str) -> str:
+    """What glibc says of a file it cannot map, from why abifit could not read it: an empty
+    file is "too short", one without the ELF magic has an "invalid ELF header"; for a damaged
+    one glibc's words vary (or the process dies), so abifit's reason is given."""
+    reason = outcome.removeprefix("unreadable: ")
+    if reason.startswith("not an ELF file (starts with b'')"):
+        return "file too short"
+    if reason.startswith("not an ELF file"):
+        return "invalid ELF header"
+    return f"cannot be mapped: {reason}"
 
 
 def _rpath_of(obj: _Obj) -> list[str]:

@@ -138,11 +138,9 @@ class Environment:
             self._by_name.setdefault(os.path.basename(n.path), []).append(n)
 
     def owner(self, path: str) -> str | None:
-        key = self.owner_of.get(path)
-        if key is None:
-            return None
-        dist = self.dists[key]
-        return f"{dist.name} {dist.version}"
+        """The distribution that owns `path`, as "NAME VERSION"; None for a loose file."""
+        dist = self.dists.get(self.owner_of.get(path, ""))
+        return None if dist is None else f"{dist.name} {dist.version}"
 
     def rebuild_hint(self, path: str, provider_path: str) -> str | None:
         """Advice when the object at `path` was built against another release of the
@@ -166,8 +164,8 @@ class Environment:
         return [r for r in _requirements(dist, self._markers) if r in self.dists]
 
     def providers(self, soname: str) -> set[str]:
-        """Distributions holding an ELF file named `soname`."""
-        return {n.distribution for n in self._by_name.get(soname, ())}
+        """Distributions holding an ELF file named `soname` (loose files have none)."""
+        return {n.distribution for n in self._by_name.get(soname, ()) if n.distribution}
 
     def needed_closure(self, native: NativeFile,
                         image: Callable[[str], ElfImage | None]) -> list[str]:

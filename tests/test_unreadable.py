@@ -1,0 +1,76 @@
+"""Never silently drop: an extension module that cannot be read (empty, truncated) is a finding
+and fails its import, in doctor (checked against the real loader with --verify) and in check;
+a FIFO named like one is never opened (reading it would block)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from abifit.cli import main
+from fixtures.build import compile_c
+from test_check import make_wheel
+
+SOURCE = Path(__file__).parent / "fixtures" / "past" / "libprov.c"
+SUFFIX = ".cpython-311-x86_64-linux-gnu.so"
+needs_311 = pytest.mark.skipif(sys.version_info[:2] != (3, 11) or sys.platform != "linux",
+                               reason="the venv is of this CPython 3.11 on Linux")
+
+
+@pytest.fixture(scope="module")
+def broken_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv whose package holds an empty module, a truncated one and a FIFO named like one."""
+    root = tmp_path_factory.mktemp("unreadable")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")],
+                   check=True)
+    site = next((root / "venv" / "lib").glob("python3*/site-packages"))
+    package = site / "brokenpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / f"_empty{SUFFIX}").write_bytes(b"")
+    whole = compile_c(SOURCE, root / f"_whole{SUFFIX}").read_bytes()
+    (package / f"_trunc{SUFFIX}").write_bytes(whole[:len(whole) // 3])
+    os.mkfifo(package / f"_fifo{SUFFIX}")
+    return root / "venv" / "bin" / "python"
+
+
+@needs_311
+def test_doctor_reports_unreadable_modules_and_verify_agrees(broken_venv: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "abifit", "doctor", "--python", str(broken_venv),
+                           "--json", "--no-cache", "--no-index", "--verify"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    modules = {m["module"]: m for m in doc["modules"]}
+    assert set(modules) == {"brokenpkg._empty", "brokenpkg._trunc"}  # the FIFO is not opened
+    assert not modules["brokenpkg._empty"]["loads"]
+    assert modules["brokenpkg._empty"]["error"].endswith(": file too short")
+    kinds = {(f["kind"], f["module"]) for f in doc["findings"]}
+    assert kinds == {("unreadable-object", "brokenpkg._empty"),
+                     ("unreadable-object", "brokenpkg._trunc")}
+    verification = {v["module"]: v for v in doc["verification"]}
+    assert all(v["agrees"] for v in verification.values()), verification
+    # glibc's own words for the empty file
+    assert verification["brokenpkg._empty"]["actual_error"].endswith(": file too short")
+
+
+def test_check_fails_on_an_unreadable_member(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A wheel whose extension module is truncated does not fit: it is not dropped into
+    `fits: 0 extension module(s) checked`."""
+    whole = compile_c(SOURCE, tmp_path / "_m.abi3.so").read_bytes()
+    name, data = make_wheel("truncpkg", "1.0", {"truncpkg/__init__.py": b"",
+                                                "truncpkg/_m.abi3.so": whole[:len(whole) // 3]},
+                            tag="cp310-abi3-linux_x86_64")
+    (tmp_path / name).write_bytes(data)
+    code = main(["check", str(tmp_path / name), "--python-version", "3.11", "--platform",
+                 "linux_x86_64", "--offline", "--no-cache", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and doc["verdict"] == "fails"
+    (finding,) = doc["findings"]
+    assert finding["kind"] == "unreadable-object" and finding["module"] == "truncpkg._m"
