@@ -11,7 +11,6 @@ against a transliteration of `_dl_important_hwcaps`' string construction.
 from __future__ import annotations
 
 import os
-import pickle
 import platform
 import re
 import subprocess
@@ -323,18 +322,6 @@ def test_cache_legacy_hwcaps(legacy: tuple[str, ...], glibc: GlibcVersion | None
     """The legacy names whose cache entries count: the searched ones, else tls before 2.37."""
     defaults = replace(DEBIAN_236, legacy_hwcaps_subdirs=legacy, glibc=glibc)
     assert defaults.cache_legacy_hwcaps == expected
-
-
-def test_defaults_pickled_before_the_release_was_recorded_load() -> None:
-    """A pickle of LoaderDefaults without the `glibc` field (an older abifit's host profile)
-    loads, with the release unknown."""
-    old_state = [getattr(DEBIAN_236, name) for name in (
-        "system_dirs", "lib", "platform", "hwcaps_subdirs", "legacy_hwcaps_subdirs",
-        "searched_subdirs", "source")]
-    restored = LoaderDefaults.__new__(LoaderDefaults)
-    restored.__setstate__(old_state)
-    assert restored == replace(DEBIAN_236, glibc=None)
-    assert pickle.loads(pickle.dumps(DEBIAN_236)) == DEBIAN_236
 
 
 # ---------------------------------------------------------------------------------------------

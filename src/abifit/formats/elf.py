@@ -20,8 +20,8 @@ import re
 import struct
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Literal
 
@@ -399,17 +399,6 @@ class ElfImage:
     relocated_symbols: array[int] | None = None
     # what the view had to assume (a zeroed string table: symbols without names)
     warnings: tuple[str, ...] = ()
-
-    def __getstate__(self) -> tuple[object, ...]:
-        return tuple(getattr(self, f.name) for f in fields(self))
-
-    def __setstate__(self, state: Sequence[object]) -> None:
-        """Unpickle; a view cached before the last fields existed leaves them at their
-        defaults."""
-        known = fields(self)
-        values = [*state, *(f.default for f in known[len(state):])]
-        for f, value in zip(known, values, strict=True):
-            object.__setattr__(self, f.name, value)
 
     @property
     def machine_name(self) -> str:

@@ -48,7 +48,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum, IntEnum
 
 from abifit.errors import FormatError
@@ -718,14 +718,6 @@ class LoaderDefaults:
     searched_subdirs: tuple[str, ...] = ()
     source: DefaultsSource = DefaultsSource.LD_SO_HELP
     glibc: GlibcVersion | None = None
-
-    def __setstate__(self, state: Sequence[object]) -> None:
-        """Unpickle; a state saved before the last fields existed (a host profile written by an
-        older abifit) leaves those at their defaults (`glibc` unknown)."""
-        known = fields(self)
-        values = [*state, *(f.default for f in known[len(state):])]
-        for f, value in zip(known, values, strict=True):
-            object.__setattr__(self, f.name, value)
 
     @property
     def cache_legacy_hwcaps(self) -> tuple[str, ...]:
