@@ -136,3 +136,38 @@ def test_help_describes_the_cache(capsys: pytest.CaptureFixture[str]) -> None:
     assert exited.value.code == 0
     assert "versioned bucket" in out and "`clean` removes every bucket" in out
     assert "--json with `info`: print one JSON document" in out
+
+
+def _protect(path: Path) -> Callable[[], None] | None:
+    """Make `path` impossible to remove, even for root (the immutable attribute, else a
+    read-only directory for another user); the undo, or None when neither can be done here."""
+    import os
+    import shutil
+    import subprocess
+
+    if shutil.which("chattr") and subprocess.run(["chattr", "+i", str(path)],
+                                                 capture_output=True).returncode == 0:
+        return lambda: subprocess.run(["chattr", "-i", str(path)], check=False) and None
+    if os.geteuid() != 0:
+        path.parent.chmod(0o555)
+        return lambda: path.parent.chmod(0o755)
+    return None
+
+
+def test_clean_of_a_cache_it_cannot_write_is_an_error(
+        filled: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`cache clean` that cannot remove an entry says so (exit 2), and never claims to have
+    removed what is still there."""
+    entry = next(p for p in sorted(filled.rglob("*")) if p.is_file())
+    undo = _protect(entry)
+    if undo is None:
+        pytest.skip("no way to make a file undeletable here (root without chattr)")
+    try:
+        code = main(["cache", "clean", "--cache-dir", str(filled)])
+    finally:
+        undo()
+    captured = capsys.readouterr()
+    assert code == 2
+    assert entry.exists()
+    assert captured.err.startswith(f"error: {filled}: could not remove")
+    assert "removed" not in captured.out

@@ -10,6 +10,7 @@ something it could read) is data in a report and is never raised.
     │   ├── WheelError            not a zip, a corrupt zip, a zip that is not a wheel
     │   └── OtherVersion          a cache entry or host profile of another format version
     ├── EnvironmentQueryError     a Python interpreter that could not be asked for its facts
+    ├── CacheError                a cache operation that could not be done (a read-only cache)
     ├── HttpError                 a URL that could not be fetched, or was answered wrongly
     ├── IndexUnavailable          an index page that could not be fetched
     ├── _Hinted                   one line, and a `hint:` line under it when there is a hint
@@ -18,14 +19,14 @@ something it could read) is data in a report and is never raised.
     ├── _Retry                    internal: an HTTP attempt worth another; never leaves the client
     └── _WorkerDied               internal: a worker process that died; its call runs in-process
 
-This module defines `AbifitError`, `UsageError`, `FormatError`, `ElfError`, `WheelError` and
-`EnvironmentQueryError`. The others are defined beside the code that raises them, so that no
-module imports from a layer above its own: `OtherVersion` in `abifit.formats.datacodec`,
-`HttpError` and `_Retry` in `abifit.remote.http`, `IndexUnavailable`, `_Hinted`,
-`PackageNotFound` and `NoMatchingWheel` in `abifit.remote.index`, `_WorkerDied` in
-`abifit.remote.cores`. The two internal ones are caught where they are raised (`HttpClient`
-retries or turns `_Retry` into an `HttpError`; the worker pool runs the call in the calling
-thread after `_WorkerDied`) and never reach a caller.
+This module defines `AbifitError`, `UsageError`, `FormatError`, `ElfError`, `WheelError`,
+`EnvironmentQueryError` and `CacheError`. The others are defined beside the code that raises
+them, so that no module imports from a layer above its own: `OtherVersion` in
+`abifit.formats.datacodec`, `HttpError` and `_Retry` in `abifit.remote.http`,
+`IndexUnavailable`, `_Hinted`, `PackageNotFound` and `NoMatchingWheel` in
+`abifit.remote.index`, `_WorkerDied` in `abifit.remote.cores`. The two internal ones are caught
+where they are raised (`HttpClient` retries or turns `_Retry` into an `HttpError`; the worker
+pool runs the call in the calling thread after `_WorkerDied`) and never reach a caller.
 
 Every error renders as one line that names what could not be read: the file (and the member
 inside a wheel, and the offset where that is known), the URL, the interpreter, the input as given;
@@ -84,3 +85,7 @@ class WheelError(FormatError):
 
 class EnvironmentQueryError(AbifitError):
     """A Python interpreter that could not be run or did not answer as expected."""
+
+
+class CacheError(AbifitError):
+    """A cache operation that could not be done, such as cleaning a cache one may not write."""

@@ -8,6 +8,7 @@ reported back as skipped.
 
 from __future__ import annotations
 
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +84,8 @@ def pylock_toml(text: str) -> Pins:
 def _toml(text: str, what: str) -> dict[str, object]:
     try:
         return dict(tomllib.loads(text))
+    except RecursionError as e:  # tables or arrays nested past what the parser can follow
+        raise UsageError(f"{what}: nested too deeply to read") from e
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"{what}: not valid TOML ({e})") from e
 
@@ -93,14 +96,26 @@ def _tables(data: dict[str, object], key: str) -> list[dict[str, object]]:
     return [dict(t) for t in found if isinstance(t, dict)] if isinstance(found, list) else []
 
 
+MAX_PINS = 16 << 20  # a requirements or lock file larger than this is refused
+
+
 def read_pins(path: str, _seen: frozenset[str] = frozenset()) -> Pins:
     """The requirements a file pins, by its name: `uv.lock`, `pylock*.toml`, else a
     requirements file (with its `-r` includes)."""
     file = Path(path)
     try:
-        text = file.read_text("utf-8")
+        if not stat.S_ISREG(file.stat().st_mode):
+            raise UsageError(f"cannot read {path}: not a regular file")
+        with file.open("rb") as f:
+            data = f.read(MAX_PINS + 1)
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror or e}") from e
+    if len(data) > MAX_PINS:
+        raise UsageError(f"cannot read {path}: larger than {MAX_PINS >> 20} MiB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"cannot read {path}: not UTF-8 text (byte {e.start})") from e
     if file.name == "uv.lock":
         return uv_lock(text)
     if file.name.startswith("pylock") and file.suffix == ".toml":

@@ -26,12 +26,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 import time
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from abifit.errors import FormatError
+from abifit.errors import CacheError, FormatError
 from abifit.formats.datacodec import conforms, decode, frame, read_frame
 
 ELF_BUCKET = "elf-v2"
@@ -208,8 +209,22 @@ class Cache:
         return CacheInfo(self.root, state, tuple(out))
 
     def clean(self) -> int:
-        """Remove every bucket; returns the bytes freed."""
-        freed = self.info().bytes
+        """Remove every bucket; returns the bytes freed. Raises `CacheError` when something
+        could not be removed (a read-only cache): what was freed is then said with it."""
+        before = self.info().bytes
+        failed: list[str] = []
+
+        def note(_function: object, path: str, _error: object) -> None:
+            failed.append(path)
+
         for name in BUCKETS:
-            shutil.rmtree(self.bucket(name), ignore_errors=True)
+            if self.bucket(name).exists():
+                if sys.version_info >= (3, 12):
+                    shutil.rmtree(self.bucket(name), onexc=note)
+                else:
+                    shutil.rmtree(self.bucket(name), onerror=note)
+        freed = before - self.info().bytes
+        if failed:
+            raise CacheError(f"{self.root}: could not remove {len(failed)} cache file(s) or "
+                             f"directories (first: {failed[0]}); {freed:,} bytes removed")
         return freed
