@@ -356,3 +356,29 @@ def test_pypi_wheel_ends_with_a_zip_end_record() -> None:
     end = tail.rfind(b"PK\x05\x06")
     assert end >= 0
     assert end + 22 + int.from_bytes(tail[end + 20 : end + 22], "little") == len(tail)
+
+
+def test_an_index_page_is_bounded_after_decompression(server: LoopbackServer) -> None:
+    """A page whose body inflates past the limit (a gzip bomb: 64 MiB of zeros in ~64 KiB) is
+    refused with one error, not read into memory whole."""
+    bomb = gzip.compress(b"\0" * (64 << 20), compresslevel=9)
+    server.add_handler("/simple/bomb/", lambda _r: Reply(200, bomb, {
+        "Content-Type": "text/html", "Content-Encoding": "gzip"}))
+    server.add_handler("/simple/ok/", lambda _r: Reply(200, b"<html></html>",
+                                                       {"Content-Type": "text/html"}))
+    client = HttpClient(timeout=5, retries=0, max_page=1 << 20)
+    assert client.get(server.url("/simple/ok/")).body == b"<html></html>"
+    with pytest.raises(HttpError, match="larger than 1,048,576 bytes"):
+        client.get(server.url("/simple/bomb/"))
+    assert client.transfer.bytes_fetched < len(bomb) + 65536
+
+
+def test_a_full_download_stops_past_the_announced_size(server: LoopbackServer) -> None:
+    """A server without ranges whose body runs past the size the index announced is read
+    only one byte past that size, then refused."""
+    server.mode = "no_ranges"
+    client = _client()
+    announced = 4096
+    with pytest.raises(HttpError, match=r"the server reports|expected 4096"):
+        client.open(server.url(PATH), size=announced).read_at(0, 4)
+    assert client.transfer.bytes_fetched < SIZE

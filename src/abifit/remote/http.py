@@ -54,6 +54,7 @@ from abifit.errors import AbifitError, FormatError
 from abifit.formats.sources import Closing, check_range
 
 _CHUNK = 1 << 20
+MAX_PAGE = 64 << 20  # an index page larger than this, decompressed, is refused
 _DRAIN_LIMIT = 1 << 16
 _MAX_REDIRECTS = 10
 _MAX_RETRY_AFTER_S = 30.0
@@ -143,10 +144,12 @@ class HttpClient(Closing):
         backoff: float = 0.5,
         max_concurrent: int = 8,
         user_agent: str = f"abifit/{__version__}",
+        max_page: int = MAX_PAGE,
     ) -> None:
         if retries < 0 or max_concurrent < 1:
             raise ValueError("retries must be >= 0 and max_concurrent >= 1")
         self.transfer = Transfer()
+        self._max_page = max_page
         self._timeout_s = timeout
         self._retries = retries
         self._backoff = backoff
@@ -170,7 +173,11 @@ class HttpClient(Closing):
         def attempt() -> Response:
             resp = self._send("GET", url, asked)
             parts: list[bytes] = []
-            self._receive(resp, parts.append, decode=True)
+            got = self._receive(resp, parts.append, decode=True, limit=self._max_page + 1)
+            if got > self._max_page:
+                self._drop(resp)
+                raise HttpError(url, f"the page is larger than {self._max_page:,} bytes "
+                                "(after decompression): not read")
             return Response(resp.status, urllib3.HTTPHeaderDict(resp.headers), b"".join(parts),
                             _final_url(url, resp))
 
@@ -548,7 +555,10 @@ class HttpSource(Closing):
                 copy.write(chunk)
                 digest.update(chunk)
 
-            got = self._client._receive(resp, sink)
+            # at most one byte past the size the server or the index announced: an endless
+            # body is not streamed to disk without bound
+            limit = self._size + 1 if self._size is not None else None
+            got = self._client._receive(resp, sink, limit=limit)
             if self._size is not None and got != self._size:
                 raise HttpError(self._url, f"downloaded {got} bytes, expected {self._size}")
             if self._sha256 is not None and digest.hexdigest() != self._sha256:
