@@ -33,7 +33,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from abifit.commands.doctor import index_library_fix
+from abifit.commands.doctor import (
+    LibrarySearchFn,
+    index_library_fix,
+    library_search,
+    located_copy,
+)
 from abifit.commands.plans import mark_loaded, plan_for, python_modules
 from abifit.errors import AbifitError, FormatError, UsageError
 from abifit.formats.elf import ElfImage, SymbolType, parse_elf
@@ -613,29 +618,27 @@ def _config(host: HostProfile, unchecked: bool = False,
 StandIn = Callable[[str], "tuple[str, ElfImage] | None"]
 
 
-def stand_ins(tree: VirtualTree, remote: RemoteContext | None) -> StandIn:
+def stand_ins(tree: VirtualTree, remote: RemoteContext | None,
+              search: LibrarySearchFn | None) -> StandIn:
     """Where the copy of a library the search missed is, to bind past the miss: a file of that
     name in the wheels (one the search does not reach), else the library in the wheel on the
-    index that ships it (its view only, read once per soname)."""
-    from abifit.remote.wheelfiles import find_library_wheels, load_library_table
-    from abifit.remote.wheels import RemoteWheel
+    index that ships it (`search`, shared with the fix; its view only, read once per soname)."""
+    from abifit.remote.wheels import shared_wheel
+
+    in_wheels = located_copy(tree.named, tree.image_or_none)
 
     @functools.cache
     def find(soname: str) -> tuple[str, ElfImage] | None:
-        for path in tree.named(soname):
-            image = tree.image_or_none(path)
-            if image is not None:
-                return path, image
-        if remote is None or not load_library_table().candidates(soname):
+        here = in_wheels(soname)
+        if here is not None:
+            return here
+        found = search(soname) if search is not None else None
+        if found is None or remote is None:
             return None
-        try:
-            search = find_library_wheels(soname, remote)
-        except AbifitError:
-            return None
-        for hit in search.wheels:
+        for hit in found.wheels:
             if hit.file is None:
                 continue
-            wheel = RemoteWheel(hit.file, remote)
+            wheel = shared_wheel(hit.file, remote)  # the one the search listed
             member = next((m for m in wheel.members() if m.path == hit.member), None)
             view = wheel.view(member) if member is not None else None
             if isinstance(view, ElfImage):
@@ -646,8 +649,8 @@ def stand_ins(tree: VirtualTree, remote: RemoteContext | None) -> StandIn:
 
 
 def _context(sim: Simulator, tree: VirtualTree, target: Target,
-             remote: RemoteContext | None = None) -> Context:
-    fix = index_library_fix(lambda: remote, [SITE]) if remote is not None else None
+             search: LibrarySearchFn | None) -> Context:
+    fix = index_library_fix(search, [SITE]) if search is not None else None
     ctx = context(sim, tree.named, load_soname_packages(), fix)
     if target.implementation != "cp":
         return ctx
@@ -699,14 +702,15 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
              for m in w.source.members()]
     prefetch_views(tree, first, progress)
     base = build_environment(wheels, target, executable, tree)
-    config = _config(host, api is ApiCheck.UNCHECKED, stand_ins(tree, remote))
+    search = library_search(lambda: remote) if remote is not None else None
+    config = _config(host, api is ApiCheck.UNCHECKED, stand_ins(tree, remote, search))
 
     def run(env: Environment) -> Simulation:
         targets = {w.key for w in wheels if w.role is Role.TARGET}
         modules = [n for n in env.natives if n.distribution in targets and n.checked]
         prefetch_views(tree, [n.path for n in modules], progress)
         sim = Simulator(env, tree, config, load_import_rules(), glob=tree.glob)
-        return simulate_modules(sim, modules, _context(sim, tree, target, remote), progress)
+        return simulate_modules(sim, modules, _context(sim, tree, target, search), progress)
 
     # the targets' Python code is read only when a module fails: it can only add libraries
     # loaded before the modules that need them, and place what fails in its imports

@@ -127,8 +127,9 @@ class DoctorReport:
 def located_copy(locate: Callable[[str], tuple[str, ...]],
                  image: Callable[[str], ElfImage | None],
                  ) -> Callable[[str], tuple[str, ElfImage] | None]:
-    """The first readable file of a soname elsewhere on this machine: the copy that stands in
-    for a library the search did not find, to bind past that miss."""
+    """The first readable file of a soname among those `locate` names (elsewhere on this
+    machine, or in check's wheels): the copy that stands in for a library the search did not
+    find, to bind past that miss."""
 
     @functools.cache
     def find(soname: str) -> tuple[str, ElfImage] | None:
@@ -141,16 +142,27 @@ def located_copy(locate: Callable[[str], tuple[str, ...]],
     return find
 
 
-def index_library_fix(remote: Callable[[], RemoteContext], roots: list[str]) -> LibraryFix:
-    """The fix for a missing soname from the wheels on the index that ship it (each soname is
-    searched once; nothing is fetched for a soname no wheel of the table may ship)."""
-    from abifit.remote.wheelfiles import find_library_wheels, load_library_table, render_library_fix
+LibrarySearchFn = Callable[[str], "LibrarySearch | None"]
+
+
+def library_search(remote: Callable[[], RemoteContext]) -> LibrarySearchFn:
+    """The wheels on the index that ship a soname, searched once per soname; None (nothing
+    fetched) for a soname no wheel of the table may ship."""
+    from abifit.remote.wheelfiles import find_library_wheels, load_library_table
 
     @functools.cache
     def search(soname: str) -> LibrarySearch | None:
         if not load_library_table().candidates(soname):
             return None
         return find_library_wheels(soname, remote())
+
+    return search
+
+
+def index_library_fix(search: LibrarySearchFn, roots: list[str]) -> LibraryFix:
+    """The fix for a missing soname from the wheels on the index that ship it (`search`,
+    from `library_search`)."""
+    from abifit.remote.wheelfiles import render_library_fix
 
     def fix(soname: str, needer: str) -> tuple[str | None, str] | None:
         found = search(soname)
@@ -371,7 +383,8 @@ def doctor(
     config = replace(search_config(host), stand_in=located_copy(locator, image_or_none(source)))
     sim = Simulator(env, source, config, load_import_rules(), glob_files)
     ctx = context(sim, locator, load_soname_packages(),
-                  index_library_fix(remote, roots) if remote is not None else None)
+                  index_library_fix(library_search(remote), roots) if remote is not None
+                  else None)
     major, minor = (int(p) for p in facts.version.split(".")[:2])
     ctx = replace(ctx, symbol_note=lambda name: pythonapi.history(name, (major, minor)))
     simulation = simulate_modules(sim, targets, ctx, progress)

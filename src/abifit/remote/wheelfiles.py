@@ -32,7 +32,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from abifit.errors import AbifitError, FormatError
 from abifit.remote.index import IndexFile, select_one
-from abifit.remote.wheels import RemoteContext, RemoteWheel
+from abifit.remote.wheels import RemoteContext, shared_wheel
 
 DATA = Path(__file__).parent.parent / "data"
 TABLE = DATA / "library_wheels.json"
@@ -256,7 +256,7 @@ def _look_in(soname: str, candidate: WheelCandidate, ctx: RemoteContext,
     files = ctx.index.project_files(requirement.name)
     chosen = select_one(files, requirement, ctx.target, prereleases=ctx.prereleases)
     progress(f"{soname}: reading the file list of {chosen.file.filename}")
-    members = RemoteWheel(chosen.file, ctx).members()
+    members = shared_wheel(chosen.file, ctx).members()
     hits = [LibraryWheel(soname, requirement.name, str(chosen.version), chosen.file.filename,
                          m.path, candidate.requirement, candidate.cuda, chosen.file)
             for m in members if posixpath.basename(m.path) == soname]
