@@ -19,6 +19,7 @@ import pytest
 
 import abifit.remote.wheels
 from abifit.cli import main
+from abifit.errors import WheelRefused
 from abifit.remote.cache import Cache
 from abifit.remote.http import HttpClient, HttpError
 from abifit.remote.index import (
@@ -190,39 +191,54 @@ def test_local_source_gives_what_http_gives(
     assert_no_wheel_in(tmp_path / "cache", index_projects)
 
 
-def test_local_wheel_shares_the_view_cache_of_the_same_wheel_over_http(
+def test_http_wheel_reuses_the_views_of_the_same_wheel_read_locally(
         loopback_index: LoopbackIndex, wheels_dir: Path, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Views are cached by the wheel's sha256, whatever the URL: after an HTTP run, a
-    find-links run of the same wheels (hashed from the file) opens no wheel at all."""
+    """Views of a local wheel are cached by the sha256 of its bytes: after a find-links run, an
+    HTTP run of the same wheels (the index gives the same sha256) opens no wheel at all. The
+    other way round, views read by ranges are not reused for the local file: ranges cannot be
+    hashed, so what an index served under a sha256 is keyed by its URL too."""
     args = ["inspect", "bigpkg==1.0", "extpkg==1.0+cpu", "--json"]
-    code, remote, _err = run(capsys, monkeypatch, tmp_path, *args, "--index-url",
-                             loopback_index.url)
+    code, local, _err = run(capsys, monkeypatch, tmp_path, *args, "--find-links",
+                            str(wheels_dir), no_index=True)
     assert code == 0
     views = len(list((tmp_path / "views-v2").rglob("*")))
 
     def no_opening(*_args: object) -> None:
         raise AssertionError("a wheel was opened")
 
-    monkeypatch.setattr(abifit.remote.wheels, "open_wheel", no_opening)
-    code, local, err = run(capsys, monkeypatch, tmp_path, *args, "--find-links",
-                           str(wheels_dir), no_index=True)
+    with monkeypatch.context() as patched:
+        patched.setattr(abifit.remote.wheels, "open_wheel", no_opening)
+        code, remote, err = run(capsys, monkeypatch, tmp_path, *args, "--index-url",
+                                loopback_index.url)
     assert code == 0, err
     assert json.loads(local)["objects"] == json.loads(remote)["objects"]
     assert len(list((tmp_path / "views-v2").rglob("*"))) == views
 
+    fresh = tmp_path / "fresh"
+    assert run(capsys, monkeypatch, fresh, *args, "--index-url", loopback_index.url)[0] == 0
+    monkeypatch.setattr(abifit.remote.wheels, "open_wheel", no_opening)
+    code, _out, err = run(capsys, monkeypatch, fresh, *args, "--find-links", str(wheels_dir),
+                          no_index=True)
+    assert code == 3 and "a wheel was opened" in err
+
 
 def test_local_wheel_is_hashed_once(wheels_dir: Path, tmp_path: Path) -> None:
     """A local wheel without an index hash gets its file's sha256, remembered under its path and
-    stamp (size, mtime, inode): the same stamp is not read again, a new one is. A hash from the
-    index is kept; without a cache nothing is hashed."""
+    stamp (size, mtime, inode): the same stamp is not read again, a new one is. A hash the
+    index gives is checked against the file's (a wrong one refuses the wheel, as pip does);
+    without a cache and without a hash to check, nothing is hashed."""
     cache = Cache(tmp_path / "cache")
     [file] = [f for f in find_links_files(wheels_dir) if f.filename.startswith("bigpkg")]
     data = (wheels_dir / file.filename).read_bytes()
     assert content_addressed(file, cache).sha256 == hashlib.sha256(data).hexdigest()
     assert content_addressed(file, None) == file and file.sha256 is None
     given = IndexFile(file.filename, file.url, hashes={"sha256": "ab" * 32})
-    assert content_addressed(given, cache).sha256 == "ab" * 32
+    with pytest.raises(WheelRefused, match=r"sha256 of the file is .*, its index says abab"):
+        content_addressed(given, cache)
+    right = IndexFile(file.filename, file.url,
+                      hashes={"sha256": hashlib.sha256(data).hexdigest().upper()})
+    assert content_addressed(right, None).sha256 == hashlib.sha256(data).hexdigest()
     copy = tmp_path / file.filename
     copy.write_bytes(data)
     first = file_sha256(copy, cache)

@@ -8,6 +8,8 @@ something it could read) is data in a report and is never raised.
     ├── FormatError               bytes that do not form what they claim to be
     │   ├── ElfError              not an ELF file, truncated, offsets or counts out of range
     │   ├── WheelError            not a zip, a corrupt zip, a zip that is not a wheel
+    │   │   └── WheelRefused      a wheel pip refuses: a name escaping the tree, headers that
+    │   │                         disagree, a CRC or sha256 that does not match
     │   └── OtherVersion          a cache entry or host profile of another format version
     ├── EnvironmentQueryError     a Python interpreter that could not be asked for its facts
     ├── CacheError                a cache operation that could not be done (a read-only cache)
@@ -20,8 +22,8 @@ something it could read) is data in a report and is never raised.
     └── _WorkerDied               internal: a worker process that died; its call runs in-process
 
 This module defines `AbifitError`, `UsageError`, `FormatError`, `ElfError`, `WheelError`,
-`EnvironmentQueryError` and `CacheError`. The others are defined beside the code that raises
-them, so that no module imports from a layer above its own: `OtherVersion` in
+`WheelRefused`, `EnvironmentQueryError` and `CacheError`. The others are defined beside the code
+that raises them, so that no module imports from a layer above its own: `OtherVersion` in
 `abifit.formats.datacodec`, `HttpError` and `_Retry` in `abifit.remote.http`,
 `IndexUnavailable`, `_Hinted`, `PackageNotFound` and `NoMatchingWheel` in
 `abifit.remote.index`, `_WorkerDied` in `abifit.remote.cores`. The two internal ones are caught
@@ -81,6 +83,13 @@ class ElfError(FormatError):
 
 class WheelError(FormatError):
     """Not a zip file, a corrupt zip file, or a zip file that is not a wheel."""
+
+
+class WheelRefused(WheelError):
+    """A wheel that pip refuses to install, and so abifit refuses to read: a member name that
+    escapes the install tree, a local header that names another file than the central directory,
+    member bytes whose CRC-32 or a file whose sha256 is not the one given for it. It is an error
+    for the whole wheel, never a finding about one member."""
 
 
 class EnvironmentQueryError(AbifitError):

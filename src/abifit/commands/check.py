@@ -40,7 +40,7 @@ from abifit.commands.doctor import (
     located_copy,
 )
 from abifit.commands.plans import mark_loaded, plan_for, python_modules
-from abifit.errors import AbifitError, FormatError, UsageError
+from abifit.errors import AbifitError, FormatError, UsageError, WheelRefused
 from abifit.formats.elf import ElfImage, SymbolType, parse_elf
 from abifit.formats.fatbin import GpuCode, read_gpu_code
 from abifit.formats.sources import FileSource, ObjectSource
@@ -124,6 +124,8 @@ class LocalWheel:
             if not is_elf_member(opened):
                 return None
             return parse_elf(opened, sections=False)
+        except WheelRefused:
+            raise
         except FormatError as e:
             return e
 
@@ -133,6 +135,8 @@ class LocalWheel:
             if not is_elf_member(opened):
                 return None
             return read_gpu_code(opened, parse_elf(opened, relocations=False))
+        except WheelRefused:
+            raise
         except FormatError as e:
             return e
 
@@ -452,8 +456,11 @@ class VirtualTree:
         return view
 
     def image_or_none(self, path: str) -> ElfImage | None:
+        """The view of `path`, None when it cannot be read; a wheel pip refuses is an error."""
         try:
             return self.image(path)
+        except WheelRefused:
+            raise
         except (OSError, FormatError):
             return None
 
@@ -771,7 +778,7 @@ def target_gpu_codes(wheels: Sequence[Wheel], progress: Progress,
 
 
 # what a stored result holds changes with the simulation's model, not only with releases
-RESULT_FORMAT = "stand-ins-1"
+RESULT_FORMAT = "stand-ins-2"
 # a stored result: anything else in its place is a miss
 _STORED = tuple[tuple[ModuleStatus, ...], tuple[Finding, ...], tuple[str, ...],
                 tuple[ImportVerdict, ...], tuple[str, ...]]
@@ -780,15 +787,19 @@ _STORED = tuple[tuple[ModuleStatus, ...], tuple[Finding, ...], tuple[str, ...],
 def _result_key(wheels: Sequence[Wheel], target: Target, host: HostProfile,
                 executable: str) -> str | None:
     """The digest of every input of a simulation, or None when one is not content-addressed
-    (a local wheel, an index without hashes, an unknown host)."""
+    (a wheel whose index gives no hash, an unknown host). A wheel counts by what its views are
+    cached under (`view_key`: its URL, size and sha256 on an index; its own sha256 here)."""
     from abifit import __version__
+    from abifit.remote.index import IndexFile
+    from abifit.remote.wheels import view_key
 
     hashes = []
     for wheel in wheels:
-        sha = getattr(getattr(wheel.source, "file", None), "sha256", None)
-        if wheel.source is not None and not sha:
+        file = getattr(wheel.source, "file", None)
+        key = view_key(file) if isinstance(file, IndexFile) else None
+        if wheel.source is not None and not key:
             return None
-        hashes.append((wheel.key, wheel.role.value, wheel.filename, sha or ""))
+        hashes.append((wheel.key, wheel.role.value, wheel.filename, key or ""))
     if not host.fingerprint:
         return None
     inputs = (__version__, RESULT_FORMAT, str(target), target.platforms, host.assume_driver,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from abifit.errors import FormatError
+from abifit.errors import FormatError, WheelRefused
 
 if TYPE_CHECKING:
     from abifit.formats.elf import ElfImage
@@ -179,7 +179,8 @@ class InflateSource(_Described):
 
     Output is produced forward in chunks; every `checkpoint_every` bytes a copy of the inflater
     state is kept, so a read behind the current position restarts from the nearest checkpoint
-    instead of from the beginning. Only the most recent chunk is kept in memory.
+    instead of from the beginning. Only the most recent chunk is kept in memory. Given the
+    `crc` of a zip member, output that reaches the end is checked against it (`WheelRefused`).
     """
 
     _INPUT_CHUNK = 1 << 16
@@ -193,11 +194,15 @@ class InflateSource(_Described):
         size: int,
         name: str,
         checkpoint_every: int = 8 << 20,
+        crc: int | None = None,
     ) -> None:
         self._compressed = compressed
         self._size = size
         self._name = name
         self._every = checkpoint_every
+        self._crc = crc  # the CRC-32 the whole output must have (a zip member's), if known
+        self._crc_end = 0  # the output [0, _crc_end) has been summed into _crc_sum
+        self._crc_sum = 0
         self._checkpoints = [_Checkpoint(0, 0, b"", zlib.decompressobj(-zlib.MAX_WBITS))]
         self._resume(self._checkpoints[0])
 
@@ -230,10 +235,22 @@ class InflateSource(_Described):
         self._chunk_start = self._out_pos
         self._chunk = out
         self._out_pos += len(out)
+        self._check_crc(out)
         if self._out_pos >= len(self._checkpoints) * self._every:
             self._checkpoints.append(
                 _Checkpoint(self._out_pos, self._in_pos, self._pending, self._inflater.copy())
             )
+
+    def _check_crc(self, out: bytes) -> None:
+        """Sum output seen for the first time; once all `size` bytes are out, the sum must be
+        the member's CRC-32 (output produced again after a restart is not summed twice)."""
+        if self._crc is None or self._chunk_start != self._crc_end:
+            return
+        self._crc_sum = zlib.crc32(out, self._crc_sum)
+        self._crc_end = self._out_pos
+        if self._crc_end == self._size and self._crc_sum != self._crc:
+            raise WheelRefused(self._name, f"CRC-32 of the data is {self._crc_sum:08x}, the zip "
+                               f"directory says {self._crc:08x} (pip refuses this wheel)")
 
     def _input_for(self, end: int) -> int:
         """Compressed bytes estimated to produce the output up to `end` (0: no estimate yet)."""

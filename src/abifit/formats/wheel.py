@@ -12,15 +12,17 @@ from __future__ import annotations
 import posixpath
 import struct
 import zipfile
+import zlib
 from dataclasses import dataclass
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from abifit.errors import FormatError, WheelError
+from abifit.errors import FormatError, WheelError, WheelRefused
 from abifit.formats.elf import is_elf, might_be_elf
-from abifit.formats.sources import ByteSource, InflateSource, SliceSource
+from abifit.formats.sources import ByteSource, BytesSource, InflateSource, SliceSource
 
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
+WHOLE_MEMBER = 256 << 10  # members up to this many stored bytes are read and inflated at once
 LOCAL_HEADER_SIZE = _LOCAL_HEADER.size  # a local file header's fixed part (name and extra follow)
 _LOCAL_MAGIC = b"PK\x03\x04"
 ZIP_MAGIC = _LOCAL_MAGIC
@@ -49,6 +51,7 @@ class WheelArchive:
         except InvalidWheelFilename as e:
             raise WheelError(source.name, f"not a wheel: {e}") from e
         self.members = _read_directory(source)
+        refuse_escaping(self.members, source.name)
         if not any(m.path.endswith("/WHEEL") and _is_wheel_file(m.path) for m in self.members):
             raise WheelError(source.name, "not a wheel: no *.dist-info/WHEEL member")
 
@@ -59,14 +62,19 @@ class WheelArchive:
         raise WheelError(self.source.name, f"no member {path!r}")
 
     def open(self, member: Member) -> ByteSource:
-        """The member's (uncompressed) bytes as a byte source."""
+        """The member's (uncompressed) bytes as a byte source: a small one inflated at once and
+        checked against its CRC-32, a large one inflated as far as reads go (its CRC is checked
+        when they reach its end)."""
         where = f"{self.source.name}!{member.path}"
         start = member_data_start(self.source, member, where)
+        if member.compressed_size <= WHOLE_MEMBER:  # read at once, inflated and checked
+            stored = self.source.read_at(start, member.compressed_size)
+            return BytesSource(whole_member(stored, member, where), where)
         data = SliceSource(self.source, start, member.compressed_size, where)
         if member.method == zipfile.ZIP_STORED:
             return data
         if member.method == zipfile.ZIP_DEFLATED:
-            return InflateSource(data, member.size, where)
+            return InflateSource(data, member.size, where, crc=member.crc)
         raise WheelError(where, f"unsupported zip compression method {member.method}")
 
     def candidates(self) -> list[Member]:
@@ -74,19 +82,65 @@ class WheelArchive:
         return [m for m in self.members if m.size >= 4 and might_be_elf(m.path)]
 
 
+def whole_member(stored: bytes, member: Member, where: str) -> bytes:
+    """A member's bytes from all its stored bytes, inflated when DEFLATE, checked against the
+    sizes and CRC-32 of the zip directory (`WheelRefused` for a CRC that does not match)."""
+    if member.method == zipfile.ZIP_STORED:
+        data = stored
+    elif member.method == zipfile.ZIP_DEFLATED:
+        inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+        try:
+            data = inflater.decompress(stored, member.size + 1)  # one byte past: too long
+        except zlib.error as e:
+            raise FormatError(where, f"corrupt compressed data ({e})") from e
+    else:
+        raise FormatError(where, f"unsupported zip compression method {member.method}")
+    if len(data) != member.size:
+        held = f"more than {member.size:,}" if len(data) > member.size else f"{len(data):,}"
+        raise FormatError(where, f"the member holds {held} bytes, the zip directory says "
+                          f"{member.size:,}")
+    if zlib.crc32(data) != member.crc:
+        raise WheelRefused(where, f"CRC-32 of the data is {zlib.crc32(data):08x}, the zip "
+                           f"directory says {member.crc:08x} (pip refuses this wheel)")
+    return data
+
+
 def is_elf_member(source: ByteSource) -> bool:
     """Whether an opened member starts with the ELF magic."""
     return source.size >= 4 and is_elf(source.read_at(0, 4))
 
 
+def refuse_escaping(members: tuple[Member, ...], where: str) -> None:
+    """Raise `WheelRefused` for a member that would be installed outside the install tree (an
+    absolute name, or one whose `..` parts climb out of it), as pip refuses such a wheel."""
+    for member in members:
+        normal = posixpath.normpath(member.path)
+        if member.path.startswith("/") or normal == ".." or normal.startswith("../"):
+            raise WheelRefused(where, f"member {member.path!r} would be installed outside the "
+                               "target directory (pip refuses this wheel)")
+
+
 def member_data_start(source: ByteSource, member: Member, where: str) -> int:
     """Offset of a member's compressed bytes, from its local header (whose extra field may
-    differ from the central directory's)."""
+    differ from the central directory's). A local header that names another file than the
+    central directory is refused, as pip (through `zipfile`) refuses it."""
     head = source.read_at(member.header_offset, _LOCAL_HEADER.size)
     fields = _LOCAL_HEADER.unpack(head)
     if fields[0] != _LOCAL_MAGIC:
         raise WheelError(where, "corrupt zip: bad local file header", member.header_offset)
-    start = member.header_offset + _LOCAL_HEADER.size + int(fields[9]) + int(fields[10])
+    name_length = int(fields[9])
+    if name_length > source.size - member.header_offset - _LOCAL_HEADER.size:
+        raise WheelError(where, "corrupt zip: the local header runs past the end of the archive",
+                         member.header_offset)
+    raw = source.read_at(member.header_offset + _LOCAL_HEADER.size, name_length)
+    try:
+        local = _member_name(raw, int(fields[2]))
+    except UnicodeDecodeError:
+        local = raw.decode("utf-8", "replace")
+    if local != member.path:
+        raise WheelRefused(where, f"the local header names {local!r}, the zip directory "
+                           f"{member.path!r} (pip refuses this wheel)", member.header_offset)
+    start = member.header_offset + _LOCAL_HEADER.size + name_length + int(fields[10])
     if start + member.compressed_size > source.size:
         raise WheelError(where, "corrupt zip: member data runs past the end of the archive",
                          start)
@@ -100,13 +154,16 @@ def _is_wheel_file(path: str) -> bool:
 
 def _read_directory(source: ByteSource) -> tuple[Member, ...]:
     """The files of a zip archive, from its central directory (ZIP64 too; directories left
-    out), read with one request for the directory where a request costs a round trip."""
+    out; of a name listed twice, the last entry), read with one request for the directory
+    where a request costs a round trip."""
     try:
         offset, size, count, shift = _directory_place(source)
         if size < count * _CENTRAL.size or offset < 0 or offset + size > source.size:
             raise ValueError("the central directory lies outside the archive")
-        return tuple(m for m in _central_entries(source.read_at(offset, size), count, shift)
-                     if not m.path.endswith("/"))
+        entries = _central_entries(source.read_at(offset, size), count, shift)
+        # a name listed twice is one file, the last one (what an install leaves in place)
+        last = {m.path: m for m in entries if not m.path.endswith("/")}
+        return tuple(last.values())
     except (ValueError, struct.error, UnicodeDecodeError) as e:
         raise WheelError(source.name, f"not a valid zip file ({e})") from e
 
@@ -167,19 +224,23 @@ def _central_entries(directory: bytes, count: int, shift: int) -> list[Member]:
         if magic != _CENTRAL_MAGIC:
             raise ValueError("bad magic number for central directory")
         start = at + _CENTRAL.size
-        raw = directory[start : start + name_length]
-        try:
-            name = raw.decode("ascii")  # the same in UTF-8 and in cp437, and fast
-        except UnicodeDecodeError:
-            name = raw.decode("utf-8" if flags & 0x800 else "cp437")
-        if "\x00" in name:
-            name = name.split("\x00", 1)[0]  # as zipfile reads it
+        name = _member_name(directory[start : start + name_length], flags)
         if 0xFFFFFFFF in (usize, csize, offset):
             extra = directory[start + name_length : start + name_length + extra_length]
             usize, csize, offset = _zip64_sizes(extra, usize, csize, offset)
         entries.append(Member(name, usize, csize, crc, method, offset + shift))
         at = start + name_length + extra_length + comment_length
     return entries
+
+
+def _member_name(raw: bytes, flags: int) -> str:
+    """A member's name as `zipfile` reads it: UTF-8 when flag bit 11 says so, else cp437, up
+    to a NUL."""
+    try:
+        name = raw.decode("ascii")  # the same in UTF-8 and in cp437, and fast
+    except UnicodeDecodeError:
+        name = raw.decode("utf-8" if flags & 0x800 else "cp437")
+    return name.split("\x00", 1)[0] if "\x00" in name else name
 
 
 def _zip64_sizes(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int, int, int]:
@@ -217,6 +278,8 @@ def python_members(archive: WheelArchive) -> dict[str, bytes]:
         try:
             source = archive.open(member)
             out[path] = source.read_at(0, source.size)
+        except WheelRefused:
+            raise
         except FormatError:
             continue
     return out

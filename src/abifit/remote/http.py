@@ -11,14 +11,23 @@ become requests:
   one is retried once, then an error) and its body must hold b-a+1 bytes (a short one is retried);
 - a host that answers a Range request with 200 and the whole body does not do ranges: the file is
   streamed once to an anonymous temporary file, checked against the expected sha256 when one is
-  known, and every later read is served from that file;
+  known, and every later read is served from that file; a whole file that comes in one answer
+  (a small file, a suffix longer than it) is checked against the sha256 too;
+- every answer must name the version of the file the first one named (ETag, else
+  Last-Modified): a file that changes on the server while it is read is an error;
 - a host that answers a suffix range with 416, or with 200, does not do suffix ranges: the suffix
   becomes an absolute range once the size is known (given, from that answer, or from HEAD).
 
+Every request has a connect timeout and a read timeout (`timeout`, for each wait on the socket),
+and every body a floor on its average rate (`min_rate`, once `timeout` has passed), so that a
+server that trickles a byte at a time is given up too; an index page is read up to `max_page`
+bytes after decompression, a download up to one byte past the size announced.
+
 Connection errors, timeouts, 429 and 5xx are retried with exponential backoff, a bounded number of
-times; other 4xx are not. A host that could not be connected to (refused, unknown, no answer in
-time) once the retries are spent is not asked again by that client: later requests to it fail at
-once. Every failure is an `HttpError`, one line: `<url>: <problem>`.
+times (a body too slow: once more); other 4xx are not. A host that could not be connected to
+(refused, unknown, no answer in time) once the retries are spent is not asked again by that
+client: later requests to it fail at once. Every failure is an `HttpError`, one line:
+`<url>: <problem>`.
 """
 
 from __future__ import annotations
@@ -55,6 +64,7 @@ from abifit.formats.sources import Closing, check_range
 
 _CHUNK = 1 << 20
 MAX_PAGE = 64 << 20  # an index page larger than this, decompressed, is refused
+MIN_RATE = 8 << 10  # bytes a second: a body slower than this, after the timeout, is given up
 _DRAIN_LIMIT = 1 << 16
 _MAX_REDIRECTS = 10
 _MAX_RETRY_AFTER_S = 30.0
@@ -145,11 +155,13 @@ class HttpClient(Closing):
         max_concurrent: int = 8,
         user_agent: str = f"abifit/{__version__}",
         max_page: int = MAX_PAGE,
+        min_rate: int = MIN_RATE,
     ) -> None:
         if retries < 0 or max_concurrent < 1:
             raise ValueError("retries must be >= 0 and max_concurrent >= 1")
         self.transfer = Transfer()
         self._max_page = max_page
+        self._min_rate = min_rate
         self._timeout_s = timeout
         self._retries = retries
         self._backoff = backoff
@@ -282,8 +294,12 @@ class HttpClient(Closing):
 
     def _receive(self, resp: urllib3.BaseHTTPResponse, sink: Callable[[bytes], object], *,
                  limit: int | None = None, decode: bool = False) -> int:
-        """Pass the body to `sink` in chunks, at most `limit` bytes; returns how many."""
+        """Pass the body to `sink` in chunks, at most `limit` bytes; returns how many. A body
+        that arrives slower than `min_rate` bytes a second on average, once `timeout` seconds
+        have passed, is given up (a server that trickles is otherwise never timed out: each
+        byte arrives within the read timeout)."""
         total = 0
+        began = time.monotonic()
         while limit is None or total < limit:
             chunk = self._read_chunk(resp, _CHUNK if limit is None else min(_CHUNK, limit - total),
                                      decode)
@@ -291,6 +307,12 @@ class HttpClient(Closing):
                 break
             sink(chunk)
             total += len(chunk)
+            elapsed = time.monotonic() - began
+            if elapsed > self._timeout_s and total < self._min_rate * elapsed:
+                resp.close()
+                resp.release_conn()
+                raise _Retry(f"too slow: {total:,} bytes in {elapsed:.0f} s, less than "
+                             f"{self._min_rate:,} bytes a second", once=True)
         return total
 
     def _read_chunk(self, resp: urllib3.BaseHTTPResponse, want: int, decode: bool) -> bytes:
@@ -332,6 +354,7 @@ class HttpSource(Closing):
         self._sha256 = sha256.lower() if sha256 else None
         self._copy: IO[bytes] | None = None
         self._copy_lock = threading.Lock()
+        self._validator: str | None = None  # the ETag (or Last-Modified) of the first answer
 
     @property
     def name(self) -> str:
@@ -357,6 +380,8 @@ class HttpSource(Closing):
                 continue
             data = self._fetch(lambda: self._range_attempt(offset, length))
             if data is not None:
+                if offset == 0 and length == self._size:
+                    self._check_whole(data)
                 return data
 
     def read_suffix(self, length: int) -> tuple[int, bytes]:
@@ -369,6 +394,8 @@ class HttpSource(Closing):
                 break
             got = self._fetch(lambda: self._suffix_attempt(length))
             if got is not None:
+                if got[0] == 0:
+                    self._check_whole(got[1])
                 return got
         if self._copy is None and self._support().ranges is False:
             self._download()  # the size comes with the copy: no HEAD needed
@@ -476,6 +503,12 @@ class HttpSource(Closing):
         except HttpError as e:
             raise HttpError(self._url, e.problem, e.status) from e
         self._target = _final_url(self._target, resp)
+        if resp.status in (200, 206):
+            try:
+                self._same_file(resp)
+            except HttpError:
+                self._client._drop(resp)
+                raise
         return resp
 
     def _support(self) -> HostSupport:
@@ -568,6 +601,25 @@ class HttpSource(Closing):
             on_failure.pop_all()  # kept open: reads are served from it until close()
         self._size = got
         self._copy = copy
+
+    def _check_whole(self, data: bytes) -> None:
+        """The whole file came in one answer (a small file): it must have the expected sha256,
+        as a download to a local copy must."""
+        if self._sha256 is not None and hashlib.sha256(data).hexdigest() != self._sha256:
+            raise HttpError(self._url, f"sha256 mismatch: downloaded "
+                            f"{hashlib.sha256(data).hexdigest()}, expected {self._sha256}")
+
+    def _same_file(self, resp: urllib3.BaseHTTPResponse) -> None:
+        """Every answer about the file must name the version the first one named (its ETag,
+        else its Last-Modified): ranges of two versions never make one file."""
+        validator = resp.headers.get("ETag") or resp.headers.get("Last-Modified")
+        if not validator:
+            return
+        if self._validator is None:
+            self._validator = validator
+        elif validator != self._validator:
+            raise HttpError(self._url, f"the file changed on the server while it was read "
+                            f"({self._validator} before, {validator} now)")
 
     def _read_copy(self, offset: int, length: int) -> bytes:
         check_range(self, offset, length)

@@ -202,7 +202,7 @@ def _json_file(entry: object, page_url: str) -> IndexFile:
         requires_python=requires_python or None,
         yanked=yanked if isinstance(yanked, (bool, str)) else None,
         metadata=_metadata_of(metadata),
-        size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+        size=size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None,
         upload_time=uploaded if isinstance(uploaded, str) else None,
     )
 
@@ -212,6 +212,8 @@ def _json_document(body: bytes, page_url: str) -> dict[str, object]:
         document = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise FormatError(page_url, f"not a PEP 691 JSON page: {e}") from e
+    except RecursionError as e:  # arrays or objects nested past what the parser can follow
+        raise FormatError(page_url, "not a PEP 691 JSON page: nested too deep") from e
     if not isinstance(document, dict):
         raise FormatError(page_url, "not a PEP 691 JSON page: the document is not an object")
     meta = document.get("meta")

@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from abifit.errors import AbifitError, FormatError, UsageError
+from abifit.errors import AbifitError, FormatError, UsageError, WheelRefused
 from abifit.formats.elf import ElfImage, parse_elf, parse_layout
 from abifit.formats.fatbin import GpuCode, read_gpu_code
 from abifit.formats.sources import (
@@ -51,11 +51,13 @@ from abifit.formats.sources import (
 )
 from abifit.formats.wheel import (
     LOCAL_HEADER_SIZE,
+    WHOLE_MEMBER,
     Member,
     WheelArchive,
     is_elf_member,
     member_data_start,
     python_members,
+    whole_member,
 )
 from abifit.remote import cores
 from abifit.remote.cache import Cache
@@ -64,7 +66,6 @@ from abifit.remote.http import HttpClient
 from abifit.remote.index import Fetch, IndexFile, PackageIndex, Target, local_file, select_one
 from abifit.remote.middle import dynamic_site, place
 
-WHOLE_MEMBER = 256 << 10
 READ_JOBS = 8  # members read at once (network waits and zlib overlap)
 WHOLE_GPU_MEMBER = 64 << 20  # members read for their GPU code in one request up to this size
 FIRST_TAIL = 128 << 10
@@ -212,7 +213,7 @@ class RemoteMember:
         self._start = start
         self._name = name
         self._prefix = InflateSource(SliceSource(archive, start, member.compressed_size, name),
-                                     member.size, name)
+                                     member.size, name, crc=member.crc)
         self._tail: TailView | None = None
         self._tail_bytes = 0
         self._held: list[tuple[int, bytes]] = []  # compressed spans fetched: (offset, bytes)
@@ -442,8 +443,8 @@ def open_member(archive: ByteSource, member: Member, where: str) -> ByteSource:
     if member.method != zipfile.ZIP_DEFLATED:
         raise FormatError(where, f"unsupported zip compression method {member.method}")
     if member.compressed_size <= WHOLE_MEMBER:
-        data = archive.read_at(start, member.compressed_size)
-        return InflateSource(BytesSource(data, where), member.size, where)
+        return BytesSource(whole_member(archive.read_at(start, member.compressed_size), member,
+                                        where), where)
     return RemoteMember(archive, member, start, where)
 
 
@@ -453,7 +454,7 @@ def _inflated(compressed: ByteSource, member: Member, where: str) -> ByteSource:
         return compressed
     if member.method != zipfile.ZIP_DEFLATED:
         raise FormatError(where, f"unsupported zip compression method {member.method}")
-    return InflateSource(compressed, member.size, where)
+    return InflateSource(compressed, member.size, where, crc=member.crc)
 
 
 def _read_gpu_member(archive: ByteSource, member: Member, where: str) -> GpuCode | None:
@@ -633,7 +634,7 @@ class RemoteWheel:
 
     def _view(self, member: Member) -> ElfImage | FormatError | None:
         key = (member.crc, member.size, member.compressed_size)
-        entry = member.path + (_RELOCATIONS if self.relocations else "")
+        entry = _entry(member, _RELOCATIONS if self.relocations else "")
         cached = _cached(self.ctx, self.file, entry)
         twin = self._same.get(key)
         if twin is not None and not isinstance(cached, ElfImage):
@@ -651,6 +652,8 @@ class RemoteWheel:
                 _remember(self.ctx, self.file, entry, _NOT_ELF)
                 return None
             image = parse_elf(opened, relocations=self.relocations, sections=False)
+        except WheelRefused:
+            raise
         except FormatError as e:
             return e
         _remember(self.ctx, self.file, entry, image)
@@ -662,7 +665,7 @@ class RemoteWheel:
         `WHOLE_GPU_MEMBER` compressed bytes is fetched in one request and read in memory; a
         larger one has its headers read from its ends, then is inflated from its start up to
         the end of its fat binaries, in large requests."""
-        entry = member.path + _GPU_CODE
+        entry = _entry(member, _GPU_CODE)
         cached = _cached(self.ctx, self.file, entry)
         if isinstance(cached, GpuCode):
             return cached
@@ -671,6 +674,8 @@ class RemoteWheel:
         where = f"{self.file.filename}!{member.path}"
         try:
             code = _read_gpu_member(self._archive(), member, where)
+        except WheelRefused:
+            raise
         except FormatError as e:
             return e
         _remember(self.ctx, self.file, entry, _NOT_ELF if code is None else code)
@@ -744,36 +749,78 @@ _DIRECTORY_GUESS = 64 << 10
 _LOCAL_HEADER_BYTES = LOCAL_HEADER_SIZE + 1024  # with room for an extra field
 
 
-def _cached(ctx: RemoteContext, file: IndexFile, member: str) -> object | None:
-    if ctx.cache is None or not file.sha256:
+def _entry(member: Member, what: str) -> str:
+    """A member's cache entry: its path with the CRC-32 and sizes the zip directory read gives
+    it, and what is stored (`what`: a view, with relocations, the GPU code)."""
+    return f"{member.path}\x00{member.crc:08x}:{member.size}:{member.compressed_size}{what}"
+
+
+def view_key(file: IndexFile) -> str | None:
+    """What a wheel's views are cached by. A local file: the sha256 of its bytes, which were
+    read and hashed (`content_addressed`). A wheel on an index, read by ranges that cannot be
+    hashed: the digest of the URL the bytes come from, the size and the sha256 the index gives;
+    so an index that claims another wheel's sha256 while serving other bytes keys them apart
+    from that wheel's views, which it cannot replace. None (nothing cached) when the index gives
+    no sha256."""
+    if not file.sha256:
         return None
-    return ctx.cache.get_view(file.sha256, member)
+    if local_file(file.url) is not None:
+        return file.sha256.lower()
+    url = file.url.split("#", 1)[0]
+    return hashlib.sha256(f"{file.sha256}\0{url}\0{file.size}".encode()).hexdigest()
+
+
+def _lookup_keys(file: IndexFile) -> tuple[str, ...]:
+    """Where a wheel's views are looked for: under its own key, and for a wheel on an index
+    also under its sha256, where views of a local file with those very bytes are (they describe
+    the wheel the sha256 names, whatever the index serves)."""
+    key = view_key(file)
+    if key is None:
+        return ()
+    return (key,) if local_file(file.url) is not None else (key, str(file.sha256).lower())
+
+
+def _cached(ctx: RemoteContext, file: IndexFile, member: str) -> object | None:
+    if ctx.cache is None:
+        return None
+    for key in _lookup_keys(file):
+        found = ctx.cache.get_view(key, member)
+        if found is not None:
+            return found
+    return None
 
 
 def _remember(ctx: RemoteContext, file: IndexFile, member: str, value: object) -> None:
-    if ctx.cache is not None and file.sha256:
-        ctx.cache.put_view(file.sha256, member, value)
+    key = view_key(file)
+    if ctx.cache is not None and key is not None:
+        ctx.cache.put_view(key, member, value)
 
 
 def content_addressed(file: IndexFile, cache: Cache | None) -> IndexFile:
-    """`file`, with the sha256 of its bytes when it is a local file its index gives none for and
-    there is a cache to key its views by; unchanged otherwise (and when it cannot be read: the
+    """`file`, with the sha256 of its bytes when it is a local file: checked against the one
+    its index gives (`WheelRefused` when they differ, as pip refuses it), else computed when there
+    is a cache to key its views by. Unchanged otherwise (and when it cannot be read: the
     reader then says why)."""
     path = local_file(file.url)
-    if file.sha256 or cache is None or path is None:
+    if path is None or (cache is None and not file.sha256):
         return file
     digest = file_sha256(path, cache)
-    return file if digest is None else replace(file, hashes={**file.hashes, "sha256": digest})
+    if digest is None:
+        return file
+    if file.sha256 and digest != file.sha256.lower():
+        raise WheelRefused(file.filename, f"sha256 of the file is {digest}, its index says "
+                           f"{file.sha256} (pip refuses this wheel)")
+    return replace(file, hashes={**file.hashes, "sha256": digest})
 
 
-def file_sha256(path: Path, cache: Cache) -> str | None:
-    """The sha256 of a local file, read once and then remembered by the cache while the file
-    keeps its size, modification time and inode; None when it cannot be read."""
+def file_sha256(path: Path, cache: Cache | None) -> str | None:
+    """The sha256 of a local file, read once and then remembered by the cache (if any) while
+    the file keeps its size, modification time and inode; None when it cannot be read."""
     try:
         resolved = path.resolve()
         st = resolved.stat()
         stamp = f"{st.st_size}:{st.st_mtime_ns}:{st.st_dev}:{st.st_ino}"
-        known = cache.get_digest(str(resolved), stamp)
+        known = cache.get_digest(str(resolved), stamp) if cache is not None else None
         if known is not None:
             return known
         digest = hashlib.sha256()
@@ -782,7 +829,8 @@ def file_sha256(path: Path, cache: Cache) -> str | None:
                 digest.update(chunk)
     except OSError:
         return None
-    cache.put_digest(str(resolved), stamp, digest.hexdigest())
+    if cache is not None:
+        cache.put_digest(str(resolved), stamp, digest.hexdigest())
     return digest.hexdigest()
 
 
