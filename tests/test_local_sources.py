@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 import pytest
 
+import abifit.commands.check
 import abifit.remote.wheels
 from abifit.cli import main
 from abifit.errors import WheelRefused
@@ -348,3 +349,37 @@ def test_a_host_that_refused_is_not_asked_again() -> None:
     assert str(second.value) == (f"{base}/files/a.whl: cannot connect (Connection refused) "
                                  "earlier; not asked again")
     assert client.transfer.requests == 2
+
+
+def test_a_wheel_named_by_its_path_is_read_once_then_answered_from_the_cache(
+        wheels_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`check PATH.whl` reads the wheel in place like a wheel on an index, and caches what it
+    read by the file's sha256: a second run opens no wheel; a wheel rewritten in place (new
+    bytes, new stamp) is read again, and answers for its new bytes."""
+    host = next(wheels_dir.glob("hostpkg-1.0-py3*"))
+    local = tmp_path / "wheels"
+    local.mkdir()
+    ext = local / next(wheels_dir.glob("extpkg-*")).name
+    ext.write_bytes((wheels_dir / ext.name).read_bytes())
+    args = ["check", str(ext), "--with", str(host), "--json"]
+    code, first, err = run(capsys, monkeypatch, tmp_path / "cache", *args, no_index=True)
+    assert code == 0, err
+    assert json.loads(first)["transfer"]["bytes_fetched"] == 0
+
+    def no_opening(*_args: object) -> None:
+        raise AssertionError("a wheel was opened")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(abifit.remote.wheels, "open_wheel", no_opening)
+        patched.setattr(abifit.commands.check, "LocalWheel", no_opening)
+        code, second, err = run(capsys, monkeypatch, tmp_path / "cache", *args, no_index=True)
+    assert code == 0, err
+    assert json.loads(second)["modules"] == json.loads(first)["modules"]
+
+    other = local / "hostpkg-1.0-py3-none-any.whl"  # hostpkg 2.0's bytes under 1.0's name
+    other.write_bytes(next(wheels_dir.glob("hostpkg-2.0-*")).read_bytes())
+    code, third, err = run(capsys, monkeypatch, tmp_path / "cache", "check", str(ext),
+                           "--with", str(other), "--json", no_index=True)
+    assert code == 1, err
+    assert {f["kind"] for f in json.loads(third)["findings"]} == {"undefined-symbol"}
