@@ -18,6 +18,7 @@ from urllib.parse import quote
 import pytest
 
 import abifit.commands.check
+import abifit.commands.inspect as inspect_module
 import abifit.remote.wheels
 from abifit.cli import main
 from abifit.errors import WheelRefused
@@ -383,3 +384,31 @@ def test_a_wheel_named_by_its_path_is_read_once_then_answered_from_the_cache(
                            "--with", str(other), "--json", no_index=True)
     assert code == 1, err
     assert {f["kind"] for f in json.loads(third)["findings"]} == {"undefined-symbol"}
+
+
+def test_inspect_reads_a_wheel_named_by_its_path_like_one_on_an_index(
+        wheels_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`inspect PATH.whl` reads the wheel in place through the member reader of index wheels
+    (a large member inflated forward, CRC checked) and reports exactly what reading each member
+    whole through the zip reader reports; a second run opens no wheel."""
+    def whole(path: str, flt: inspect_module.SymbolFilter, _ctx: object,
+              progress: Callable[[str], None]) -> list[inspect_module.ObjectReport]:
+        return list(inspect_module._inspect_wheel(path, flt, progress))
+
+    for wheel in sorted(wheels_dir.glob("*.whl")):
+        args = ["inspect", str(wheel), "--symbols", "all", "--json"]
+        code, out, err = run(capsys, monkeypatch, tmp_path / "cache", *args, no_index=True)
+        assert code == 0, err
+        with monkeypatch.context() as patched:
+            patched.setattr(inspect_module, "_inspect_local_wheel", whole)
+            assert run(capsys, monkeypatch, tmp_path / "none", *args, no_index=True)[1] == out
+        with monkeypatch.context() as patched:
+            patched.setattr(abifit.remote.wheels, "open_wheel", _no_opening)
+            assert run(capsys, monkeypatch, tmp_path / "cache", *args, no_index=True)[1] == out
+        objects = json.loads(out)["objects"]
+        assert objects and all(o["path"] == str(wheel) and o["symbols"] for o in objects)
+
+
+def _no_opening(*_args: object) -> None:
+    raise AssertionError("a wheel was opened")

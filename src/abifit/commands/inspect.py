@@ -27,6 +27,7 @@ from abifit.host.localfs import is_elf_file
 from abifit.sim.gpu import GpuTarget, ObjectCoverage, object_coverage
 
 if TYPE_CHECKING:
+    from abifit.remote.index import IndexFile
     from abifit.remote.wheels import RemoteContext
 
 Progress = Callable[[str], None]
@@ -261,17 +262,38 @@ def _looks_like_zip(path: Path) -> bool:
 def _inspect_requirement(
     text: str, flt: SymbolFilter, ctx: RemoteContext, progress: Progress, gpu_code: bool
 ) -> list[ObjectReport]:
-    from abifit.remote.wheels import RemoteWheel, member_views, resolve
+    from abifit.remote.wheels import resolve
 
-    file = resolve(text, ctx)
+    return _inspect_index_file(resolve(text, ctx), flt, ctx, progress, gpu_code)
+
+
+def _inspect_local_wheel(path: str, flt: SymbolFilter, ctx: RemoteContext,
+                         progress: Progress) -> list[ObjectReport]:
+    """A wheel named by its path, read in place like one on an index: only the bytes the
+    dynamic views and fat binaries need, cached by the file's sha256."""
+    from abifit.remote.index import IndexFile
+
+    file = IndexFile(os.path.basename(path), Path(path).resolve().as_uri(),
+                     size=os.path.getsize(path))
+    return _inspect_index_file(file, flt, ctx, progress, gpu_code=True, label=path)
+
+
+def _inspect_index_file(
+    file: IndexFile, flt: SymbolFilter, ctx: RemoteContext, progress: Progress, gpu_code: bool,
+    label: str | None = None,
+) -> list[ObjectReport]:
+    """Reports for the ELF members of a wheel, each under `label` (default: its file name)."""
+    from abifit.remote.wheels import RemoteWheel, member_views
+
+    label = label or file.filename
     wheel = RemoteWheel(file, ctx)
     by_path = {m.path: m for m in wheel.members()}
     out = []
     for member, view in member_views(file, ctx, progress, wheel):
         if isinstance(view, FormatError):
-            out.append(ObjectReport(path=file.filename, member=member, error=str(view)))
+            out.append(ObjectReport(path=label, member=member, error=str(view)))
             continue
-        report = summarize(view, file.filename, member, flt)
+        report = summarize(view, label, member, flt)
         if gpu_code:
             progress(f"{file.filename}: fat binaries of {member} "
                      f"({by_path[member].compressed_size / 1e6:.1f} MB compressed)")
@@ -302,6 +324,8 @@ def inspect_target(
     if path.is_dir():
         return list(_inspect_files(_walk(path), flt, progress))
     if path.is_file():
+        if path.suffix == ".whl" and remote is not None:
+            return _inspect_local_wheel(target, flt, remote(), progress)
         if path.suffix == ".whl" or _looks_like_zip(path):
             return list(_inspect_wheel(target, flt, progress))
         return [_inspect_file(target, flt)]

@@ -59,7 +59,7 @@ from enum import Enum, IntEnum
 from typing import Protocol
 
 from abifit.errors import FormatError
-from abifit.formats.elf import ElfImage, Section
+from abifit.formats.elf import ElfImage, ElfLayout, Section
 from abifit.formats.sources import ByteSource
 
 EXECUTABLE_SECTION = ".nv_fatbin"
@@ -718,7 +718,7 @@ def _zstd_read_prefix(
 # An object's GPU code
 
 
-def has_gpu_code(image: ElfImage) -> bool:
+def has_gpu_code(image: ElfImage | ElfLayout) -> bool:
     """Whether the object has a fat-binary section (read from its section headers)."""
     return any(s.name in (EXECUTABLE_SECTION, RELOCATABLE_SECTION) for s in image.sections)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import weakref
 import zlib
 from dataclasses import dataclass
 from types import TracebackType
@@ -129,24 +130,40 @@ class BytesSource(_Described):
 
 
 class FileSource(_Described, Closing):
-    """A local file, memory-mapped; use as a context manager or call close()."""
+    """A local file, memory-mapped (or, with `mapped=False`, read with `pread`: a large file
+    read through once, such as a wheel, then leaves no pages of it in the process's memory);
+    use as a context manager or call close()."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, mapped: bool = True) -> None:
         self._name = os.fspath(path)
+        self._map: mmap.mmap | None = None
+        self._fd: int | None = None
         with open(path, "rb") as f:
             self._size = os.fstat(f.fileno()).st_size
-            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if self._size else None
+            if mapped and self._size:
+                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            elif not mapped:
+                self._fd = os.dup(f.fileno())
+                self._closer = weakref.finalize(self, os.close, self._fd)  # closed when dropped
 
     def read_at(self, offset: int, length: int) -> bytes:
         check_range(self, offset, length)
-        if self._map is None:
+        if self._map is not None:
+            return self._map[offset : offset + length]
+        if self._fd is None or length == 0:
             return b""
-        return self._map[offset : offset + length]
+        data = os.pread(self._fd, length, offset)
+        if len(data) != length:  # the file shrank under us
+            raise FormatError(self._name, f"file ended after {offset + len(data)} bytes", offset)
+        return data
 
     def close(self) -> None:
         if self._map is not None:
             self._map.close()
             self._map = None
+        if self._fd is not None:
+            self._fd = None
+            self._closer()
 
 
 class SliceSource(_Described):
@@ -169,8 +186,7 @@ class _Checkpoint:
     """Inflater state at a known output position, so a backward read need not start over."""
 
     out_pos: int
-    in_pos: int
-    pending: bytes
+    in_pos: int  # the input the state has consumed
     state: zlib._Decompress
 
 
@@ -185,7 +201,7 @@ class InflateSource(_Described):
 
     _INPUT_CHUNK = 1 << 16
     _OUTPUT_CHUNK = 1 << 20
-    _MAX_INPUT = 32 << 20  # input read at once for a far read, at most
+    _MAX_INPUT = 32 << 20  # input read at once for a far read, at most (unless `max_input`)
     _MARGIN = 1.1  # on the input a read is estimated to need
 
     def __init__(
@@ -195,21 +211,24 @@ class InflateSource(_Described):
         name: str,
         checkpoint_every: int = 8 << 20,
         crc: int | None = None,
+        max_input: int | None = None,
     ) -> None:
         self._compressed = compressed
         self._size = size
         self._name = name
         self._every = checkpoint_every
+        self._max_input = self._MAX_INPUT if max_input is None else max_input
         self._crc = crc  # the CRC-32 the whole output must have (a zip member's), if known
         self._crc_end = 0  # the output [0, _crc_end) has been summed into _crc_sum
         self._crc_sum = 0
-        self._checkpoints = [_Checkpoint(0, 0, b"", zlib.decompressobj(-zlib.MAX_WBITS))]
+        self._checkpoints = [_Checkpoint(0, 0, zlib.decompressobj(-zlib.MAX_WBITS))]
         self._resume(self._checkpoints[0])
 
     def _resume(self, checkpoint: _Checkpoint) -> None:
         self._inflater = checkpoint.state.copy()
-        self._in_pos = checkpoint.in_pos
-        self._pending = checkpoint.pending
+        self._in_pos = checkpoint.in_pos  # where the input read next starts
+        self._input = b""  # input read, consumed up to _used
+        self._used = 0
         self._out_pos = checkpoint.out_pos
         self._chunk = b""
         self._chunk_start = checkpoint.out_pos
@@ -217,19 +236,23 @@ class InflateSource(_Described):
     def _advance(self, end: int) -> None:
         """Decompress the next chunk of output into self._chunk, reading input for output up to
         `end` in one read: as much as the compression ratio so far says it needs, with a margin
-        (a slow source then gets one request, not one per input chunk)."""
-        if not self._pending:
+        (a slow source then gets one request, not one per input chunk). The input goes to the
+        inflater `_INPUT_CHUNK` at a time: what it leaves unconsumed is copied, and copying
+        the rest of a large read at every chunk of output would be quadratic."""
+        if self._used >= len(self._input):
             remaining = self._compressed.size - self._in_pos
             if remaining <= 0:
                 raise FormatError(self._name, "compressed data ends early", self._out_pos)
-            take = min(max(self._INPUT_CHUNK, self._input_for(end)), self._MAX_INPUT, remaining)
-            self._pending = self._compressed.read_at(self._in_pos, take)
+            take = min(max(self._INPUT_CHUNK, self._input_for(end)), self._max_input, remaining)
+            self._input = self._compressed.read_at(self._in_pos, take)
+            self._used = 0
             self._in_pos += take
+        piece = memoryview(self._input)[self._used : self._used + self._INPUT_CHUNK]
         try:
-            out = self._inflater.decompress(self._pending, self._OUTPUT_CHUNK)
+            out = self._inflater.decompress(piece, self._OUTPUT_CHUNK)
         except zlib.error as e:
             raise FormatError(self._name, f"corrupt compressed data ({e})", self._out_pos) from e
-        self._pending = self._inflater.unconsumed_tail
+        self._used += len(piece) - len(self._inflater.unconsumed_tail)
         if not out and self._inflater.eof:
             raise FormatError(self._name, "compressed data ends early", self._out_pos)
         self._chunk_start = self._out_pos
@@ -237,9 +260,9 @@ class InflateSource(_Described):
         self._out_pos += len(out)
         self._check_crc(out)
         if self._out_pos >= len(self._checkpoints) * self._every:
-            self._checkpoints.append(
-                _Checkpoint(self._out_pos, self._in_pos, self._pending, self._inflater.copy())
-            )
+            # the input not yet consumed is read again on a resume, not held by the checkpoint
+            consumed = self._in_pos - (len(self._input) - self._used)
+            self._checkpoints.append(_Checkpoint(self._out_pos, consumed, self._inflater.copy()))
 
     def _check_crc(self, out: bytes) -> None:
         """Sum output seen for the first time; once all `size` bytes are out, the sum must be

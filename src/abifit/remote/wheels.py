@@ -39,7 +39,7 @@ from pathlib import Path
 
 from abifit.errors import AbifitError, FormatError, UsageError, WheelRefused
 from abifit.formats.elf import ElfImage, parse_elf, parse_layout
-from abifit.formats.fatbin import GpuCode, read_gpu_code
+from abifit.formats.fatbin import GpuCode, has_gpu_code, read_gpu_code
 from abifit.formats.sources import (
     ByteSource,
     BytesSource,
@@ -66,6 +66,7 @@ from abifit.remote.http import HttpClient
 from abifit.remote.index import Fetch, IndexFile, PackageIndex, Target, local_file, select_one
 from abifit.remote.middle import dynamic_site, place
 
+LOCAL_INPUT = 1 << 20  # a local member's compressed bytes are read this many at a time
 READ_JOBS = 8  # members read at once (network waits and zlib overlap)
 WHOLE_GPU_MEMBER = 64 << 20  # members read for their GPU code in one request up to this size
 FIRST_TAIL = 128 << 10
@@ -435,8 +436,11 @@ class RemoteMember:
             self._tail = None
 
 
-def open_member(archive: ByteSource, member: Member, where: str) -> ByteSource:
-    """A member's uncompressed bytes, read with as few remote bytes as the reads need."""
+def open_member(archive: ByteSource, member: Member, where: str,
+                local: bool = False) -> ByteSource:
+    """A member's uncompressed bytes, read with as few remote bytes as the reads need; in a
+    `local` archive, where bytes cost nothing but reading them, a large member is inflated
+    forward as far as the reads go (decoding a tail without its window costs far more CPU)."""
     start = member_data_start(archive, member, where)
     if member.method == zipfile.ZIP_STORED:
         return SliceSource(archive, start, member.compressed_size, where)
@@ -445,21 +449,37 @@ def open_member(archive: ByteSource, member: Member, where: str) -> ByteSource:
     if member.compressed_size <= WHOLE_MEMBER:
         return BytesSource(whole_member(archive.read_at(start, member.compressed_size), member,
                                         where), where)
+    if local:
+        return _inflated(SliceSource(archive, start, member.compressed_size, where), member,
+                         where, local=True)
     return RemoteMember(archive, member, start, where)
 
 
-def _inflated(compressed: ByteSource, member: Member, where: str) -> ByteSource:
-    """A member's bytes, inflated from its start, over a source of its stored bytes."""
+def _inflated(compressed: ByteSource, member: Member, where: str,
+              local: bool = False) -> ByteSource:
+    """A member's bytes, inflated from its start, over a source of its stored bytes (`local`:
+    one that costs nothing to read again, so it is read in small pieces, not in large
+    requests)."""
     if member.method == zipfile.ZIP_STORED:
         return compressed
     if member.method != zipfile.ZIP_DEFLATED:
         raise FormatError(where, f"unsupported zip compression method {member.method}")
-    return InflateSource(compressed, member.size, where, crc=member.crc)
+    return InflateSource(compressed, member.size, where, crc=member.crc,
+                         max_input=LOCAL_INPUT if local else None)
 
 
-def _read_gpu_member(archive: ByteSource, member: Member, where: str) -> GpuCode | None:
+def _read_gpu_member(archive: ByteSource, member: Member, where: str,
+                     local: bool = False) -> GpuCode | None:
     """A member's fat binaries: a small member fetched in one request; a large one with its
-    headers read from its ends, then inflated from its start up to its fat binaries' end."""
+    headers read from its ends, then inflated from its start up to its fat binaries' end; in a
+    `local` archive, inflated from its start as far as the reads go."""
+    if local:
+        start = member_data_start(archive, member, where)
+        opened = _inflated(SliceSource(archive, start, member.compressed_size, where), member,
+                           where, local=True)
+        if not is_elf_member(opened):
+            return None
+        return read_gpu_code(opened, parse_elf(opened, relocations=False))
     source = ReadAhead(archive, max_ahead=8 << 20)
     start = member_data_start(source, member, where)
     stored: ByteSource = SliceSource(source, start, member.compressed_size, where)
@@ -534,7 +554,7 @@ def open_wheel(file: IndexFile, ctx: RemoteContext) -> tuple[WheelArchive, ReadA
     path = local_file(file.url)
     if path is not None:
         try:
-            local = FileSource(path)
+            local = FileSource(path, mapped=False)
         except OSError as e:
             raise FormatError(str(path), f"cannot read the wheel ({e.strerror or e})") from e
         ctx.state.local_sizes[file.filename] = local.size
@@ -571,6 +591,7 @@ class RemoteWheel:
         self._same: dict[tuple[int, int, int], ElfImage] = {}
         self._lock = threading.Lock()
         self._member_locks: dict[tuple[int, int, int], threading.Lock] = {}
+        self._no_gpu_code: set[str] = set()  # members whose section headers show no fat binary
 
     @property
     def file(self) -> IndexFile:
@@ -647,11 +668,14 @@ class RemoteWheel:
             return None
         where = f"{self.file.filename}!{member.path}"
         try:
-            opened = open_member(self._reader(member), member, where)
+            reader = self._archive() if self.local else self._reader(member)
+            opened = open_member(reader, member, where, local=self.local)
             if not is_elf_member(opened):
                 _remember(self.ctx, self.file, entry, _NOT_ELF)
                 return None
             image = parse_elf(opened, relocations=self.relocations, sections=False)
+            if self.local:
+                self._note_gpu_code(opened, member)
         except WheelRefused:
             raise
         except FormatError as e:
@@ -660,11 +684,25 @@ class RemoteWheel:
         self._same[key] = image
         return image
 
+    def _note_gpu_code(self, opened: ByteSource, member: Member) -> None:
+        """A local member was just inflated for its view: its section headers cost little more,
+        and when they show no fat binaries, its GPU code is known (none) without a second pass."""
+        try:
+            layout = parse_layout(opened, sections=True)
+        except FormatError:
+            return  # gpu_code reads the member, and says why it cannot
+        if not has_gpu_code(layout):
+            with self._lock:
+                self._no_gpu_code.add(member.path)
+            _remember(self.ctx, self.file, _entry(member, _GPU_CODE), _NOT_ELF)
+
     def gpu_code(self, member: Member) -> GpuCode | FormatError | None:
         """The member's fat binaries (None: not ELF, or no GPU code). A member up to
         `WHOLE_GPU_MEMBER` compressed bytes is fetched in one request and read in memory; a
         larger one has its headers read from its ends, then is inflated from its start up to
         the end of its fat binaries, in large requests."""
+        if member.path in self._no_gpu_code:
+            return None
         entry = _entry(member, _GPU_CODE)
         cached = _cached(self.ctx, self.file, entry)
         if isinstance(cached, GpuCode):
@@ -673,7 +711,7 @@ class RemoteWheel:
             return None
         where = f"{self.file.filename}!{member.path}"
         try:
-            code = _read_gpu_member(self._archive(), member, where)
+            code = _read_gpu_member(self._archive(), member, where, local=self.local)
         except WheelRefused:
             raise
         except FormatError as e:
