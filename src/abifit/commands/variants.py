@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from abifit.errors import UsageError
+from abifit.errors import FormatError, UsageError
 from abifit.formats.elf import ElfImage
 
 if TYPE_CHECKING:
@@ -27,7 +28,9 @@ if TYPE_CHECKING:
     from abifit.remote.wheels import RemoteContext, RemoteWheel
 
 Progress = Callable[[str], None]
+View = ElfImage | FormatError | None
 
+READ_JOBS = 8  # wheels (directories) and members read at once
 _PY_TAG = re.compile(r"\.(cpython-\d+|pypy\d+-pp\d+)-[\w-]+\.so$")
 
 
@@ -172,40 +175,58 @@ def variants(text: str, ctx: RemoteContext, progress: Progress, *,
     wheels = {f.filename: RemoteWheel(f, ctx) for f in files}
     keys: dict[str, dict[str, tuple[int, int]]] = {}
     members: dict[str, dict[str, Member]] = {}
-    for n, (filename, wheel) in enumerate(sorted(wheels.items()), 1):
-        progress(f"directory {n}/{len(wheels)} {filename}")
-        listed = {normalized(m.path): m for m in wheel.members()}
-        members[filename] = listed
-        keys[filename] = {p: (m.crc, m.size) for p, m in listed.items()}
+    with ThreadPoolExecutor(max_workers=READ_JOBS) as pool:  # the directories, at once
+        listings = pool.map(lambda w: w.members(), [wheels[f] for f in sorted(wheels)])
+        for n, (filename, listing) in enumerate(zip(sorted(wheels), listings, strict=True), 1):
+            progress(f"directory {n}/{len(wheels)} {filename}")
+            listed = {normalized(m.path): m for m in listing}
+            members[filename] = listed
+            keys[filename] = {p: (m.crc, m.size) for p, m in listed.items()}
     grouped: dict[tuple[tuple[str, tuple[int, int]], ...], list[str]] = {}
     for filename in sorted(keys):
         grouped.setdefault(tuple(sorted(keys[filename].items())), []).append(filename)
     groups = tuple(Group(tuple(names), architecture(names[0]), len(members[names[0]]))
                    for names in grouped.values())
-    differences: list[MemberDiff] = []
     references: dict[str, str] = {}
+    pairs = []
     for group in groups:
         ref = references.setdefault(group.architecture, group.filenames[0])
-        if ref == group.filenames[0]:
-            continue
-        other = group.filenames[0]
-        differences += _group_diff(wheels, members, ref, other, progress)
+        if ref != group.filenames[0]:
+            pairs.append((ref, group.filenames[0]))
+    with ThreadPoolExecutor(max_workers=READ_JOBS) as pool:  # every group's members at once
+        pending = [_group_diff(wheels, members, ref, other, pool) for ref, other in pairs]
+        differences = [d for diffs in pending for d in _finished(diffs, progress)]
     return VariantsReport(requirement.name, version, groups, tuple(differences),
                           None if every else str(ctx.target), left_out)
 
 
+# a member whose comparison waits on its two views being read: (path, ref, other, views)
+Pending = MemberDiff | tuple[str, str, str, Future[View], Future[View]]
+
+
 def _group_diff(wheels: dict[str, RemoteWheel], members: dict[str, dict[str, Member]],
-                ref: str, other: str, progress: Progress) -> list[MemberDiff]:
-    out = []
+                ref: str, other: str, pool: ThreadPoolExecutor) -> list[Pending]:
+    """The members that differ between two wheels: by CRC and size first, then, for those
+    that differ, by their dynamic views, read by `pool` (the comparisons wait in the list)."""
     a, b = members[ref], members[other]
+    out: list[Pending] = []
     for path in sorted(set(a) | set(b)):
         if path not in b or path not in a:
             out.append(MemberDiff(path, ref, other, False,
                                   only_in="reference" if path in a else "other"))
+        elif (a[path].crc, a[path].size) != (b[path].crc, b[path].size):
+            out.append((path, ref, other, pool.submit(wheels[ref].view, a[path]),
+                        pool.submit(wheels[other].view, b[path])))
+    return out
+
+
+def _finished(diffs: list[Pending], progress: Progress) -> list[MemberDiff]:
+    out = []
+    for diff in diffs:
+        if isinstance(diff, MemberDiff):
+            out.append(diff)
             continue
-        if (a[path].crc, a[path].size) == (b[path].crc, b[path].size):
-            continue
+        path, ref, other, mine, theirs = diff
         progress(f"comparing {path}")
-        out.append(compare(path, (ref, wheels[ref].view(a[path])),
-                           (other, wheels[other].view(b[path]))))
+        out.append(compare(path, (ref, mine.result()), (other, theirs.result())))
     return out
