@@ -38,6 +38,7 @@ from abifit.formats.datacodec import conforms, decode, frame, read_frame
 ELF_BUCKET = "elf-v2"
 VIEWS_BUCKET = "views-v2"
 INDEX_BUCKET = "index-v2"
+_PAGE = tuple[float, str, bytes, str, str]  # fetched, content type, body, ETag, Last-Modified
 CHECKS_BUCKET = "checks-v2"
 PYCODE_BUCKET = "pycode-v2"
 DIGESTS_BUCKET = "digests-v2"
@@ -180,16 +181,32 @@ class Cache:
         """A cached index page younger than `max_age` seconds (any age when max_age < 0)."""
         if self.refresh and max_age >= 0:
             return None
-        stored = read_value(key_path(self.bucket(INDEX_BUCKET), url), tuple[float, str, bytes])
+        stored = self._page(url)
+        if stored is None:
+            return None
+        fetched, content_type, body, _etag, _modified = stored
+        if max_age >= 0 and time.time() - fetched > max_age:
+            return None
+        return content_type, body
+
+    def stale_page(self, url: str) -> tuple[str, bytes, str, str] | None:
+        """A cached index page of any age with what validates it: (content type, body, ETag,
+        Last-Modified), the last two "" when the server gave none."""
+        stored = None if self.refresh else self._page(url)
+        return None if stored is None else stored[1:]
+
+    def _page(self, url: str) -> tuple[float, str, bytes, str, str] | None:
+        stored = read_value(key_path(self.bucket(INDEX_BUCKET), url), _PAGE)
         if not isinstance(stored, tuple):
             return None
-        fetched, content_type, body = stored
-        if max_age >= 0 and time.time() - float(fetched) > max_age:
-            return None
-        return str(content_type), bytes(body)
+        fetched, content_type, body, etag, modified = stored
+        return float(fetched), str(content_type), bytes(body), str(etag), str(modified)
 
-    def put_page(self, url: str, content_type: str, body: bytes) -> None:
-        write_value(key_path(self.bucket(INDEX_BUCKET), url), (time.time(), content_type, body))
+    def put_page(self, url: str, content_type: str, body: bytes, etag: str = "",
+                 modified: str = "") -> None:
+        """Store an index page, fetched now, with its ETag and Last-Modified (for revalidation)."""
+        write_value(key_path(self.bucket(INDEX_BUCKET), url),
+                    (time.time(), content_type, body, etag, modified))
 
     def info(self) -> CacheInfo:
         """The entries and bytes of each bucket (none when the root is not a directory)."""

@@ -178,12 +178,14 @@ class HttpClient(Closing):
         self._hosts_lock = threading.Lock()
         self._unreachable: dict[str, str] = {}  # host -> why no connection was made
 
-    def get(self, url: str, headers: Mapping[str, str] | None = None) -> Response:
-        """The whole response to a GET (an index page); 4xx and exhausted retries raise."""
+    def get(self, url: str, headers: Mapping[str, str] | None = None,
+            allow: tuple[int, ...] = ()) -> Response:
+        """The whole response to a GET (an index page); 4xx and exhausted retries raise, but
+        for the statuses in `allow` (304 to a conditional request)."""
         asked = {**make_headers(accept_encoding=True), **(headers or {})}
 
         def attempt() -> Response:
-            resp = self._send("GET", url, asked)
+            resp = self._send("GET", url, asked, allow)
             parts: list[bytes] = []
             got = self._receive(resp, parts.append, decode=True, limit=self._max_page + 1)
             if got > self._max_page:

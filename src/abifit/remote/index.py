@@ -197,7 +197,7 @@ def _json_file(entry: object, page_url: str) -> IndexFile:
         requires_python = None
     return IndexFile(
         filename=filename,
-        url=urljoin(page_url, url),
+        url=_absolute(page_url, url),
         hashes=_str_map(entry.get("hashes")),
         requires_python=requires_python or None,
         yanked=yanked if isinstance(yanked, (bool, str)) else None,
@@ -205,6 +205,13 @@ def _json_file(entry: object, page_url: str) -> IndexFile:
         size=size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None,
         upload_time=uploaded if isinstance(uploaded, str) else None,
     )
+
+
+def _absolute(base: str, url: str) -> str:
+    """`urljoin(base, url)`, without its cost for the absolute URLs most pages give."""
+    if url.startswith(("https://", "http://")) and "/." not in url:
+        return url
+    return urljoin(base, url)
 
 
 def _json_document(body: bytes, page_url: str) -> dict[str, object]:
@@ -680,6 +687,21 @@ def _wheel_name(filename: str) -> WheelName | None:
         return None
 
 
+def _quick_version(filename: str) -> Version | None:
+    """The version field of a wheel's file name (the second of its dash-separated fields),
+    None when there is none or it is not a version; the whole name is not checked."""
+    parts = filename.split("-", 2)
+    return _version(parts[1]) if len(parts) == 3 and filename.endswith(".whl") else None
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A wheel that fits: its version, the file, and the rank of its best tag (0 is best)."""
@@ -729,6 +751,9 @@ def select(files: Iterable[IndexFile], requirement: Requirement, target: Target,
     spec = requirement.specifier
     allow_pre = _allows_prereleases(spec, prereleases)
     found: list[tuple[Candidate, BuildTag]] = []
+    # the version in the name rules most files out before their names are parsed whole
+    files = [f for f in files if (v := _quick_version(f.filename)) is None
+             or spec.contains(v, prereleases=True)]
     for file, (_name, version, build, tags) in _project_wheels(files, requirement.name):
         if not spec.contains(version, prereleases=True):
             continue

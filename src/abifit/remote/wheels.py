@@ -880,7 +880,8 @@ PAGE_MAX_AGE = 600.0
 
 def cached_fetch(client: HttpClient | None, cache: Cache | None) -> Fetch:
     """The index's fetch function: cached pages when fresh, the network otherwise, and only the
-    cache when offline (client None)."""
+    cache when offline (client None). A cached page that is no longer fresh is asked for with
+    its ETag or Last-Modified: when the server answers 304 (unchanged), no page is sent again."""
 
     def fetch(url: str, headers: Mapping[str, str]) -> tuple[int, Mapping[str, str], bytes, str]:
         if cache is not None:
@@ -889,9 +890,18 @@ def cached_fetch(client: HttpClient | None, cache: Cache | None) -> Fetch:
                 return 200, {"content-type": page[0]}, page[1], url
         if client is None:
             raise UsageError(f"offline: {url} is not in the cache (run once without --offline)")
-        response = client.get(url, headers)
+        stale = cache.stale_page(url) if cache is not None else None
+        conditional = {} if stale is None else {
+            k: v for k, v in (("If-None-Match", stale[2]), ("If-Modified-Since", stale[3])) if v}
+        response = client.get(url, {**headers, **conditional}, allow=(304,) if conditional
+                              else ())
+        if cache is not None and stale is not None and response.status == 304:
+            cache.put_page(url, *stale)  # unchanged: fresh again
+            return 200, {"content-type": stale[0]}, stale[1], url
         if cache is not None and response.status == 200:
-            cache.put_page(url, response.headers.get("content-type", ""), response.body)
+            cache.put_page(url, response.headers.get("content-type", ""), response.body,
+                           response.headers.get("ETag", ""),
+                           response.headers.get("Last-Modified", ""))
         return response.status, response.headers, response.body, response.url
 
     return fetch
