@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -238,17 +239,21 @@ def _declared_names(dist: Distribution) -> list[str]:
 
 def _verify(env: Environment, sim: Simulator, statuses: list[ModuleStatus],
             progress: Progress) -> list[Verification]:
-    natives = {n.path: n for n in env.natives}
-    out = []
-    for n, status in enumerate(statuses, 1):
-        progress(f"verify {n}/{len(statuses)} {status.module}")
-        imports = [name for key in status.prerequisites for name in _import_names(env.dists[key])]
-        from abifit.host.realload import CRASHED, real_load
+    """Load every module for real (`real_loads`: fork servers over all cores) and compare."""
+    from abifit.host.realload import CRASHED, LoadJob, real_loads
 
-        module = status.module if status.kind == "extension" else ""
+    natives = {n.path: n for n in env.natives}
+    jobs = []
+    for status in statuses:
+        imports = [name for key in status.prerequisites for name in _import_names(env.dists[key])]
         native = natives.get(status.path)
-        before = [(s.path, s.global_) for s in sim.own_steps(native)] if native else []
-        real = real_load(env.facts.executable, module, status.path, imports, preload=before)
+        before = tuple((s.path, s.global_) for s in sim.own_steps(native)) if native else ()
+        jobs.append(LoadJob(status.module if status.kind == "extension" else "", status.path,
+                            tuple(imports), before))
+    reals = real_loads(env.facts.executable, jobs,
+                       progress=lambda n: progress(f"verify {n}/{len(jobs)}"))
+    out = []
+    for status, real in zip(statuses, reals, strict=True):
         if real.loads is None and not status.loads and real.note.startswith(CRASHED):
             # predicted not to load, and loading it really kills the process: agreed, said so
             out.append(Verification(status.module, status.loads, status.error, False,
@@ -279,21 +284,23 @@ def errors_agree(predicted: str | None, actual: str | None) -> bool:
 
 def _verify_imports(env: Environment, verdicts: tuple[ImportVerdict, ...],
                     progress: Progress) -> list[ImportCheck]:
-    """`import X` in a fresh process for each import the report has a verdict for."""
-    from abifit.host.realload import real_import
+    """`import X` in a fresh process for each import the report has a verdict for, as many at
+    once as there are cores."""
+    from abifit.host.realload import default_workers, real_import
 
-    out = []
-    for n, verdict in enumerate(verdicts, 1):
-        progress(f"verify import {n}/{len(verdicts)} {verdict.name}")
-        real = real_import(env.facts.executable, verdict.name)
-        if real.works is None:
-            out.append(ImportCheck(verdict.name, verdict.loads, verdict.error, None, None, False,
-                                   real.note))
-            continue
-        agrees = real.works == verdict.loads and (real.works
-                                                  or errors_agree(verdict.error, real.error))
-        out.append(ImportCheck(verdict.name, verdict.loads, verdict.error, real.works,
-                               real.error, agrees, ""))
+    with ThreadPoolExecutor(max_workers=default_workers()) as pool:
+        reals = pool.map(lambda v: real_import(env.facts.executable, v.name), verdicts)
+        out = []
+        for n, (verdict, real) in enumerate(zip(verdicts, reals, strict=True), 1):
+            progress(f"verify import {n}/{len(verdicts)} {verdict.name}")
+            if real.works is None:
+                out.append(ImportCheck(verdict.name, verdict.loads, verdict.error, None, None,
+                                       False, real.note))
+                continue
+            agrees = real.works == verdict.loads and (real.works
+                                                      or errors_agree(verdict.error, real.error))
+            out.append(ImportCheck(verdict.name, verdict.loads, verdict.error, real.works,
+                                   real.error, agrees, ""))
     return out
 
 
