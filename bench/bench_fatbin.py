@@ -12,6 +12,16 @@ What is measured, on one file (default: libtorch_cuda.so of the torch cu13 test 
    installed, `read_fatbins(check_images=True)` (every payload's head decompressed and checked).
 3. Agreement: abifit's listing must equal cuobjdump's, entry for entry.
 
+`--crafted MB` measures something else: libraries whose fat binaries nvcc never makes, built by
+tests/fixtures/crafted (gcc + objcopy) with MB megabytes (default 512) of 80-byte containers:
+`identical` (one container over and over, in .nv_fatbin), `embedded` (the same in .lrodata,
+under a .nv_fatbin without kernels) and `alternating` (two containers by turns: a FormatError at
+CONTAINER_LIMIT is the expected answer). Each is read by `read_gpu_code` in a fresh process
+(bench/_fatbin_crafted.py): seconds, RSS high-water mark and growth of the anonymous RSS, the
+values kept and the size of the cache entry. Targets, per case: at most 10 s, anonymous memory
+at most half the bytes of containers, and a result or one FormatError (a worker that dies
+misses all three).
+
 Machines are shared and noisy: every figure is the median of `--repeat` runs after one discarded
 warm-up run, the whole-process runs interleaved; all runs are in the JSON. The file is read once
 first so that no run pays for the disk, and abifit's modules are byte-compiled (see _common.py).
@@ -21,6 +31,7 @@ ratio on stderr. `--json-only` prints nothing on stderr. The exit status is 0 wh
 target is met: this is a measurement, not a test.
 
     .venv/bin/python bench/bench_fatbin.py [PATH] [--repeat 3] [--json-only]
+    .venv/bin/python bench/bench_fatbin.py --crafted [MB] [--repeat 3] [--json-only]
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +63,7 @@ from abifit.formats.fatbin import GpuCode, read_fatbins
 from abifit.formats.sources import FileSource
 
 sys.path.insert(0, str(REPO / "tests"))
+from fixtures.crafted import build as crafted  # type: ignore[import-not-found]
 from fixtures.cuda.build import CACHE, find_cuobjdump  # type: ignore[import-not-found]
 
 SCHEMA_VERSION = 1
@@ -247,12 +260,136 @@ def summary_line(path: Path, whole: WholeProcess, inproc: InProcess) -> str:
             f"{checked}")
 
 
+# ---------------------------------------------------------------------------------------------
+# --crafted: many tiny containers
+
+
+CRAFTED_WORKER = Path(__file__).resolve().parent / "_fatbin_crafted.py"
+CRAFTED_SECONDS = 10.0
+CRAFTED_ANON_SHARE = 0.5  # anonymous memory over the bytes of containers
+
+
+def crafted_sections(case: str, size: int) -> dict[str, bytes]:
+    """The sections of one crafted case, `size` bytes of containers."""
+    tiny = crafted.container(crafted.cubin(90))
+    if case == "identical":
+        return {".nv_fatbin": tiny * (size // len(tiny))}
+    if case == "embedded":
+        return {".nv_fatbin": crafted.container(), ".lrodata": tiny * (size // len(tiny))}
+    pair = tiny + crafted.container(crafted.cubin(80), crafted.ptx(80))
+    return {".nv_fatbin": pair * (size // len(pair))}
+
+
+CRAFTED_CASES = ("identical", "embedded", "alternating")
+
+
+@dataclass(frozen=True, slots=True)
+class CraftedCase:
+    name: str
+    file_bytes: int
+    container_bytes: int
+    runs: tuple[dict[str, object], ...]  # the worker's JSON per run; {} for a worker that died
+
+    @property
+    def seconds(self) -> Runs:
+        return Runs(tuple(_number(r, "seconds") for r in self.runs))
+
+    @property
+    def anon_mib(self) -> float:
+        return max(_number(r, "rss_anon_growth_bytes") for r in self.runs) / 2**20
+
+    @property
+    def clean(self) -> bool:
+        """Every run gave a result or one FormatError (the worker did not die)."""
+        return all(r for r in self.runs)
+
+    def targets(self) -> list[Target]:
+        return [Target(f"{self.name}_seconds", round(self.seconds.median, 3), CRAFTED_SECONDS,
+                       at_least=False, unit=" s"),
+                Target(f"{self.name}_anon_memory_over_container_bytes",
+                       round(self.anon_mib * 2**20 / self.container_bytes, 4),
+                       CRAFTED_ANON_SHARE, at_least=False, unit="x"),
+                Target(f"{self.name}_clean", float(self.clean), 1, at_least=True, unit="")]
+
+    def describe(self) -> str:
+        last = self.runs[-1]
+        if not last:
+            answer = "the worker died"
+        elif last.get("error"):
+            answer = "FormatError: " + str(last["error"]).split(": ", 1)[-1][:60]
+        else:
+            answer = f"{last['values_kept']} value(s) for {last['fat_binaries']} fat binaries"
+        return (f"{self.name} {self.seconds.median:.3g} s, {self.anon_mib:.3g} MiB anon "
+                f"({answer})")
+
+    def to_json(self) -> dict[str, object]:
+        return {"file_bytes": self.file_bytes, "container_bytes": self.container_bytes,
+                "seconds": self.seconds.to_json(),
+                "max_rss_anon_growth_mib": round(self.anon_mib, 2), "clean": self.clean,
+                "runs": list(self.runs)}
+
+
+def _number(run: dict[str, object], key: str) -> float:
+    """A figure of a worker's run; infinite for a worker that died (it meets no target)."""
+    value = run.get(key)
+    return float(value) if isinstance(value, (int, float)) else float("inf")
+
+
+def measure_crafted(case: str, size: int, repeat: int, log: Log) -> CraftedCase:
+    with tempfile.TemporaryDirectory() as scratch:
+        log(f"crafted {case}: building {size >> 20} MiB of containers")
+        sections = crafted_sections(case, size)
+        path = crafted.library(Path(scratch), case, sections)
+        container_bytes = sum(len(data) for data in sections.values())
+        del sections
+        warm_page_cache(path)
+        runs = []
+        for _ in range(repeat):
+            done = subprocess.run([sys.executable, str(CRAFTED_WORKER), str(path)],
+                                  capture_output=True, text=True, env=abifit_env(), check=False)
+            runs.append(json.loads(done.stdout) if done.returncode == 0 else {})
+            if done.returncode != 0:
+                log(f"crafted {case}: the worker exited with {done.returncode}: "
+                    f"{done.stderr.strip()[-500:]}")
+        return CraftedCase(case, path.stat().st_size, container_bytes, tuple(runs))
+
+
+def main_crafted(megabytes: int, repeat: int, log: Log) -> int:
+    byte_compile_abifit()
+    cases = [measure_crafted(case, megabytes << 20, repeat, log) for case in CRAFTED_CASES]
+    goals = [goal for case in cases for goal in case.targets()]
+    document = {
+        "benchmark": "fatbin-crafted",
+        "schema": SCHEMA_VERSION,
+        "machine": base_machine_info(),
+        "repeat": repeat,
+        "megabytes": megabytes,
+        "cases": {case.name: case.to_json() for case in cases},
+        "targets": [goal.to_json() for goal in goals],
+        "all_targets_met": all(goal.met for goal in goals),
+    }
+    print(json.dumps(document, indent=2))
+    for goal in goals:
+        if not goal.met:
+            log(f"target missed: {goal.describe()}")
+    log(f"fatbin-crafted {megabytes} MiB of 80-byte containers: "
+        + "; ".join(case.describe() for case in cases))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("path", nargs="?", type=Path, help="a CUDA library (default: "
                         "libtorch_cuda.so of the torch cu13 test venv)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (median)")
     parser.add_argument("--json-only", action="store_true", help="print nothing on stderr")
+    parser.add_argument("--crafted", type=int, nargs="?", const=512, metavar="MB",
+                        help="measure crafted libraries of MB megabytes of tiny containers "
+                        "(default 512) instead of a real library")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -262,6 +399,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     log = Log(args.json_only)
+    if args.crafted is not None:
+        return main_crafted(args.crafted, args.repeat, log)
     path = resolve_file(args.path)
     cuobjdump = resolve_cuobjdump()
     log(f"{path}: warming the page cache")

@@ -3,7 +3,8 @@
 The fat binaries come from tests/fixtures/cuda/*.cu, compiled by nvcc at test time; listings and
 entry headers are compared with `cuobjdump` (the nvidia-cuda-cuobjdump wheel of the test extra).
 The CUDA libraries of the torch CUDA test venv (conftest.py's `torch_cuda_venv`) are compared
-too when that venv exists; `pytest --run-cuda` creates it (about 3 GB).
+too when that venv exists; `pytest --run-cuda` creates it (about 3 GB). Inputs nvcc never makes
+(millions of tiny containers, runs of copies) are laid byte by byte by tests/fixtures/crafted.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from abifit.errors import FormatError
-from abifit.formats import fatbin
+from abifit.formats import datacodec, fatbin
 from abifit.formats.elf import ElfImage, parse_elf
 from abifit.formats.fatbin import (
     Arch,
@@ -34,21 +35,27 @@ from abifit.formats.fatbin import (
     Variant,
     lz4_block_prefix,
     read_fatbins,
+    read_gpu_code,
 )
 from abifit.formats.sources import BytesSource, FileSource
 from abifit.sim.gpu import (
     NO_KERNEL_IMAGE,
     UNSUPPORTED_PTX,
     ComputeCapability,
+    EmbeddedSummary,
+    GpuTarget,
     Verdict,
     coverage,
     driver_reads_ptx,
+    object_coverage,
     parse_arch,
     parse_compute_capability,
     parse_release,
     ptx_compiles_for,
     sass_runs_on,
+    summarize,
 )
+from fixtures.crafted import build as crafted
 from fixtures.cuda import build as cuda_build
 
 ALL_FIXTURES = cuda_build.NAMES
@@ -462,6 +469,189 @@ def test_flipped_or_truncated_fatbins_raise_only_format_error(
 
 
 # ---------------------------------------------------------------------------------------------
+# Bounds: millions of tiny containers cost a comparison each, not a parse and an object
+
+
+TINY = crafted.container(crafted.cubin(90))  # 80 bytes: one empty sm_90 cubin
+PAIR = crafted.container(crafted.cubin(80), crafted.ptx(80))
+JUNK = crafted.container(crafted.cubin(90, b"not an ELF file"))  # kernels not known (None)
+ARCH = crafted.container(crafted.cubin(90, flags=crafted.LINUX_64BIT | crafted.ARCH_SPECIFIC))
+UNITS = (TINY, PAIR, JUNK, ARCH)
+SPACE = 1 << 17  # bytes of the .nv_fatbin that `spaced` rewrites (12 runs of 40 fit)
+
+
+@pytest.fixture(scope="module")
+def crafted_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("crafted")
+
+
+def _crafted(dest: Path, name: str, **sections: bytes) -> GpuCode:
+    """read_gpu_code of a library carrying `sections` (`nv_fatbin=` is `.nv_fatbin`)."""
+    path = crafted.library(dest, name, {f".{k}": v for k, v in sections.items()})
+    with FileSource(path) as source:
+        code = read_gpu_code(source, parse_elf(source, relocations=False))
+    assert code is not None
+    return code
+
+
+def test_identical_tiny_containers_are_one_value_with_a_count(crafted_dir: Path) -> None:
+    """50,000 copies of an 80-byte container (4 MB) are one container of count 50,000: the
+    listing, the summary and the verdict count every copy, and the cached value stays small."""
+    copies = 50_000
+    code = _crafted(crafted_dir, "tiny", nv_fatbin=TINY * copies)
+    assert [(c.offset - code.containers[0].offset, c.size, c.count)
+            for c in code.containers] == [(0, 80, copies)]
+    assert code.fat_binaries == copies and code.sass_archs == {Arch(90)}
+    assert code.listing() == (("ELF", "sm_90"),) * copies
+    assert (summarize(code).containers, summarize(code).entries) == (copies, copies)
+    assert object_coverage(code, GpuTarget(parse_compute_capability("9.0"), None, "--gpu")
+                           ).covered == copies
+    encoded = datacodec.encode(code)
+    assert len(encoded) < 1024 and datacodec.decode(encoded, "cache") == code
+
+
+def test_runs_of_real_containers_list_as_cuobjdump_lists_them(
+    cuda_fixtures: tuple[Path, dict[str, Path]], cuobjdump: Path, crafted_dir: Path
+) -> None:
+    """nvcc-built containers laid in runs (a stub, 300 x A, 2 x B, padding, A) list in
+    cuobjdump's order and number, from four values."""
+    def containers(name: str) -> list[bytes]:
+        data = _fixture(cuda_fixtures, name).read_bytes()
+        return [data[c.offset:c.offset + c.size]
+                for c in _read(_fixture(cuda_fixtures, name)).containers]
+
+    stub, first = containers("uncompressed")
+    second = containers("lz4")[1]
+    path = crafted.library(crafted_dir, "runs", {
+        ".nv_fatbin": stub + first * 300 + second * 2 + bytes(16) + first})
+    code = _read(path)
+    assert [(c.count, c.kernels) for c in code.containers] == [
+        (1, False), (300, True), (2, True), (1, True)]
+    assert code.listing() == cuobjdump_listing(cuobjdump, path)
+
+
+def test_unchecked_images_of_repeats_are_counted(
+    cuda_fixtures: tuple[Path, dict[str, Path]], crafted_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without a zstd decoder, the note counts the images of every repeat, as when each
+    container is read on its own."""
+    monkeypatch.setattr(fatbin, "_zstd_codec", lambda: None)
+    path = _fixture(cuda_fixtures, "zstd")
+    last = _read(path).containers[-1]
+    unit = path.read_bytes()[last.offset:last.offset + last.size]
+    crafted_path = crafted.library(crafted_dir, "zstd_runs", {".nv_fatbin": unit * 5})
+    folded = _read(crafted_path, check_images=True)
+    monkeypatch.setattr(fatbin, "_REPEAT_UNIT", 0)
+    one_by_one = _read(crafted_path, check_images=True)
+    assert [c.count for c in folded.containers] == [5]
+    assert folded.notes == one_by_one.notes
+    assert folded.notes[0].startswith(f"{5 * len(last.entries)} zstd-compressed images")
+
+
+@pytest.fixture(scope="module")
+def spaced(crafted_dir: Path) -> tuple[bytes, ElfImage, int]:
+    """A library whose .nv_fatbin is SPACE zero bytes, its headers, and where the section
+    starts: tests write containers over the zeros (what is left is padding)."""
+    path = crafted.library(crafted_dir, "spaced", {".nv_fatbin": bytes(SPACE)})
+    data = path.read_bytes()
+    image = parse_elf(BytesSource(data, path.name), relocations=False)
+    section = image.section(".nv_fatbin")
+    assert section is not None
+    return data, image, section.offset
+
+
+def _without_offsets(code: GpuCode) -> list[tuple[object, ...]]:
+    """Each container (a repeated one once per repeat), its entries without their offsets."""
+    return [(c.section, c.size, c.version, c.kernels,
+             tuple(replace(e, offset=0) for e in c.entries))
+            for c in code.containers for _ in range(c.count)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(runs=st.lists(st.tuples(st.sampled_from(range(len(UNITS))), st.integers(1, 40),
+                               st.sampled_from((0, 8, 24))), min_size=1, max_size=12))
+def test_folding_repeats_changes_nothing_but_the_count(
+    spaced: tuple[bytes, ElfImage, int], runs: list[tuple[int, int, int]]
+) -> None:
+    """Runs of containers, with or without padding after each, read as they are read one by
+    one: the same containers in the same order, the same listing."""
+    data, image, start = spaced
+    layout = b"".join((UNITS[unit] + bytes(pad)) * times for unit, times, pad in runs)
+    assert len(layout) <= SPACE
+    source = BytesSource(data[:start] + layout + data[start + len(layout):])
+    folded = read_fatbins(source, image)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fatbin, "_REPEAT_UNIT", 0)  # no repeats looked for: one value each
+        one_by_one = read_fatbins(source, image)
+    assert all(c.count == 1 for c in one_by_one.containers)
+    assert _without_offsets(folded) == _without_offsets(one_by_one)
+    assert folded.listing() == one_by_one.listing()
+    assert len(folded.containers) <= len(runs)
+
+
+def test_embedded_repeats_are_counted(crafted_dir: Path) -> None:
+    """Fat binaries in a data section, in runs between other data, are counted like those of
+    .nv_fatbin; the library's kernels run where any of them has code."""
+    rodata = b"\x01" * 8 + TINY * 1000 + b"\x02" * 8 + PAIR * 3 + bytes(8) + TINY
+    code = _crafted(crafted_dir, "embedded_runs", nv_fatbin=crafted.container(),
+                    lrodata=rodata)
+    assert [(c.count, sorted(map(str, c.sass_archs))) for c in code.embedded] == [
+        (1000, ["sm_90"]), (3, ["sm_80"]), (1, ["sm_90"])]
+    assert summarize(code).embedded == EmbeddedSummary(1004, (".lrodata",), ("sm_80", "sm_90"),
+                                                       ("compute_80",))
+    on_ampere = object_coverage(code, GpuTarget(parse_compute_capability("8.6"), None, "--gpu"))
+    assert (on_ampere.verdict, on_ampere.covered, on_ampere.containers) == ("runs-sass", 3, 1004)
+    assert on_ampere.reason.startswith("3 of 1004 fat binaries have code for 8.6")
+
+
+@pytest.mark.parametrize(("limit", "sections", "message"), [
+    pytest.param("READ_FLOOR", {"nv_fatbin": (TINY + PAIR) * 60},
+                 "more than 100 fat binary containers and entries to read in .nv_fatbin",
+                 id="containers"),
+    pytest.param("READ_FLOOR", {"nv_fatbin": crafted.container(*[crafted.cubin(90)] * 100)},
+                 "more than 100 fat binary containers and entries", id="entries"),
+    pytest.param("STRAY_LIMIT", {"nv_fatbin": crafted.container(),
+                                 "lrodata": (struct.pack("<IIQ", crafted.MAGIC, 0, 1)) * 101},
+                 "more than 100 fat binary magic numbers in .lrodata that start no fat binary",
+                 id="aligned-strays"),
+    pytest.param("STRAY_LIMIT", {"nv_fatbin": crafted.container(),
+                                 "lrodata": struct.pack("<II", 0, crafted.MAGIC) * 101},
+                 "more than 100 fat binary magic numbers in .lrodata", id="misaligned-strays"),
+])
+def test_past_a_limit_the_read_stops_with_one_format_error(
+    crafted_dir: Path, monkeypatch: pytest.MonkeyPatch, limit: str,
+    sections: dict[str, bytes], message: str,
+) -> None:
+    """Containers that are not repeats, entries, and magic numbers that start no fat binary
+    are read up to a limit; past it, a FormatError names the limit (here set to 100)."""
+    monkeypatch.setattr(fatbin, limit, 100)
+    monkeypatch.setattr(fatbin, "READ_BYTES", 1 << 40)  # no allowance for the bytes read
+    with pytest.raises(FormatError, match=re.escape(message)) as raised:
+        _crafted(crafted_dir, f"limit_{limit}", **sections)
+    assert raised.value.where.endswith(f"limit_{limit}.so")
+
+
+def test_the_limit_grows_with_the_bytes_read(crafted_dir: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """One more container or entry is read per READ_BYTES bytes of the sections: 300 of them
+    in 13,440 bytes pass a floor of 100 at one per 32 bytes."""
+    monkeypatch.setattr(fatbin, "READ_FLOOR", 100)
+    monkeypatch.setattr(fatbin, "READ_BYTES", 32)
+    code = _crafted(crafted_dir, "allowance", nv_fatbin=(TINY + PAIR) * 60)
+    assert code.fat_binaries == 120 and len(code.containers) == 120
+
+
+def test_notes_about_single_images_are_bounded() -> None:
+    """Past NOTE_LIMIT notes about single images, the rest are counted in one line."""
+    reader = fatbin._Reader(BytesSource(b""), False, None)
+    for n in range(fatbin.NOTE_LIMIT + 5):
+        reader.note(f"image {n}")
+    assert reader.notes()[-1] == "5 more notes like these were left out"
+    assert len(reader.notes()) == fatbin.NOTE_LIMIT + 1
+
+
+# ---------------------------------------------------------------------------------------------
 # LZ4
 
 
@@ -584,6 +774,19 @@ def test_ptx_too_new_names_the_unsupported_toolchain_error() -> None:
     result = coverage(_code("compute_80@9.0"), _cc("9.0"), (12, 8))
     assert result.containers[0].error == UNSUPPORTED_PTX
     assert "newer than a CUDA 12.8 driver reads" in result.reason
+
+
+def test_repeated_containers_count_in_verdicts() -> None:
+    """A container that stands for five repeats counts five times in verdicts and reasons."""
+    single = _code("sm_80", "sm_90")
+    code = replace(single, containers=(replace(single.containers[0], count=5),
+                                       single.containers[1]))
+    on_hopper = object_coverage(code, GpuTarget(_cc("9.0"), None, "--gpu"))
+    assert (on_hopper.covered, on_hopper.containers, on_hopper.partial) == (1, 6, True)
+    assert on_hopper.reason.startswith("1 of 6 fat binaries have code for 9.0")
+    assert "(in 5 of 6 fat binaries)" in coverage(code, _cc("7.5")).reason
+    assert [(g.count, g.sass) for g in summarize(code).groups] == [
+        (5, ("sm_80",)), (1, ("sm_90",))]
 
 
 def test_coverage_prefers_the_closest_sass() -> None:

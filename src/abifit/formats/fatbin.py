@@ -46,6 +46,22 @@ Without either, zstd payloads are not checked and `GpuCode.notes` says so.
 
 Every size and offset is checked against its container, section and file before it is used, so
 corrupt data raises `FormatError` (file, problem, offset) and nothing else.
+
+Bounds. A section may hold millions of tiny containers (a crafted file, or a zip member that
+inflates a kilobyte into hundreds of megabytes); time and memory stay bounded by what differs:
+
+- Identical containers that follow one another (byte for byte, the padding after them too) are
+  one `FatbinContainer` with a `count`: after a small container is read, the bytes that follow
+  are compared with it, in windows that double up to `_REPEAT_WINDOW`, so that a run of them
+  costs a memory comparison, not a parse. Order is kept: the listing expands the counts.
+- Containers read one by one (a run of repeats counts once) and entries are counted together:
+  at most `READ_FLOOR`, plus one per `READ_BYTES` bytes of the sections read, so that what is
+  kept (a few hundred bytes per entry) stays within the bytes read. Real libraries hold an image
+  per tens or hundreds of KiB (libtorch_cuda.so: 2,789 images in 444 fat binaries, 1.5 GB;
+  cuFFT: 23,983 fat binaries in its data). Past the limit, and past `STRAY_LIMIT` container
+  magic numbers in data sections that start no fat binary, the read stops with a `FormatError`
+  that names the limit.
+- Notes about single images stop at `NOTE_LIMIT`, with a count of the rest.
 """
 
 from __future__ import annotations
@@ -84,6 +100,13 @@ STUB_LIMIT = 16 << 10  # containers of cubins up to this size are opened to look
 DATA_SECTIONS = (".rodata", ".lrodata", ".ldata", ".data", ".data.rel.ro", ".nvFatBinSegment")
 _MAGIC_BYTES = struct.pack("<I", CONTAINER_MAGIC)
 _SCAN_CHUNK = 16 << 20
+
+READ_FLOOR = 1 << 16  # containers and entries read one by one in any object (repeats aside)...
+READ_BYTES = 2 << 10  # ... and one more per this many bytes of the sections read
+STRAY_LIMIT = 1 << 16  # container magic numbers in data sections that start no fat binary
+NOTE_LIMIT = 16  # notes about single images; the rest are counted
+_REPEAT_UNIT = 16 << 10  # containers (with their padding) up to this size are looked for repeats
+_REPEAT_WINDOW = 1 << 20  # bytes compared at once when looking for repeats
 
 ELF_HEAD_SIZE = 64
 PTX_HEAD_SIZE = 4096
@@ -202,7 +225,9 @@ class FatbinContainer:
     `kernels` says whether its cubins define any kernel (a `.text.<kernel>` section): False for
     the small container nvcc's link step adds (registration only, no kernel), None when not
     examined (containers with a cubin over `STUB_LIMIT` bytes, or PTX, are assumed to hold
-    kernels).
+    kernels). `count` is how many times it occurs in a row: identical containers that follow one
+    another (byte for byte, with the padding after them) are one value, whose `offset` is the
+    first one's and `size` each one's.
     """
 
     section: str
@@ -211,6 +236,7 @@ class FatbinContainer:
     version: int
     entries: tuple[FatbinEntry, ...]
     kernels: bool | None = None
+    count: int = 1
 
     @property
     def sass_archs(self) -> frozenset[Arch]:
@@ -223,7 +249,8 @@ class FatbinContainer:
 
 @dataclass(frozen=True, slots=True)
 class GpuCode:
-    """All fat binaries of one object, in file order, and what could not be checked.
+    """All fat binaries of one object, in file order (a run of identical ones is one value with
+    a `count`), and what could not be checked.
 
     `containers` are those of `.nv_fatbin` (or `__nv_relfatbin`), the ones the CUDA runtime
     registers and `cuobjdump` lists. `embedded` are fat binaries found inside data sections
@@ -237,8 +264,14 @@ class GpuCode:
     embedded: tuple[FatbinContainer, ...] = ()
 
     @property
+    def fat_binaries(self) -> int:
+        """How many containers `containers` stand for (repeats counted)."""
+        return sum(c.count for c in self.containers)
+
+    @property
     def entries(self) -> tuple[FatbinEntry, ...]:
-        return tuple(e for c in self.containers for e in c.entries)
+        """Every entry, in file order: a repeated container's entries once per repeat."""
+        return tuple(e for c in self.containers for _ in range(c.count) for e in c.entries)
 
     @property
     def sass_archs(self) -> frozenset[Arch]:
@@ -250,8 +283,12 @@ class GpuCode:
 
     def listing(self) -> tuple[tuple[str, str], ...]:
         """("ELF"|"PTX", arch) per cubin and PTX entry, in the order cuobjdump lists them."""
-        return tuple(("ELF" if e.is_sass else "PTX", e.listed_arch)
-                     for e in self.entries if e.is_sass or e.is_ptx)
+        listed: list[tuple[str, str]] = []
+        for container in self.containers:
+            once = [("ELF" if e.is_sass else "PTX", e.listed_arch)
+                    for e in container.entries if e.is_sass or e.is_ptx]
+            listed += once * container.count
+        return tuple(listed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,7 +305,8 @@ def read_fatbins(
     `all_sections=True` reads both (`cuobjdump -all`). `check_images=True` also reads the head
     of every payload (see the module docstring). Small containers are opened to see whether
     they hold kernels (`FatbinContainer.kernels`). `embedded=True` also looks for fat binaries
-    in the data sections (`GpuCode.embedded`). Raises FormatError on corrupt data.
+    in the data sections (`GpuCode.embedded`). Raises FormatError on corrupt data, and past
+    the limits on what is read one by one (see the module docstring).
     """
     if not image.sections and image.section_problem is not None:
         raise FormatError(source.name, "cannot locate the fat binaries: the section headers are "
@@ -294,26 +332,75 @@ def _fatbin_sections(image: ElfImage, all_sections: bool) -> list[Section]:
 
 
 class _Reader:
-    """Bounds-checked reads of one source's fat binaries, raising FormatError that names it."""
+    """Bounds-checked reads of one source's fat binaries, raising FormatError that names it.
+
+    The bytes last read ahead (a window of a data section, or repeats looked for) are kept, and
+    reads inside them are answered from memory: an inflating source reads backwards only by
+    inflating again. It counts what it reads against the limits (see the module docstring).
+    """
 
     def __init__(self, source: ByteSource, checking: bool, zstd: _ZstdCodec | None) -> None:
         self.source = source
+        self.size = source.size
         self.checking = checking
         self.zstd = zstd
         self.unchecked = 0
         self.skipped: list[str] = []
+        self.unnoted = 0
+        self.items = 0  # containers and entries read
+        self.allowed = READ_FLOOR  # grows with the sections read
+        self.strays = 0
+        self.limit: FormatError | None = None  # the limit error raised, never taken for data
+        self._window_start = 0
+        self._window = b""
 
     def fail(self, problem: str, offset: int | None = None) -> FormatError:
         return FormatError(self.source.name, problem, offset)
 
+    def exceeded(self, problem: str, offset: int) -> FormatError:
+        self.limit = self.fail(f"{problem}; abifit reads no further", offset)
+        return self.limit
+
+    def count(self, section: str, offset: int) -> None:
+        """Count one container or entry read; past the limit, raise the limit error."""
+        if self.items >= self.allowed:
+            raise self.exceeded(
+                f"more than {self.allowed} fat binary containers and entries to read in "
+                f"{section} (at most {READ_FLOOR}, and one more per {READ_BYTES} bytes of the "
+                "sections read; containers repeated back to back count once)", offset)
+        self.items += 1
+
     def read(self, offset: int, length: int, what: str) -> bytes:
-        if offset < 0 or length < 0 or offset + length > self.source.size:
+        if offset < 0 or length < 0 or offset + length > self.size:
             raise self.fail(f"truncated: {what} ({length} bytes) extends past the end of the "
-                            f"file ({self.source.size} bytes)", offset)
+                            f"file ({self.size} bytes)", offset)
+        at = offset - self._window_start
+        if at >= 0 and at + length <= len(self._window):
+            return self._window[at:at + length]
         return self.source.read_at(offset, length)
+
+    def read_ahead(self, offset: int, length: int, what: str) -> bytes:
+        """`read`, keeping the bytes for the reads that follow (unless already kept)."""
+        data = self.read(offset, length, what)
+        if self._kept_at(offset, length) is None:
+            self._window_start, self._window = offset, data
+        return data
+
+    def _kept_at(self, offset: int, length: int) -> int | None:
+        """Where the kept bytes hold the `length` bytes at `offset`, or None."""
+        at = offset - self._window_start
+        return at if at >= 0 and at + length <= len(self._window) else None
+
+    def note(self, text: str) -> None:
+        if len(self.skipped) < NOTE_LIMIT:
+            self.skipped.append(text)
+        else:
+            self.unnoted += 1
 
     def notes(self) -> list[str]:
         found = list(self.skipped)
+        if self.unnoted:
+            found.append(f"{self.unnoted} more notes like these were left out")
         if self.unchecked:
             found.append(f"{self.unchecked} zstd-compressed images were not checked: no zstd "
                          "decoder (compression.zstd in Python 3.14, or the backports.zstd package)")
@@ -321,32 +408,72 @@ class _Reader:
 
     def section(self, section: Section) -> Iterator[FatbinContainer]:
         if section.type == SHT_NOBITS:
-            self.skipped.append(f"section {section.name} has no bytes in the file (SHT_NOBITS)")
+            self.note(f"section {section.name} has no bytes in the file (SHT_NOBITS)")
             return
         end = section.offset + section.size
         if end > self.source.size:
             raise self.fail(f"section {section.name} ({section.size} bytes) extends past the end "
                             f"of the file ({self.source.size} bytes)", section.offset)
+        self.allowed += section.size // READ_BYTES
         pos = self._skip_padding(section.offset, end)
         while pos < end:
-            container = self.container(section.name, pos, end)
-            yield container
-            pos = self._skip_padding(pos + container.size, end)
+            unchecked = self.unchecked
+            first = self.container(section.name, pos, end)
+            after = self._skip_padding(pos + first.size, end)
+            repeats = self._repeats(pos, after - pos, end)
+            if repeats:
+                after = self._skip_padding(pos + repeats * (after - pos) + first.size, end)
+            yield self._counted(first, repeats, unchecked)
+            pos = after
 
     def _skip_padding(self, pos: int, end: int) -> int:
-        """The next offset at or after `pos` that is not zero padding (or `end`)."""
+        """The next offset at or after `pos` that is not zero padding (or `end`); read in chunks
+        that double from 4 KiB (padding is short, but a crafted file may have megabytes)."""
         if pos < end and self.read(pos, 1, "fat binary container") != b"\0":
             return pos
+        size = 4096
         while pos < end:
-            chunk = self.read(pos, min(4096, end - pos), "padding between fat binaries")
-            stripped = len(chunk) - len(chunk.lstrip(b"\0"))
-            if stripped < len(chunk):
+            chunk = self.read(pos, min(size, end - pos), "padding between fat binaries")
+            if chunk != bytes(len(chunk)):  # a comparison: lstrip alone reads 300 MB/s
+                stripped = len(chunk) - len(chunk.lstrip(b"\0"))
                 return pos + stripped - stripped % 8
             pos += len(chunk)
+            size = min(2 * size, _REPEAT_WINDOW)
         return end
+
+    def _repeats(self, start: int, unit: int, end: int) -> int:
+        """How many copies of the `unit` bytes at `start` follow them, back to back, before `end`.
+
+        Compared in windows that double, from one unit up to `_REPEAT_WINDOW` bytes. Units over
+        `_REPEAT_UNIT` bytes are not compared (0): large containers are few.
+        """
+        if unit > _REPEAT_UNIT or start + 2 * unit > end:
+            return 0
+        pair = self.read_ahead(start, 2 * unit, "fat binary container")
+        if pair[:unit] != pair[unit:]:  # the usual answer, from one read
+            return 0
+        pattern = pair[:unit]
+        found, pos, step = 1, start + 2 * unit, 2
+        while pos + unit <= end:
+            n = min(step, (end - pos) // unit, max(1, _REPEAT_WINDOW // unit))
+            same = _copies(self.read_ahead(pos, n * unit, "fat binary container"), pattern)
+            found += same
+            if same < n:
+                break
+            pos += n * unit
+            step = 2 * n
+        return found
+
+    def _counted(self, first: FatbinContainer, repeats: int, unchecked: int) -> FatbinContainer:
+        """`first` standing for itself and `repeats` copies; their unchecked images counted."""
+        if not repeats:
+            return first
+        self.unchecked += (self.unchecked - unchecked) * repeats
+        return replace(first, count=1 + repeats)
 
     def container(self, section: str, pos: int, end: int,
                   examine: bool = True) -> FatbinContainer:
+        self.count(section, pos)
         if end - pos < _CONTAINER.size:
             raise self.fail(f"fat binary container header ({_CONTAINER.size} bytes) extends past "
                             f"the end of section {section} ({end - pos} bytes left)", pos)
@@ -362,7 +489,7 @@ class _Reader:
         if total > end - pos:
             raise self.fail(f"fat binary container of {total} bytes extends past the end of "
                             f"section {section} ({end - pos} bytes left)", pos)
-        entries = tuple(self._entries(pos + header_size, pos + total))
+        entries = tuple(self._entries(section, pos + header_size, pos + total))
         kernels = self._kernels(entries) if examine else None
         return FatbinContainer(section, pos, total, version, entries, kernels)
 
@@ -381,31 +508,55 @@ class _Reader:
 
     def embedded(self, section: Section) -> Iterator[FatbinContainer]:
         """Fat binaries inside a data section: each 8-byte aligned container magic whose
-        container parses (anything else there is data, not an error)."""
+        container parses (anything else there is data, not an error, up to `STRAY_LIMIT`)."""
         end = min(section.offset + section.size, self.source.size)
-        pos, chunk_start, chunk = section.offset, -1, b""
+        self.allowed += section.size // READ_BYTES
+        pos = self._find_magic(section, section.offset, end)
         while pos < end:
-            if not chunk_start <= pos < chunk_start + len(chunk) - 3:
-                chunk_start = pos
-                chunk = self.source.read_at(pos, min(_SCAN_CHUNK, end - pos))
-            at = chunk.find(_MAGIC_BYTES, pos - chunk_start)
-            if at < 0:
-                pos = chunk_start + max(len(chunk) - 3, 1)
-                continue
-            pos = chunk_start + at
-            if (section.addr + pos - section.offset) % 8:  # aligned in memory
-                pos += 1
-                continue
+            unchecked = self.unchecked
             try:
-                container = self.container(section.name, pos, end, examine=False)
-            except FormatError:
-                pos += 8
+                first = self.container(section.name, pos, end, examine=False)
+            except FormatError as e:
+                if e is self.limit:
+                    raise
+                self._stray(section.name, pos)
+                pos = self._find_magic(section, pos + 8, end)
                 continue
-            yield container
-            pos += max(container.size, 8)
+            unit = first.size + (-first.size) % 8  # up to the next aligned offset
+            repeats = self._repeats(pos, unit, end)
+            yield self._counted(first, repeats, unchecked)
+            pos = self._find_magic(section, pos + repeats * unit + first.size, end)
 
-    def _entries(self, pos: int, end: int) -> Iterator[FatbinEntry]:
+    def _find_magic(self, section: Section, pos: int, end: int) -> int:
+        """The first container magic at or after `pos` at an 8-byte aligned address, or `end`;
+        the data is read in windows of `_SCAN_CHUNK` bytes."""
+        while end - pos >= len(_MAGIC_BYTES):
+            at = self._kept_at(pos, len(_MAGIC_BYTES))
+            if at is None:
+                self.read_ahead(pos, min(_SCAN_CHUNK, end - pos), "data section")
+                at = 0
+            found = self._window.find(_MAGIC_BYTES, at)
+            if found < 0:
+                pos = self._window_start + len(self._window) - len(_MAGIC_BYTES) + 1
+                continue
+            pos = self._window_start + found
+            misaligned = (section.addr + pos - section.offset) % 8
+            if not misaligned:
+                return pos
+            self._stray(section.name, pos)
+            pos += 8 - misaligned
+        return end
+
+    def _stray(self, section: str, pos: int) -> None:
+        """Count a container magic that starts no fat binary."""
+        self.strays += 1
+        if self.strays > STRAY_LIMIT:
+            raise self.exceeded(f"more than {STRAY_LIMIT} fat binary magic numbers in {section} "
+                                "that start no fat binary", pos)
+
+    def _entries(self, section: str, pos: int, end: int) -> Iterator[FatbinEntry]:
         while pos < end:
+            self.count(section, pos)
             entry = self.entry(pos, end)
             yield entry
             pos += entry.header_size + entry.payload_size
@@ -471,6 +622,22 @@ class _Reader:
                             entry.offset) from e
 
 
+def _copies(data: bytes, pattern: bytes) -> int:
+    """How many copies of `pattern` `data` starts with (its length a multiple of the pattern's)."""
+    unit = len(pattern)
+    whole = len(data) // unit
+    if data == pattern * whole:
+        return whole
+    same, differ = 0, whole  # data starts with `same` copies, not with `differ`
+    while differ - same > 1:
+        mid = (same + differ) // 2
+        if data[:mid * unit] == pattern * mid:
+            same = mid
+        else:
+            differ = mid
+    return same
+
+
 def cubin_has_kernels(data: bytes) -> bool | None:
     """Whether a 64-bit little-endian cubin has a `.text.<name>` section (a kernel or device
     function); None when its section headers cannot be read."""
@@ -519,11 +686,11 @@ def _build_entry(r: _Reader, pos: int, fields: tuple[int, ...], header: bytes) -
 _OPTION_KINDS = (EntryKind.PTX, EntryKind.NVVM)
 
 
+_KINDS: dict[int, EntryKind] = {kind.value: kind for kind in EntryKind}
+
+
 def _kind(value: int) -> EntryKind | int:
-    try:
-        return EntryKind(value)
-    except ValueError:
-        return value
+    return _KINDS.get(value, value)
 
 
 def _variant(flags: int) -> Variant:
@@ -598,8 +765,8 @@ def _ptx_head(r: _Reader, entry: FatbinEntry, data: bytes) -> PtxHead | None:
             target = line[len(b".target"):].split(b",")[0].strip().decode("ascii", "replace")
             break
     if version is None or target is None:
-        r.skipped.append(f"PTX at offset {entry.offset:#x}: no .version and .target in its "
-                         f"first {len(data)} bytes")
+        r.note(f"PTX at offset {entry.offset:#x}: no .version and .target in its first "
+               f"{len(data)} bytes")
         return None
     if target != str(entry.arch) or version != entry.code_version:
         raise r.fail(f"fat binary entry ({entry.arch} PTX {_dotted(entry.code_version)}): the "

@@ -222,6 +222,11 @@ def coverage(
     return Coverage(gpu, driver_cuda, verdict, choices, _object_reason(code, gpu, verdict, choices))
 
 
+def _count(choices: Iterable[ContainerCoverage]) -> int:
+    """How many fat binaries `choices` stand for: a repeated container counts each time."""
+    return sum(c.container.count for c in choices)
+
+
 def _has_kernels(container: FatbinContainer) -> bool:
     """A container with images that may hold kernels (not one known to hold none)."""
     return container.kernels is not False and _has_images(container)
@@ -238,11 +243,12 @@ def _embedded_coverage(code: GpuCode, gpu: ComputeCapability, driver_cuda: Relea
     choices = tuple(choose_image(c, gpu, driver_cuda, table) for c in code.embedded
                     if _has_images(c))
     covered = [c for c in choices if c.covered]
+    found = _count(choices)
     sections = ", ".join(sorted({c.section for c in code.embedded}))
     sass = _names({a for c in code.embedded for a in c.sass_archs}) or "none"
     ptx = _names({a for c in code.embedded for a in c.ptx_archs}, ptx=True)
     held = f"SASS {sass}; PTX {ptx or 'none'}"
-    where = (f"its kernels are in {len(choices)} fat binaries embedded in {sections}, which the "
+    where = (f"its kernels are in {found} fat binaries embedded in {sections}, which the "
              "library loads itself")
     if not covered:
         first = choices[0] if choices else None
@@ -253,7 +259,7 @@ def _embedded_coverage(code: GpuCode, gpu: ComputeCapability, driver_cuda: Relea
     verdict = (Verdict.RUNS_SASS if any(c.verdict is Verdict.RUNS_SASS for c in covered)
                else Verdict.RUNS_PTX_JIT)
     return Coverage(gpu, driver_cuda, verdict, (), (
-        f"{len(covered)} of {len(choices)} fat binaries have code for {gpu} ({where}, choosing "
+        f"{_count(covered)} of {found} fat binaries have code for {gpu} ({where}, choosing "
         f"by the GPU; {held})"), choices)
 
 
@@ -336,13 +342,14 @@ def _object_reason(
     held = f"SASS {_names(code.sass_archs) or 'none'}; PTX {ptx or 'none'}"
     if verdict is Verdict.NO_KERNEL_IMAGE:
         first = choices[0]
-        alike = sum(c.reason == first.reason for c in choices)
-        others = f" (in {alike} of {len(choices)} fat binaries)" if len(choices) > 1 else ""
+        alike = _count(c for c in choices if c.reason == first.reason)
+        total = _count(choices)
+        others = f" (in {alike} of {total} fat binaries)" if total > 1 else ""
         return (f"Because the GPU is {gpu} and {first.reason}{others}, launching a kernel "
                 f"fails: {first.error}")
-    covered = sum(c.covered for c in choices)
+    covered, total = _count(c for c in choices if c.covered), _count(choices)
     how = "SASS" if verdict is Verdict.RUNS_SASS else "SASS or PTX JIT-compiled by the driver"
-    part = (f"{covered} of {len(choices)} fat binaries have" if covered < len(choices)
+    part = (f"{covered} of {total} fat binaries have" if covered < total
             else "every fat binary has")
     return f"{part} code for {gpu} ({how}; the object holds {held})"
 
@@ -440,25 +447,27 @@ def _arch_names(archs: Iterable[Arch], ptx: bool = False) -> tuple[str, ...]:
 
 def summarize(code: GpuCode) -> CodeSummary:
     """The architectures of `code`, overall and grouped by fat binary (largest group first)."""
-    sets = Counter((_arch_names(c.sass_archs), _arch_names(c.ptx_archs, ptx=True))
-                   for c in code.containers
-                   if (c.sass_archs or c.ptx_archs) and c.kernels is not False)
+    sets: Counter[tuple[tuple[str, ...], tuple[str, ...]]] = Counter()
+    for c in code.containers:
+        if (c.sass_archs or c.ptx_archs) and c.kernels is not False:
+            sets[_arch_names(c.sass_archs), _arch_names(c.ptx_archs, ptx=True)] += c.count
     groups = tuple(ContainerGroup(n, sass, ptx) for (sass, ptx), n in
                    sorted(sets.items(), key=lambda item: (-item[1], item[0])))
     embedded = None
     if code.embedded:
         embedded = EmbeddedSummary(
-            len(code.embedded), tuple(sorted({c.section for c in code.embedded})),
+            sum(c.count for c in code.embedded), tuple(sorted({c.section for c in code.embedded})),
             _arch_names({a for c in code.embedded for a in c.sass_archs}),
             _arch_names({a for c in code.embedded for a in c.ptx_archs}, ptx=True))
     return CodeSummary(
-        containers=len(code.containers),
-        entries=sum(1 for e in code.entries if e.is_sass or e.is_ptx),
+        containers=code.fat_binaries,
+        entries=sum(c.count * sum(1 for e in c.entries if e.is_sass or e.is_ptx)
+                    for c in code.containers),
         sass=_arch_names(code.sass_archs),
         ptx=_arch_names(code.ptx_archs, ptx=True),
         groups=groups,
         notes=code.notes,
-        without_kernels=sum(1 for c in code.containers if c.kernels is False),
+        without_kernels=sum(c.count for c in code.containers if c.kernels is False),
         embedded=embedded,
     )
 
@@ -471,8 +480,8 @@ def object_coverage(code: GpuCode, target: GpuTarget) -> ObjectCoverage:
     return ObjectCoverage(
         gpu=str(target.capability), driver_cuda=target.driver_release,
         verdict=found.verdict.value,
-        covered=sum(1 for c in pool if c.covered),
-        containers=len(pool), reason=found.reason,
+        covered=_count(c for c in pool if c.covered),
+        containers=_count(pool), reason=found.reason,
         uncovered_reason=first.reason if first else None,
         error=first.error if first else None,
         embedded=not found.containers and bool(found.embedded),
