@@ -40,6 +40,8 @@ import abifit.host.ldconfig  # noqa: E402
 import abifit.host.localfs  # noqa: E402
 import abifit.report.doctor  # noqa: E402
 import abifit.report.json  # noqa: E402
+import abifit.sim.loader  # noqa: E402
+import abifit.sim.process  # noqa: E402
 
 IMPORTED = time.perf_counter()
 PROFILE_TOP = 20
@@ -58,7 +60,11 @@ PHASES: tuple[tuple[str, object, str], ...] = (
     ("load_data_tables", abifit.commands.doctor, "load_import_rules"),
     ("load_data_tables", abifit.commands.doctor, "load_soname_packages"),
     ("library_dirs", abifit.commands.doctor, "library_dirs"),
+    ("import_plans", abifit.commands.doctor, "installed_plans"),
     ("simulate_and_diagnose", abifit.commands.doctor, "simulate_modules"),
+    ("simulate.bind_symbols", abifit.sim.loader._Session, "bind_symbols"),
+    ("simulate.requirements", abifit.sim.process, "_requirements"),
+    ("gpu_check", abifit.commands.doctor, "_gpu_check"),
     ("elf.parse", abifit.host.localfs, "parse_elf"),
     ("elf.cache_get", abifit.host.localfs.ElfCache, "get"),
     ("elf.cache_put", abifit.host.localfs.ElfCache, "put"),

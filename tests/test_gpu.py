@@ -8,6 +8,7 @@ installed package in a fresh venv, a local wheel and a wheel on a loopback index
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -17,11 +18,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+import abifit.commands.doctor as doctor_command
 from abifit.cli import main
 from abifit.errors import FormatError
-from abifit.formats.elf import parse_elf
-from abifit.formats.fatbin import ptx_has_kernels, read_fatbins, read_gpu_code
-from abifit.formats.sources import BytesSource, FileSource
+from abifit.formats import fatbin
+from abifit.formats.elf import ElfImage, parse_elf
+from abifit.formats.fatbin import GpuCode, ptx_has_kernels, read_fatbins, read_gpu_code
+from abifit.formats.sources import ByteSource, BytesSource, FileSource
 from abifit.sim.gpu import (
     ComputeCapability,
     GpuTarget,
@@ -288,6 +291,36 @@ def test_cuda_command_reports_environment_gpu_code(gpu_venv: Path,
                        "--cache-dir", str(tmp_path))
     assert code == 0
     assert "GPU 9.0 (sm_90, --gpu): 1 object(s) with GPU code: 1 runs-sass" in out
+
+
+def test_gpu_verdicts_are_cached_until_the_file_changes(
+        gpu_venv: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second doctor --gpu reads no fat binary and says the same; another GPU, a changed
+    file or another zstd decoder availability reads them again."""
+    reads: list[str] = []
+    read = doctor_command.read_gpu_code
+
+    def counting(source: ByteSource, image: ElfImage) -> GpuCode | None:
+        reads.append(source.name)
+        return read(source, image)
+
+    monkeypatch.setattr(doctor_command, "read_gpu_code", counting)
+    args = ("doctor", "--python", str(gpu_venv), "--json", "--cache-dir", str(tmp_path))
+    first = run(capsys, *args, "--gpu", "10.0")
+    assert len(reads) == 1
+    assert run(capsys, *args, "--gpu", "10.0") == first
+    assert len(reads) == 1
+    run(capsys, *args, "--gpu", "9.0")
+    assert len(reads) == 2
+    library = Path(reads[0])
+    stat = library.stat()
+    os.utime(library, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert run(capsys, *args, "--gpu", "10.0") == first
+    assert len(reads) == 3
+    monkeypatch.setattr(fatbin, "_zstd_codec", lambda: None)
+    run(capsys, *args, "--gpu", "10.0")
+    assert len(reads) == 4
 
 
 # --- wheels: check --gpu -------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Wiring only: the stack comes from `cudastack.probe_cuda_stack`, the environment's ELF files from
 doctor's scan (distributions, their native files, parsed through the ELF cache), the findings
-from `sim.cuda.cuda_findings` and, for the GPUs found or given, from `sim.gpu.check_gpu_code`.
+from `sim.cuda.cuda_findings` and, for the GPUs found or given, from `sim.gpu` (doctor's
+`check_gpu_codes`, with its verdicts cached by file).
 Nothing is imported from the environment: its interpreter is asked for its paths only.
 """
 
@@ -13,16 +14,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from abifit.commands.doctor import read_gpu_codes
+from abifit.commands.doctor import check_gpu_codes
 from abifit.formats.elf import ElfImage
 from abifit.host.cudastack import CudaStack, cuda_major_of_soname, probe_cuda_stack
 from abifit.host.environment import list_distributions, query_interpreter
 from abifit.host.ldconfig import probe_host
-from abifit.host.localfs import ElfCache, LocalObjects
+from abifit.host.localfs import ElfCache, FileCache, LocalObjects
 from abifit.host.natives import NativeFile, image_or_none, scan_native_files, short_name
+from abifit.remote.cache import GPU_BUCKET
 from abifit.sim.cuda import cuda_findings
 from abifit.sim.findings import Finding, FindingKind
-from abifit.sim.gpu import GpuCheck, GpuTarget, check_gpu_code, gpu_targets
+from abifit.sim.gpu import GpuCheck, GpuTarget, gpu_targets
 
 Progress = Callable[[str], None]
 
@@ -117,8 +119,8 @@ def cuda_report(
         gpu_reason = None if gpus else stack.gpus.reason or "no GPU found"
     checks: tuple[GpuCheck, ...] = ()
     if gpus:
-        codes = read_gpu_codes(natives, image, name, progress)
-        checks = tuple(check_gpu_code(codes, target) for target in gpus)
+        checks = check_gpu_codes(natives, image, name, progress, gpus,
+                                 FileCache(cache_dir, GPU_BUCKET) if cache_dir else None)
         findings += [f for c in checks for f in c.findings]
     return CudaReport(facts.executable, facts.version, stack, runtime_sonames(needed, provided),
                       tuple(findings), tuple(w for c in checks for w in c.warnings), checks,

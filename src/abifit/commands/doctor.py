@@ -23,7 +23,7 @@ from abifit.commands.gpus import detect_targets
 from abifit.commands.plans import cached_parse, mark_loaded, plan_for, python_modules
 from abifit.errors import FormatError, UsageError
 from abifit.formats.elf import ElfImage
-from abifit.formats.fatbin import GpuCode, has_gpu_code, read_gpu_code
+from abifit.formats.fatbin import GpuCode, has_gpu_code, read_gpu_code, zstd_available
 from abifit.formats.sources import FileSource, ObjectSource
 from abifit.host.environment import (
     Distribution,
@@ -31,7 +31,7 @@ from abifit.host.environment import (
     query_interpreter,
 )
 from abifit.host.ldconfig import HostFacts, probe_host
-from abifit.host.localfs import ElfCache, LocalObjects
+from abifit.host.localfs import ElfCache, FileCache, LocalObjects
 from abifit.host.locate import Locator, library_dirs
 from abifit.host.natives import (
     NativeFile,
@@ -41,10 +41,10 @@ from abifit.host.natives import (
     short_name,
     site_root,
 )
-from abifit.remote.cache import Cache
+from abifit.remote.cache import GPU_BUCKET, Cache
 from abifit.sim import pythonapi
 from abifit.sim.findings import Finding, FindingKind
-from abifit.sim.gpu import GpuCheck, GpuTarget, check_gpu_code
+from abifit.sim.gpu import GpuCheck, GpuTarget, ObjectCoverage, gpu_check, object_coverage
 from abifit.sim.imports import DistributionPlan, load_import_rules, load_imports_rules
 from abifit.sim.loader import LoadResult
 from abifit.sim.process import (
@@ -330,37 +330,80 @@ def _disagreement(v: Verification, path: str) -> Finding:
     )
 
 
-def read_gpu_codes(natives: Iterable[NativeFile], image: Callable[[str], ElfImage | None],
-                   name: Callable[[NativeFile], str], progress: Progress,
-                   ) -> list[tuple[str, str, GpuCode | FormatError]]:
-    """(name, path, fat binaries or the error reading them) for each file with GPU code."""
-    out: list[tuple[str, str, GpuCode | FormatError]] = []
+def _gpu_code(path: str, image: ElfImage) -> GpuCode | FormatError | None:
+    """The fat binaries of the file at `path` (parsed as `image`), or the error reading them;
+    raises OSError."""
+    try:
+        with FileSource(path) as source:
+            return read_gpu_code(source, image)
+    except FormatError as e:
+        return e
+
+
+GpuVerdict = ObjectCoverage | FormatError
+
+
+def check_gpu_codes(natives: Iterable[NativeFile], image: Callable[[str], ElfImage | None],
+                    name: Callable[[NativeFile], str], progress: Progress,
+                    targets: tuple[GpuTarget, ...], cache: FileCache | None,
+                    ) -> tuple[GpuCheck, ...]:
+    """The GPU code of `natives` against each target, as `sim.gpu.check_gpu_code` finds it:
+    each file's verdicts come from `cache` while the file is unchanged, and its fat binaries are
+    read only when they do not (a cached reading would cost more to decode than to read again:
+    cuFFT's has tens of thousands of entries)."""
+    rows: list[tuple[str, str, tuple[GpuVerdict, ...]]] = []
     for native in natives:
         img = image(native.path)
         if img is None or not has_gpu_code(img):
             continue
-        progress(f"fat binaries of {native.path}")
-        code: GpuCode | FormatError | None
-        try:
-            with FileSource(native.path) as source:
-                code = read_gpu_code(source, img)
-        except OSError as e:
-            code = FormatError(native.path, e.strerror or str(e))
-        except FormatError as e:
-            code = e
-        if code is not None:
-            out.append((name(native), native.path, code))
-    return out
+        verdicts = _gpu_verdicts(native.path, img, targets, cache, progress)
+        if verdicts is not None:
+            rows.append((name(native), native.path, verdicts))
+    return tuple(gpu_check(target, [(n, path, found[i]) for n, path, found in rows])
+                 for i, target in enumerate(targets))
+
+
+def _gpu_verdicts(path: str, image: ElfImage, targets: tuple[GpuTarget, ...],
+                  cache: FileCache | None, progress: Progress,
+                  ) -> tuple[GpuVerdict, ...] | None:
+    """The verdict on each target of the file's GPU code (the error reading it, for each),
+    from the cache or read; None when it has none."""
+    key = _verdicts_key(targets)
+    try:
+        st = os.stat(path)
+        stored = cache.get(path, st, key, tuple[GpuVerdict, ...]) if cache else None
+        if isinstance(stored, tuple) and len(stored) == len(targets):
+            return stored
+        progress(f"fat binaries of {path}")
+        code = _gpu_code(path, image)
+    except OSError as e:  # not kept: it says nothing of the file's bytes
+        return (FormatError(path, e.strerror or str(e)),) * len(targets)
+    if code is None:
+        return None
+    verdicts = tuple(code if isinstance(code, FormatError) else object_coverage(code, target)
+                     for target in targets)
+    if cache is not None:
+        cache.put(path, st, key, verdicts)
+    return verdicts
+
+
+def _verdicts_key(targets: tuple[GpuTarget, ...]) -> str:
+    """What a file's verdicts depend on besides its bytes: abifit's release, the GPUs and
+    their drivers' CUDA releases, and whether zstd-compressed images can be opened here."""
+    from abifit import __version__
+
+    gpus = ",".join(f"{t.capability}@{t.driver_release or 'any'}" for t in targets)
+    return f"{__version__};{gpus};zstd={zstd_available()}"
 
 
 def _gpu_check(natives: list[NativeFile], statuses: list[ModuleStatus], roots: list[str],
                image: Callable[[str], ElfImage | None], progress: Progress,
-               targets: tuple[GpuTarget, ...]) -> tuple[GpuCheck, ...]:
+               targets: tuple[GpuTarget, ...], cache: FileCache | None,
+               ) -> tuple[GpuCheck, ...]:
     """The GPU code of the checked modules' distributions and their prerequisites."""
     keys = {s.distribution for s in statuses} | {k for s in statuses for k in s.prerequisites}
-    codes = read_gpu_codes([n for n in natives if n.distribution in keys], image,
-                           lambda n: short_name(n, roots), progress)
-    return tuple(check_gpu_code(codes, target) for target in targets)
+    return check_gpu_codes([n for n in natives if n.distribution in keys], image,
+                           lambda n: short_name(n, roots), progress, targets, cache)
 
 
 def doctor(
@@ -416,7 +459,8 @@ def doctor(
         gpus, gpu_reason = detect_targets(environ)
     checks: tuple[GpuCheck, ...] = ()
     if gpus:
-        checks = _gpu_check(natives, statuses, roots, image_or_none(source), progress, gpus)
+        checks = _gpu_check(natives, statuses, roots, image_or_none(source), progress, gpus,
+                            FileCache(cache_dir, GPU_BUCKET) if cache_dir else None)
         findings += [f for c in checks for f in c.findings]
     return DoctorReport(facts.executable, facts.version, tuple(statuses), tuple(findings),
                         verification, libraries,

@@ -849,6 +849,12 @@ class _ZstdCodec:
     error: type[Exception]
 
 
+def zstd_available() -> bool:
+    """Whether zstd-compressed images can be checked here (what a reading depends on besides
+    the bytes)."""
+    return _zstd_codec() is not None
+
+
 def _zstd_codec() -> _ZstdCodec | None:
     """The zstd decoder of Python 3.14, else of backports.zstd, else None (tests replace it)."""
     for name in ("compression.zstd", "backports.zstd"):

@@ -4,7 +4,8 @@
 whether a path is a file, which file a path is (device and inode), and the parsed ELF image of a
 path. Parsed images are kept in memory for the run and, when a cache directory is given, on
 disk, keyed by the path and checked against its size, mtime, device and inode, so a second run
-reads nothing twice.
+reads nothing twice. `FileCache` keeps other values worked out from a file (the verdicts on its
+GPU code) by the same rule.
 
 Cache files are written to a temporary name and renamed into place, so a reader never sees a
 half-written entry, whatever process is killed when; an entry that cannot be read is ignored.
@@ -17,6 +18,7 @@ import stat
 from pathlib import Path
 
 from abifit.errors import FormatError
+from abifit.formats.datacodec import conforms
 from abifit.formats.elf import ElfImage, FileType, is_elf, parse_elf
 from abifit.formats.sources import FileSource
 from abifit.remote.cache import ELF_BUCKET, key_path, read_value, write_value
@@ -93,6 +95,29 @@ class ElfCache:
 
     def put(self, path: str, st: os.stat_result, image: ElfImage) -> None:
         write_value(key_path(self.root, path), (_stamp(st), path, image))
+
+
+class FileCache:
+    """Values worked out from local files, one entry per file and key (what else the value
+    depends on), valid while the file is unchanged, as `ElfCache`'s views are. The caller
+    takes the file's `stat` before reading it, so a file changed while it is read is a miss the
+    next time."""
+
+    def __init__(self, root: Path, bucket: str) -> None:
+        self.root = root / bucket
+
+    def get(self, path: str, st: os.stat_result, key: str, expect: object = object,
+            ) -> object | None:
+        stored = read_value(key_path(self.root, path, key))
+        if not isinstance(stored, tuple) or len(stored) != 4:
+            return None
+        stamp, stored_path, stored_key, value = stored
+        if stamp != _stamp(st) or stored_path != path or stored_key != key:
+            return None
+        return value if conforms(value, expect) else None
+
+    def put(self, path: str, st: os.stat_result, key: str, value: object) -> None:
+        write_value(key_path(self.root, path, key), (_stamp(st), path, key, value))
 
 
 class LocalObjects:

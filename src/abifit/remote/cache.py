@@ -7,6 +7,8 @@
     <root>/pycode-v2/  what Python modules do when imported, by the digest of their text
     <root>/digests-v2/ sha256 of local wheels (no index gave one), valid while the file is
                        unchanged; the wheels themselves are read in place, never copied here
+    <root>/gpu-v1/     verdicts on the GPU code of local files for the GPUs checked, valid
+                       while the file is unchanged
 
 An entry is data only, never code: the value in `abifit.formats.datacodec`'s format (MessagePack
 that decodes to nothing but plain values and abifit's dataclasses, enums and errors) after a
@@ -42,7 +44,9 @@ _PAGE = tuple[float, str, bytes, str, str]  # fetched, content type, body, ETag,
 CHECKS_BUCKET = "checks-v2"
 PYCODE_BUCKET = "pycode-v2"
 DIGESTS_BUCKET = "digests-v2"
-BUCKETS = (ELF_BUCKET, VIEWS_BUCKET, INDEX_BUCKET, CHECKS_BUCKET, PYCODE_BUCKET, DIGESTS_BUCKET)
+GPU_BUCKET = "gpu-v1"
+BUCKETS = (ELF_BUCKET, VIEWS_BUCKET, INDEX_BUCKET, CHECKS_BUCKET, PYCODE_BUCKET, DIGESTS_BUCKET,
+           GPU_BUCKET)
 
 ENTRY_MAGIC = b"abifit-c"
 ENTRY_FORMAT = 1

@@ -541,20 +541,28 @@ def check_gpu_code(
 ) -> GpuCheck:
     """Verdicts and findings for (name, path, code or the error reading it) on `target`:
     `no-kernel-image` findings; `partial-kernel-image` and `unreadable-gpu-code` warnings."""
+    return gpu_check(target, ((name, path, code if isinstance(code, FormatError)
+                               else object_coverage(code, target)) for name, path, code in codes))
+
+
+def gpu_check(
+    target: GpuTarget, verdicts: Iterable[tuple[str, str, ObjectCoverage | FormatError]]
+) -> GpuCheck:
+    """`check_gpu_code` from each object's verdict on `target` (`object_coverage`), or the
+    error reading its code: what a cache keeps of the objects' code."""
     objects: list[CoveredObject] = []
     findings: list[Finding] = []
     warnings: list[Finding] = []
-    for name, path, code in codes:
-        if isinstance(code, FormatError):
-            objects.append(CoveredObject(name, path, None, str(code)))
+    for name, path, verdict in verdicts:
+        if isinstance(verdict, FormatError):
+            objects.append(CoveredObject(name, path, None, str(verdict)))
             warnings.append(Finding(
-                kind=FindingKind.UNREADABLE_GPU_CODE, object=path, message=str(code),
+                kind=FindingKind.UNREADABLE_GPU_CODE, object=path, message=str(verdict),
                 explanation=f"The fat binaries of {name} could not be read, so whether its "
                             "kernels run on the GPU is unknown."))
             continue
-        result = object_coverage(code, target)
-        objects.append(CoveredObject(name, path, result))
-        found = coverage_finding(name, path, result, target, module=name)
+        objects.append(CoveredObject(name, path, verdict))
+        found = coverage_finding(name, path, verdict, target, module=name)
         if found is not None:
             (findings if found.kind == FindingKind.NO_KERNEL_IMAGE else warnings).append(found)
     return GpuCheck(target, tuple(objects), tuple(findings), tuple(warnings))

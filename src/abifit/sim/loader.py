@@ -15,6 +15,9 @@ This module is pure: it reads files only through an `ObjectSource` it is given, 
 3. Binding, dependencies first: every non-weak undefined symbol a relocation refers to must be
    defined in the global scope (the executable, its dependencies, LD_PRELOAD and RTLD_GLOBAL
    objects) or in the search list of the object passed to `dlopen`, with glibc's version rules.
+   Each object's exports are indexed once, as sets of the names each kind of reference binds
+   to (`Exports`), so binding is a few set operations per object of the scope, not a search of
+   the scope per symbol.
 
 A host profile may *assume* libraries that are not there (the NVIDIA driver's `libcuda.so.1` on a
 machine without a GPU): such a soname, when the search finds nothing, maps to a placeholder that
@@ -31,14 +34,16 @@ import posixpath
 import re
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from itertools import chain, compress
 from typing import Protocol
 
 from abifit.errors import FormatError
 from abifit.formats.elf import (
     SHN_UNDEF,
+    VERSYM_INDEX,
     Binding,
     DynamicInfo,
     ElfClass,
@@ -190,49 +195,216 @@ class LoadResult:
 
 
 @dataclass(frozen=True, slots=True)
-class _Definition:
-    version_index: int
-    hidden: bool
+class Exports:
+    """What an object's definitions satisfy, by glibc's check_match, as sets of names: those
+    an unversioned reference binds to, those any versioned reference binds to, and per version
+    name those defined at it.
+
+    A definition counts when other objects can bind to it: defined, not local, of an allowed
+    type and visibility, with a value (or TLS). A versioned reference binds to a definition at
+    its version, or to one whose version hash is 0 that is not hidden (index 0, or the base
+    index 1 of an object that defines no versions); an unversioned one binds to a definition at
+    index 0, 1 or 2, or to the only one of its name that is not hidden. An object without
+    DT_VERSYM satisfies every reference to a name it exports.
+    """
+
+    plain: frozenset[str]
+    any_version: frozenset[str]
+    by_version: Mapping[str, frozenset[str]]
+
+    def binds(self, name: str, version: str | None) -> bool:
+        """Whether a reference to `name` (at `version`) binds to a definition here."""
+        if version is None:
+            return name in self.plain
+        return name in self.any_version or name in self.by_version.get(version, ())
+
+
+# per st_info byte: 1 for a binding and type other objects bind to; 1 for STT_TLS; 1 unless
+# the binding is weak
+_BINDABLE_INFO = bytes(int((b >> 4) in _EXPORTED_BINDINGS and (b & 0xF) in _ALLOWED_TYPES)
+                       for b in range(256))
+_TLS_INFO = bytes(int((b & 0xF) == SymbolType.TLS) for b in range(256))
+_NOT_WEAK_INFO = bytes(int((b >> 4) != Binding.WEAK) for b in range(256))
+# per st_other byte: 1 unless the visibility is hidden or internal
+_VISIBLE_OTHER = bytes(int((b & 0x3) not in (Visibility.HIDDEN, Visibility.INTERNAL))
+                       for b in range(256))
+
+
+def _exported(table: SymbolTable) -> bytes:
+    """1 for each entry of `table` that other objects can bind to, else 0: computed in bulk
+    (libtorch has tens of thousands of symbols), each condition a mask of 0/1 bytes read as
+    one integer."""
+    defined = _bits(bytes(map(bool, table.section_indexes)))
+    bindable = _bits(table.info.translate(_BINDABLE_INFO))
+    visible = _bits(table.other.translate(_VISIBLE_OTHER))
+    valued = _bits(bytes(map(bool, table.values))) | _bits(table.info.translate(_TLS_INFO))
+    return (defined & bindable & visible & valued).to_bytes(len(table), "little")
+
+
+def _bits(flags: bytes) -> int:
+    return int.from_bytes(flags, "little")
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """The exported names of an object that carry one DT_VERSYM value."""
+
     version: str | None
+    index: int
+    hidden: bool
+    names: list[str]
 
 
-class _Index:
-    """Where each name sits in an object's symbol table; definitions are read on demand."""
+def exports_of(image: ElfImage) -> Exports:
+    """The names `image` exports, for binding (see `Exports`)."""
+    table = image.symbols
+    mask = _exported(table)
+    exported = list(compress(table.names, mask))
+    whole = frozenset(exported)
+    if table.versym is None:
+        return Exports(whole, whole, {})
+    own_versions = bool(image.version_defs)
+    groups = _groups(table, table.versym, mask)
+    if len(whole) == len(exported):  # each name once: every one not hidden is the only one
+        plain = _union([g for g in groups if g.index <= 2 or not g.hidden], groups, whole)
+    else:
+        plain = (_union([g for g in groups if g.index <= 2], groups, whole)
+                 | _once(chain.from_iterable(g.names for g in groups if not g.hidden)))
+    hash_zero = [g for g in groups
+                 if not g.hidden and (g.index == 0 or (g.index == 1 and not own_versions))]
+    by_version: dict[str, list[_Group]] = {}
+    for g in groups:
+        if g.version is not None:
+            by_version.setdefault(g.version, []).append(g)
+    return Exports(plain, _union(hash_zero, groups, whole),
+                   {version: _union(parts, groups, whole) for version, parts in by_version.items()})
 
-    __slots__ = ("image", "last", "repeated")
+
+def _groups(table: SymbolTable, versym: array[int], mask: bytes) -> list[_Group]:
+    """The names of the entries `mask` picks, grouped by their DT_VERSYM value."""
+    if len(set(compress(versym, mask))) == 1:  # the usual case: one value, grouped in bulk
+        first = mask.index(1)
+        return [_group(table, versym[first], first, list(compress(table.names, mask)))]
+    entries: dict[int, list[int]] = {}
+    for i in compress(range(len(versym)), mask):
+        entries.setdefault(versym[i], []).append(i)
+    return [_group(table, raw, at[0], [table.names[i] for i in at])
+            for raw, at in entries.items()]
+
+
+def _group(table: SymbolTable, raw: int, first: int, names: list[str]) -> _Group:
+    version, _file, hidden = table.version_of(first)
+    return _Group(version, raw & VERSYM_INDEX, hidden, names)
+
+
+def _union(parts: list[_Group], groups: list[_Group], whole: frozenset[str]) -> frozenset[str]:
+    """The names of `parts`, a selection of `groups`: `whole`, the names of all of them, when
+    nothing was left out (no copy)."""
+    if len(parts) == len(groups):
+        return whole
+    return frozenset(chain.from_iterable(g.names for g in parts))
+
+
+def _once(names: Iterable[str]) -> frozenset[str]:
+    """The names that occur once in `names`."""
+    return frozenset(name for name, count in Counter(names).items() if count == 1)
+
+
+Reference = tuple[str, str | None]  # an undefined symbol's name and version
+
+
+@dataclass(frozen=True, slots=True)
+class Needs:
+    """The undefined symbols an object binds, as sets of names: those without a version, and
+    per version name those required at it."""
+
+    plain: frozenset[str]
+    by_version: Mapping[str, frozenset[str]]
+
+
+def needs_of(references: Iterable[Reference]) -> Needs:
+    """The references as sets (their order matters only to the problems reported)."""
+    plain: set[str] = set()
+    by_version: dict[str, set[str]] = {}
+    for name, version in references:
+        if version is None:
+            plain.add(name)
+        else:
+            by_version.setdefault(version, set()).add(name)
+    return Needs(frozenset(plain), {v: frozenset(names) for v, names in by_version.items()})
+
+
+def unbound(needs: Sequence[Needs], scope: Sequence[Exports]) -> set[Reference]:
+    """The references of `needs` that no object of `scope` satisfies (glibc's lookup stops at
+    the first that does, so whether one does is all that matters): set operations per object
+    of the scope, not a search of the scope per reference."""
+    plain: set[str] = set().union(*(n.plain for n in needs))
+    versioned: dict[str, set[str]] = {}
+    for need in needs:
+        for version, required in need.by_version.items():
+            versioned.setdefault(version, set()).update(required)
+    for exports in scope:
+        if not plain and not versioned:
+            break
+        if plain:
+            plain = plain - exports.plain
+        for version, names in list(versioned.items()):
+            left = names - exports.any_version if exports.any_version else names
+            defined = exports.by_version.get(version)
+            left = left - defined if defined else left
+            if left:
+                versioned[version] = left
+            else:
+                del versioned[version]
+    return {(name, None) for name in plain} | {
+        (name, version) for version, names in versioned.items() for name in names}
+
+
+def _references(image: ElfImage) -> list[Reference]:
+    """The undefined symbols a relocation of `image` binds, weak ones left out (they may stay
+    undefined), in relocation order."""
+    table = image.symbols
+    wanted = (_bits(bytes(map(SHN_UNDEF.__eq__, table.section_indexes)))
+              & _bits(table.info.translate(_NOT_WEAK_INFO))).to_bytes(len(table), "little")
+    refs = image.relocated_symbols
+    undefined = (compress(range(len(table)), wanted) if refs is None
+                 else [i for i in refs if wanted[i]])
+    names = table.names
+    if table.versym is None:
+        return [(names[i], None) for i in undefined]
+    versions = table.versions()
+    return [(names[i], versions[i]) for i in undefined]
+
+
+class _Symbols:
+    """An image's symbols as binding uses them, each worked out once, on first use, for all
+    processes (it holds the image, so the `id` it is memoized under stays its own)."""
+
+    __slots__ = ("_exports", "_needs", "_references", "image")
 
     def __init__(self, image: ElfImage) -> None:
-        names = image.symbols.names
         self.image = image
-        self.last = dict(zip(names, range(len(names)), strict=True))
-        self.repeated: dict[str, list[int]] = {}
-        if len(self.last) != len(names):  # one name under several versions (libc's memcpy)
-            multi = {n for n, c in Counter(names).items() if c > 1}
-            for i, n in enumerate(names):
-                if n in multi:
-                    self.repeated.setdefault(n, []).append(i)
+        self._exports: Exports | None = None
+        self._references: list[Reference] | None = None
+        self._needs: Needs | None = None
 
-    def definitions(self, name: str) -> list[_Definition]:
-        """The exported definitions of `name`: defined, not local, of a type and visibility
-        other objects can bind to, with a value (or TLS)."""
-        indexes = self.repeated.get(name)
-        if indexes is None:
-            at = self.last.get(name)
-            indexes = [] if at is None else [at]
-        table = self.image.symbols
-        out = []
-        for i in indexes:
-            info = table.info[i]
-            kind = info & 0xF
-            if (table.section_indexes[i] == SHN_UNDEF or (info >> 4) not in _EXPORTED_BINDINGS
-                    or kind not in _ALLOWED_TYPES
-                    or table.other[i] & 0x3 in (Visibility.HIDDEN, Visibility.INTERNAL)
-                    or (table.values[i] == 0 and kind != SymbolType.TLS)):
-                continue
-            raw = table.versym[i] if table.versym is not None else 1
-            version, _file, hidden = table.version_of(i)
-            out.append(_Definition(raw & 0x7FFF, hidden, version))
-        return out
+    @property
+    def exports(self) -> Exports:
+        if self._exports is None:
+            self._exports = exports_of(self.image)
+        return self._exports
+
+    @property
+    def references(self) -> list[Reference]:
+        if self._references is None:
+            self._references = _references(self.image)
+        return self._references
+
+    @property
+    def needs(self) -> Needs:
+        if self._needs is None:
+            self._needs = needs_of(self.references)
+        return self._needs
 
 
 @dataclass(eq=False)
@@ -242,42 +414,19 @@ class _Obj:
     path: str
     image: ElfImage
     loader: _Obj | None
-    index_memo: dict[int, _Index] = field(default_factory=dict, repr=False)
+    symbols_memo: dict[int, _Symbols] = field(default_factory=dict, repr=False)
 
     @property
     def soname(self) -> str | None:
         return self.image.soname
 
-    def index(self) -> _Index:
-        """The name index, built once per image for all processes."""
+    def symbols(self) -> _Symbols:
+        """The image's symbols for binding, shared by every process of the simulation."""
         key = id(self.image)
-        index = self.index_memo.get(key)
-        if index is None:
-            index = self.index_memo[key] = _Index(self.image)
-        return index
-
-
-def _defines(obj: _Obj, name: str, version: str | None) -> bool:
-    """Whether `obj` satisfies a reference to `name` (at `version`), by glibc's check_match."""
-    index = obj.index()
-    if name not in index.last:
-        return False
-    defs = index.definitions(name)
-    if not defs:
-        return False
-    if obj.image.symbols.versym is None:
-        return True
-    if version is not None:
-        # glibc's check_match: the named version, or a definition at an index whose version
-        # hash is 0 (index 0, or the base index 1 of an object that defines no versions)
-        own_versions = bool(obj.image.version_defs)
-        return any(d.version == version
-                   or (not d.hidden and (d.version_index == 0
-                                         or (d.version_index == 1 and not own_versions)))
-                   for d in defs)
-    if any(d.version_index <= 2 for d in defs):
-        return True
-    return sum(1 for d in defs if not d.hidden) == 1
+        symbols = self.symbols_memo.get(key)
+        if symbols is None:
+            symbols = self.symbols_memo[key] = _Symbols(self.image)
+        return symbols
 
 
 def expand_path(entry: str, origin: str, config: SearchConfig) -> str:
@@ -302,7 +451,7 @@ class Process:
         self._by_name: dict[str, _Obj] = {}
         self._by_identity: dict[str, _Obj] = {}
         self._global: list[_Obj] = []
-        self._indexes: dict[int, _Index] = {}
+        self._symbols: dict[int, _Symbols] = {}
         self.startup: LoadResult | None = None
         self._exe = self._start(executable)
 
@@ -323,7 +472,7 @@ class Process:
         clone._by_name = dict(self._by_name)
         clone._by_identity = dict(self._by_identity)
         clone._global = list(self._global)
-        clone._indexes = self._indexes
+        clone._symbols = self._symbols
         clone.startup = self.startup
         clone._exe = self._exe
         return clone
@@ -342,7 +491,7 @@ class Process:
 
     def _start(self, executable: str) -> _Obj:
         image = self._source.image(executable)
-        exe = _Obj(executable, image, None, self._indexes)
+        exe = _Obj(executable, image, None, self._symbols)
         self._exe = exe
         session = _Session(self, exe, caller=None)
         session.add(exe, executable)
@@ -400,7 +549,7 @@ class _Session:
             problem = self._open_problem(path, path, None, Resolution(None, path, None, None,
                                                                       (attempt[1],)))
             return LoadResult(path, False, problem.message, (problem,), (), ())
-        root = _Obj(path, attempt[0], self.caller, self.p._indexes)
+        root = _Obj(path, attempt[0], self.caller, self.p._symbols)
         self.root = root
         self.add(root, path)
         self.map_all(root, [])
@@ -469,13 +618,13 @@ class _Session:
                 self.resolutions.append(Resolution(requester.path, name, same.path, via,
                                                    tuple(attempts)))
                 return same
-            obj = _Obj(path, image, requester, self.p._indexes)
+            obj = _Obj(path, image, requester, self.p._symbols)
             self.add(obj, name)
             self.resolutions.append(Resolution(requester.path, name, path, via, tuple(attempts)))
             return obj
         if name in dict(self.p._config.assumed):
             obj = _Obj(f"{ASSUMED_DIR}/{name}", placeholder_image(name, requester.image),
-                       requester, self.p._indexes)
+                       requester, self.p._symbols)
             self.add(obj, name)
             self.resolutions.append(Resolution(requester.path, name, obj.path, Via.ASSUMED,
                                                tuple(attempts)))
@@ -603,29 +752,24 @@ class _Session:
             if found is None or found[1].elf_class != self.p.elf_class or \
                     not self.p._machine_fits(found[1]):
                 return
-            extra.append(_Obj(found[0], found[1], None, self.p._indexes))
+            extra.append(_Obj(found[0], found[1], None, self.p._symbols))
         self.bind_symbols(extra, tuple(dict.fromkeys(missing)))
 
     def bind_symbols(self, extra: Sequence[_Obj] = (), behind: tuple[str, ...] = ()) -> None:
         scope = [*self.scope(), *extra]
         scope_paths = tuple(o.path for o in scope)
-        indexed = [(o, o.index().last) for o in scope]
         assumed = dict(self.p._config.assumed)
         patterns = [re.compile(assumed[o.soname]) for o in scope
                     if o.path.startswith(ASSUMED_DIR) and o.soname in assumed]
         unchecked = (re.compile(self.p._config.unchecked) if self.p._config.unchecked
                      else None)
-        for obj in reversed(self._dependency_order()):
-            table = obj.image.symbols
-            refs = obj.image.relocated_symbols
-            order = refs if refs is not None else range(len(table))
-            undefined = [i for i in order if table.section_indexes[i] == SHN_UNDEF
-                         and table.info[i] >> 4 != Binding.WEAK]
-            names = table.names
-            for i in undefined:
-                name = names[i]
-                version = table.version_of(i)[0] if table.versym is not None else None
-                if any(name in last and _defines(o, name, version) for o, last in indexed):
+        binding = [obj.symbols() for obj in reversed(self._dependency_order())]
+        missing = unbound([b.needs for b in binding], [o.symbols().exports for o in scope])
+        if not missing:
+            return
+        for obj, symbols in zip(reversed(self._dependency_order()), binding, strict=True):
+            for name, version in symbols.references:
+                if (name, version) not in missing:
                     continue
                 if any(p.fullmatch(name) for p in patterns):
                     continue

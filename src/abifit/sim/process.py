@@ -133,6 +133,7 @@ class Environment:
         self.natives = natives
         self.owner_of = {n.path: n.distribution for n in natives}
         self._markers = dict(facts.markers)
+        self._required: dict[str, tuple[str, ...]] = {}
         self._by_name: dict[str, list[NativeFile]] = {}
         for n in natives:
             self._by_name.setdefault(os.path.basename(n.path), []).append(n)
@@ -157,11 +158,16 @@ class Environment:
                 f"release it was built for, or a {mine.name} release built for {theirs.name} "
                 f"{theirs.version}")
 
-    def required(self, key: str) -> list[str]:
-        dist = self.dists.get(key)
-        if dist is None:
-            return []
-        return [r for r in _requirements(dist, self._markers) if r in self.dists]
+    def required(self, key: str) -> tuple[str, ...]:
+        """The installed distributions `key` requires (its Requires-Dist whose markers hold,
+        extras left out), parsed once per distribution: every module's prerequisites ask."""
+        known = self._required.get(key)
+        if known is None:
+            dist = self.dists.get(key)
+            known = () if dist is None else tuple(
+                r for r in _requirements(dist, self._markers) if r in self.dists)
+            self._required[key] = known
+        return known
 
     def providers(self, soname: str) -> set[str]:
         """Distributions holding an ELF file named `soname` (loose files have none)."""
