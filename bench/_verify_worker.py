@@ -3,7 +3,11 @@ loads done one way: `forkserver` (abifit's `real_loads`) or `fresh` (the baselin
 per module, one after another, as abifit did before). Prints one JSON line: the seconds spent in
 the real loads, the whole run's seconds, and each module's real outcome.
 
-    python bench/_verify_worker.py forkserver|fresh VENV_PYTHON
+    python bench/_verify_worker.py forkserver|fresh VENV_PYTHON [SAMPLE]
+
+With SAMPLE, `fresh` loads only every k-th module in a fresh process (SAMPLE of them, spread
+evenly) and times those alone; the others are loaded through fork servers, untimed, so that the
+report is whole. The figure to compare is then the seconds per module.
 """
 
 from __future__ import annotations
@@ -17,26 +21,40 @@ from collections.abc import Sequence
 import abifit.host.realload as realload
 from abifit.cli import main
 
-
-def _fresh(python: str, jobs: Sequence[realload.LoadJob], **_options: object
-           ) -> list[realload.RealLoad]:
-    return [realload.real_load(python, j.module, j.path, list(j.imports), 120.0, list(j.preload))
-            for j in jobs]
+FORK_SERVERS = realload.real_loads
 
 
-def run(mode: str, python: str) -> dict[str, object]:
+def _fresh(python: str, job: realload.LoadJob) -> realload.RealLoad:
+    return realload.real_load(python, job.module, job.path, list(job.imports), 120.0,
+                              list(job.preload))
+
+
+def run(mode: str, python: str, sample: int | None = None) -> dict[str, object]:
     spent = [0.0]
     jobs = [0]
-    loads = realload.real_loads if mode == "forkserver" else _fresh
 
     def measured(python: str, batch: Sequence[realload.LoadJob], **options: object
                  ) -> list[realload.RealLoad]:
-        start = time.perf_counter()
-        try:
-            return loads(python, batch, **options)  # type: ignore[arg-type]
-        finally:
+        if mode == "forkserver":
+            start = time.perf_counter()
+            results = FORK_SERVERS(python, batch, **options)  # type: ignore[arg-type]
             spent[0] += time.perf_counter() - start
             jobs[0] += len(batch)
+            return results
+        step = max(1, len(batch) // sample) if sample else 1
+        chosen = set(range(0, len(batch), step))
+        others = [j for i, j in enumerate(batch) if i not in chosen]
+        rest = iter(FORK_SERVERS(python, others) if others else [])
+        results = []
+        for i, job in enumerate(batch):
+            if i in chosen:
+                start = time.perf_counter()
+                results.append(_fresh(python, job))
+                spent[0] += time.perf_counter() - start
+                jobs[0] += 1
+            else:
+                results.append(next(rest))
+        return results
 
     realload.real_loads = measured  # type: ignore[assignment]
     out = io.StringIO()
@@ -54,4 +72,5 @@ def run(mode: str, python: str) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(sys.argv[1], sys.argv[2])))
+    print(json.dumps(run(sys.argv[1], sys.argv[2],
+                         int(sys.argv[3]) if len(sys.argv) > 3 else None)))

@@ -19,6 +19,8 @@ per module, and those scaled to 700 modules against the targets (under 4 minutes
 under 60 s on 16: the target for the machine's core count is the one checked). Both ways must
 report the same real outcome for every module; a difference is printed and fails the check.
 `--repeat N` runs each way N times (medians); the baseline is slow, so the default is 1.
+`--sample N` times the baseline on N modules spread over the list (the others are loaded through
+fork servers, untimed): the comparison is then per module.
 
 Output: one JSON document on stdout, a one-line summary on stderr. Exit status 0 whether or not
 the target is met: this is a measurement, not a test.
@@ -52,10 +54,10 @@ def ensure_venv(venv: Path, log: Log) -> Path:
     return python
 
 
-def worker(mode: str, python: Path) -> dict[str, object]:
+def worker(mode: str, python: Path, sample: int | None) -> dict[str, object]:
     done = subprocess.run([sys.executable, str(REPO / "bench" / "_verify_worker.py"), mode,
-                           str(python)], capture_output=True, text=True, env=abifit_env(),
-                          check=True)
+                           str(python), *([str(sample)] if sample else [])],
+                          capture_output=True, text=True, env=abifit_env(), check=True)
     result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
@@ -64,6 +66,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--venv", type=Path, default=DEFAULT_VENV)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--sample", type=int, default=None)
     parser.add_argument("--json-only", action="store_true")
     args = parser.parse_args()
     log = Log(args.json_only)
@@ -73,12 +76,13 @@ def main() -> None:
     for n in range(args.repeat):
         for mode in runs:
             log(f"round {n + 1}/{args.repeat}: {mode}")
-            runs[mode].append(worker(mode, python))
+            runs[mode].append(worker(mode, python, args.sample if mode == "fresh" else None))
     verify = {m: Runs(tuple(float(r["verify_s"]) for r in rs))  # type: ignore[arg-type]
               for m, rs in runs.items()}
     total = {m: Runs(tuple(float(r["total_s"]) for r in rs))  # type: ignore[arg-type]
              for m, rs in runs.items()}
     modules = int(runs["forkserver"][0]["modules"])  # type: ignore[call-overload]
+    timed_fresh = int(runs["fresh"][0]["modules"])  # type: ignore[call-overload]
     outcomes: list[dict[str, object]] = [r["outcomes"] for rs in runs.values()  # type: ignore[misc]
                                          for r in rs]
     differ = sorted(m for m in outcomes[0] if any(o.get(m) != outcomes[0][m] for o in outcomes))
@@ -87,23 +91,27 @@ def main() -> None:
     limit = 60.0 if cores >= 16 else 240.0
     target = Target(f"verify scaled to 700 modules on {cores} cores", round(per_700, 1), limit,
                     at_least=False, unit=" s")
-    speedup = round(verify["fresh"].median / verify["forkserver"].median, 2)
+    per_module = {"forkserver": verify["forkserver"].median / max(1, modules),
+                  "fresh": verify["fresh"].median / max(1, timed_fresh)}
+    speedup = round(per_module["fresh"] / per_module["forkserver"], 2)
     doc = {
         "machine": base_machine_info(),
         "venv": str(args.venv),
         "modules": modules,
         "verify": {m: r.to_json() for m, r in verify.items()},
         "total": {m: r.to_json() for m, r in total.items()},
+        "fresh_modules_timed": timed_fresh,
         "speedup_over_fresh": speedup,
-        "seconds_per_module": round(verify["forkserver"].median / max(1, modules), 4),
+        "seconds_per_module": {m: round(v, 4) for m, v in per_module.items()},
         "outcomes_differ": differ,
         "targets": [target.to_json()],
     }
     print(json.dumps(doc, indent=2))
     if differ:
         log(f"outcomes differ between the two ways for {len(differ)} module(s): {differ[:5]}")
-    log(f"doctor --verify, {modules} modules: fork servers {verify['forkserver'].median:.1f} s, "
-        f"fresh processes {verify['fresh'].median:.1f} s ({speedup}x); "
+    log(f"doctor --verify, {modules} modules: fork servers {verify['forkserver'].median:.1f} s "
+        f"({per_module['forkserver']:.3f} s a module), fresh processes "
+        f"{per_module['fresh']:.3f} s a module over {timed_fresh} ({speedup}x); "
         f"{target.describe()}{'' if target.met else ' MISSED'}; "
         f"outcomes {'identical' if not differ else 'DIFFER'}")
 
