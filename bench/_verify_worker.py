@@ -66,7 +66,8 @@ def run(mode: str, python: str, sample: int | None = None) -> dict[str, object]:
         sys.stdout = stdout
     total = time.perf_counter() - start
     doc = json.loads(out.getvalue())
-    outcomes = {v["module"]: [v["actual_loads"], v["agrees"]] for v in doc["verification"]}
+    outcomes = {v["module"]: [v["actual_loads"], v["actual_error"], v["agrees"], v["note"]]
+                for v in doc["verification"]}
     return {"mode": mode, "exit": code, "verify_s": round(spent[0], 3),
             "total_s": round(total, 3), "modules": jobs[0], "outcomes": outcomes}
 

@@ -17,7 +17,8 @@ What is measured, each in its own process (bench/_verify_worker.py), the same `d
 Figures: the seconds spent in the real loads (and in the whole run), their ratio, the seconds
 per module, and those scaled to 700 modules against the targets (under 4 minutes on 2 cores,
 under 60 s on 16: the target for the machine's core count is the one checked). Both ways must
-report the same real outcome for every module; a difference is printed and fails the check.
+report the same real outcome for every module (whether it loads, the loader's error, the
+agreement and the note with the import's error); a difference is printed and fails the check.
 `--repeat N` runs each way N times (medians); the baseline is slow, so the default is 1.
 `--sample N` times the baseline on N modules spread over the list (the others are loaded through
 fork servers, untimed): the comparison is then per module.

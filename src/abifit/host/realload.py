@@ -10,9 +10,11 @@ loader's error behind their own message.
 server: one process imports the prerequisites once (`import torch` costs seconds), then forks a
 child per module, which loads it and reports on a pipe; each child has its own time limit
 (`SIGALRM`), and a child that dies is that module's result, not the server's. Servers run on all
-cores, a large set of modules split over several. Whatever a fork server cannot answer plainly (a
-child killed by a signal or out of time, a server that died) is asked again of a fresh process,
-as `real_load` does, so that the answer never depends on the fork.
+cores, a large set of modules split over several. The import by name, which only adds a note to
+a module that loads, is a second pass whose servers also import the module's top-level package
+(`import a.b.c` imports `a` first anyway). Whatever a fork server cannot answer plainly (a child
+killed by a signal or out of time, a server that died) is asked again of a fresh process, as
+`real_load` does, so that the answer never depends on the fork.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 _SCRIPT = r"""
 import ctypes, importlib, json, os, sys
@@ -208,11 +210,45 @@ def default_workers() -> int:
 def real_loads(python: str, jobs: Sequence[LoadJob], *, workers: int | None = None,
                timeout: float = 120.0, progress: Callable[[int], None] | None = None,
                ) -> list[RealLoad]:
-    """`real_load` for every job, in its order: through fork servers, one per set of
-    prerequisites (split over `workers` when it is large), `workers` at once; a job that a
+    """`real_load` for every job, in its order, `workers` fork servers at once; a job that a
     server cannot answer plainly is run again in a fresh process. `progress` hears how many
-    jobs are done. Never raises for an outcome."""
+    jobs have their loader's verdict. Never raises for an outcome.
+
+    Two passes. The loader's verdict first: servers that import the job's prerequisites, a child
+    per module that loads it. Then, for the modules that load, `import module` (the note when
+    the import fails anyway): servers that also import the module's top-level package, which
+    `import a.b.c` imports first in any case, so that the packages' own import is paid once per
+    server rather than once per module."""
     workers = workers or default_workers()
+    verdicts = _through_servers(python, [replace(j, module="") for j in jobs], workers, timeout,
+                                progress)
+    importing = [i for i, v in enumerate(verdicts) if v is not None and v.loads and jobs[i].module]
+    imported = dict(zip(importing, _through_servers(
+        python, [_with_package(jobs[i]) for i in importing], workers, timeout, None),
+        strict=True))
+    out = []
+    for i, (job, verdict) in enumerate(zip(jobs, verdicts, strict=True)):
+        if verdict is None or (i in imported and imported[i] is None):
+            out.append(real_load(python, job.module, job.path, list(job.imports), timeout,
+                                 list(job.preload)))
+            continue
+        after = imported.get(i)
+        out.append(replace(verdict, import_error=after.import_error if after else None))
+    return out
+
+
+def _with_package(job: LoadJob) -> LoadJob:
+    """The job, with its module's top-level package among the imports made once per server."""
+    top = job.module.partition(".")[0]
+    if "." not in job.module or top in job.imports:
+        return job
+    return replace(job, imports=(*job.imports, top))
+
+
+def _through_servers(python: str, jobs: Sequence[LoadJob], workers: int, timeout: float,
+                     progress: Callable[[int], None] | None) -> list[RealLoad | None]:
+    """Each job's answer from fork servers, one per set of imports (split over `workers` when
+    it is large), `workers` at once; None where a server could not answer plainly."""
     groups: dict[tuple[str, ...], list[int]] = {}
     for i, job in enumerate(jobs):
         groups.setdefault(job.imports, []).append(i)
@@ -223,23 +259,18 @@ def real_loads(python: str, jobs: Sequence[LoadJob], *, workers: int | None = No
     done = [0]
     lock = threading.Lock()
 
-    def settle(i: int, result: RealLoad) -> None:
-        with lock:
-            results[i] = result
-            done[0] += 1
-            if progress is not None:
-                progress(done[0])
-
     def serve(imports: tuple[str, ...], members: list[int]) -> None:
         for i, result in _served(python, imports, [jobs[i] for i in members], timeout):
-            job = jobs[members[i]]
-            settle(members[i], result if result is not None else real_load(
-                python, job.module, job.path, list(job.imports), timeout, list(job.preload)))
+            with lock:
+                results[members[i]] = result
+                done[0] += 1
+                if progress is not None:
+                    progress(done[0])
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for future in [pool.submit(serve, imports, members) for imports, members in chunks]:
             future.result()
-    return [r for r in results if r is not None]
+    return results
 
 
 def _served(python: str, imports: tuple[str, ...], jobs: Sequence[LoadJob], timeout: float,
