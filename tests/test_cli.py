@@ -261,3 +261,13 @@ def test_usage_error() -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("error: ")
     assert "Traceback" not in done.stderr
+
+
+def test_the_command_sets_the_allocator_where_glibc_is_the_c_library() -> None:
+    """`abifit` (and `python -m abifit`) fixes glibc's mmap threshold and arena count before its
+    main; elsewhere nothing is changed and nothing fails."""
+    import platform
+
+    from abifit.host.allocator import tune_allocator
+
+    assert tune_allocator() is (platform.libc_ver()[0] == "glibc")

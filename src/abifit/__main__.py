@@ -1,5 +1,5 @@
 """`python -m abifit`."""
 
-from abifit.cli import main
+from abifit.cli import entry
 
-raise SystemExit(main())
+raise SystemExit(entry())

@@ -551,6 +551,15 @@ def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return _run_inspect(args, out, err)
 
 
+def entry() -> int:
+    """The `abifit` command (and `python -m abifit`): `main`, in a process whose allocator is
+    set for holding large buffers (`tune_allocator`); as a library, abifit leaves it alone."""
+    from abifit.host.allocator import tune_allocator
+
+    tune_allocator()
+    return main()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     out, err = _streams(args, os.environ)

@@ -300,6 +300,12 @@ class SymbolTable:
     versym: array[int] | None
     version_names: Mapping[int, VersionName]
 
+    def __post_init__(self) -> None:
+        # one string per name, however many tables hold it: a library's exports are its users'
+        # imports, and the releases of a package share most of their names (a matrix of three
+        # torch releases held 1.4 million name strings)
+        object.__setattr__(self, "names", tuple(map(sys.intern, self.names)))
+
     def __len__(self) -> int:
         return len(self.names)
 
