@@ -29,33 +29,43 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
+# What both ways of loading run, in the target interpreter: the libraries package code loads
+# first, the module's file as CPython's import loads it, then the import by name (when named).
+_LOAD = r"""
+def load(module, path, preload):
+    out = {}
+    for lib, is_global in preload:
+        try:
+            scope = os.RTLD_GLOBAL if is_global else os.RTLD_LOCAL
+            ctypes.CDLL(lib, mode=os.RTLD_NOW | scope)
+        except OSError:
+            pass
+    try:
+        ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        out["load"] = None
+    except OSError as e:
+        out["load"] = str(e)
+    out["import"] = None
+    if module:
+        try:
+            importlib.import_module(module)
+        except BaseException as e:
+            out["import"] = "%s: %s" % (type(e).__name__, e)
+    return out
+"""
+
+# A fresh process: argv is the module, its file, the prerequisites and the preloads (JSON).
 _SCRIPT = r"""
 import ctypes, importlib, json, os, sys
+""" + _LOAD + r"""
 module, path, prerequisites = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 preload = json.loads(sys.argv[4])
-out = {"prerequisites": {}}
 for name in prerequisites:
     try:
         importlib.import_module(name)
-        out["prerequisites"][name] = None
-    except BaseException as e:
-        out["prerequisites"][name] = "%s: %s" % (type(e).__name__, e)
-for lib, is_global in preload:
-    try:
-        ctypes.CDLL(lib, mode=os.RTLD_NOW | (os.RTLD_GLOBAL if is_global else os.RTLD_LOCAL))
-    except OSError:
+    except BaseException:
         pass
-try:
-    ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
-    out["load"] = None
-except OSError as e:
-    out["load"] = str(e)
-out["import"] = None
-if module:
-    try:
-        importlib.import_module(module)
-    except BaseException as e:
-        out["import"] = "%s: %s" % (type(e).__name__, e)
+out = load(module, path, preload)
 sys.stdout.flush()
 print("\n" + json.dumps(out))
 sys.stdout.flush()
@@ -127,6 +137,7 @@ def real_load(python: str, module: str, path: str, imports: list[str],
 # What imported code prints goes to stderr, never into the answers.
 _SERVER = r"""
 import ctypes, importlib, json, os, signal, sys
+""" + _LOAD + r"""
 answers = os.fdopen(os.dup(1), "w")
 os.dup2(2, 1)
 for name in json.loads(sys.argv[1]):
@@ -145,24 +156,7 @@ for line in sys.stdin:
     if pid == 0:
         os.close(read)
         signal.alarm(max(1, int(timeout)))
-        out = {}
-        for lib, is_global in preload:
-            try:
-                scope = os.RTLD_GLOBAL if is_global else os.RTLD_LOCAL
-                ctypes.CDLL(lib, mode=os.RTLD_NOW | scope)
-            except OSError:
-                pass
-        try:
-            ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
-            out["load"] = None
-        except OSError as e:
-            out["load"] = str(e)
-        out["import"] = None
-        if module:
-            try:
-                importlib.import_module(module)
-            except BaseException as e:
-                out["import"] = "%s: %s" % (type(e).__name__, e)
+        out = load(module, path, preload)
         sys.stdout.flush()
         sys.stderr.flush()
         os.write(write, json.dumps(out).encode())
