@@ -74,3 +74,48 @@ def test_check_fails_on_an_unreadable_member(tmp_path: Path,
     assert code == 1 and doc["verdict"] == "fails"
     (finding,) = doc["findings"]
     assert finding["kind"] == "unreadable-object" and finding["module"] == "truncpkg._m"
+
+
+def test_doctor_reports_entries_named_like_modules_that_are_not_files(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A directory, a FIFO and a symbolic-link loop that the installation recorded under an
+    extension module's name: the import system skips each (checked by importing them for real:
+    ModuleNotFoundError), and doctor says so for each, where it said "all load". A directory
+    beside a `.py` of the same module is no problem: the import finds the `.py`."""
+    import sysconfig
+
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")],
+                   check=True)
+    site = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
+    package = site / "notpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / f"_dir{suffix}").mkdir()
+    os.mkfifo(package / f"_fifo{suffix}")
+    (package / f"_loop{suffix}").symlink_to(f"_loop{suffix}")
+    (package / f"_shadow{suffix}").mkdir()
+    (package / "_shadow.py").write_text("")
+    info = site / "notpkg-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: notpkg\nVersion: 1.0\n")
+    listed = ["notpkg/__init__.py", "notpkg/_shadow.py",
+              *(f"notpkg/_{n}{suffix}" for n in ("dir", "fifo", "loop", "shadow"))]
+    (info / "RECORD").write_text("".join(f"{p},,\n" for p in listed))
+    python = str(tmp_path / "venv" / "bin" / "python")
+    for name, found in (("_dir", False), ("_fifo", False), ("_loop", False), ("_shadow", True)):
+        done = subprocess.run([python, "-c", f"import notpkg.{name}"], capture_output=True,
+                              text=True, cwd="/", check=False)
+        assert (done.returncode == 0) is found, done.stderr
+        if not found:
+            assert f"ModuleNotFoundError: No module named 'notpkg.{name}'" in done.stderr
+    code = main(["doctor", "--python", python, "--json", "--no-cache"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1
+    found_kinds = {f["module"]: f for f in doc["findings"] if f["kind"] == "not-a-file"}
+    assert set(found_kinds) == {"notpkg._dir", "notpkg._fifo", "notpkg._loop"}
+    assert found_kinds["notpkg._dir"]["message"].endswith(": a directory, not a file")
+    assert found_kinds["notpkg._fifo"]["message"].endswith(": a named pipe, not a file")
+    assert found_kinds["notpkg._loop"]["message"].endswith(": a symbolic link loop, not a file")
+    assert "ModuleNotFoundError: No module named 'notpkg._dir'" in \
+        found_kinds["notpkg._dir"]["explanation"]

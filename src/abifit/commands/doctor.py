@@ -35,8 +35,10 @@ from abifit.host.localfs import ElfCache, FileCache, LocalObjects
 from abifit.host.locate import Locator, library_dirs
 from abifit.host.natives import (
     NativeFile,
+    NotAFile,
     glob_files,
     image_or_none,
+    not_files,
     scan_native_files,
     short_name,
     site_root,
@@ -304,6 +306,21 @@ def _verify_imports(env: Environment, verdicts: tuple[ImportVerdict, ...],
     return out
 
 
+def _not_a_file(entry: NotAFile, env: Environment) -> Finding:
+    """An entry named like an extension module that the import system skips."""
+    dist = env.dists.get(entry.distribution)
+    label = f"{dist.name} {dist.version}" if dist is not None else entry.distribution
+    return Finding(
+        kind=FindingKind.NOT_A_FILE, object=entry.path, module=entry.module,
+        message=f"{entry.path}: {entry.what}, not a file",
+        explanation=(f"The import system skips {entry.what} named like an extension module, "
+                     f"so `import {entry.module}` fails with ModuleNotFoundError: No module "
+                     f"named '{entry.module}'."),
+        hint=f"reinstall {label}: the file its installation recorded is not there",
+        import_name=entry.module.partition(".")[0],
+    )
+
+
 def _import_disagreement(c: ImportCheck) -> Finding:
     predicted = "works" if c.predicted_works else f"fails: {c.predicted_error}"
     actual = ("could not be run: " + c.note if c.actual_works is None
@@ -440,6 +457,8 @@ def doctor(
     simulation = simulate_modules(sim, targets, ctx, progress)
     statuses, findings, results = (list(simulation.statuses), list(simulation.findings),
                                    simulation.results)
+    findings += [_not_a_file(entry, env) for entry in not_files(facts, dists)
+                 if not packages or entry.distribution in {t.distribution for t in targets}]
     saved = None
     if save_host is not None:
         saved = _save_host(save_host, host, facts.executable, results, roots, source, progress)

@@ -14,6 +14,7 @@ through a callable.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Callable, Collection, Iterable
@@ -123,6 +124,57 @@ def scan_native_files(
         for path in loose_files(search_dirs(facts), facts.extension_suffixes, owned):
             add(path, NO_DISTRIBUTION)
     return mark_plugins(found, image, roots)
+
+
+def not_files(facts: InterpreterFacts, dists: list[Distribution]) -> list[NotAFile]:
+    """Entries the distributions list that are named like an extension module but are not
+    regular files: a directory, a FIFO or device, a symbolic link that cannot be followed. The
+    import system skips them (so the module is not found), unless a regular file beside it
+    provides the module (another extension suffix, a `.py`, a package), which leaves it out."""
+    roots = [p for p in facts.sys_path if os.path.isdir(p)]
+    out = []
+    for dist in dists:
+        for path in dist.files:
+            module = module_name(path, roots, facts.extension_suffixes)
+            what = None if module is None else _not_regular(path)
+            if module is not None and what is not None and \
+                    not _provided(path, module, facts.extension_suffixes):
+                out.append(NotAFile(path, dist.key, module, what))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class NotAFile:
+    """An entry named like an extension module that is not a regular file."""
+
+    path: str
+    distribution: str
+    module: str
+    what: str  # "a directory", "a named pipe", ...
+
+
+def _not_regular(path: str) -> str | None:
+    """What `path` is when it is not a regular file (None when it is one, or is not there)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        if not os.path.islink(path):
+            return None
+        loop = e.errno == errno.ELOOP
+        return "a symbolic link loop" if loop else "a symbolic link to nothing"
+    kinds = [(stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket")]
+    return next((name for test, name in kinds if test(mode)), None)
+
+
+def _provided(path: str, module: str, suffixes: Iterable[str]) -> bool:
+    """Whether a regular file beside `path` provides `module`: another extension suffix, a
+    `.py`, or a package directory."""
+    directory, leaf = os.path.dirname(path), module.rpartition(".")[2]
+    beside = [os.path.join(directory, leaf + s) for s in (*suffixes, ".py")]
+    beside.append(os.path.join(directory, leaf, "__init__.py"))
+    return any(p != path and os.path.isfile(p) for p in beside)
 
 
 def _regular(path: str) -> bool:

@@ -19,6 +19,7 @@ class FindingKind(str, Enum):
     MISSING_LIBRARY = "missing-library"
     WRONG_ELF_CLASS = "wrong-elf-class"
     UNREADABLE_OBJECT = "unreadable-object"
+    NOT_A_FILE = "not-a-file"  # named like an extension module; the import system skips it
     MISSING_VERSION = "missing-version"
     UNDEFINED_SYMBOL = "undefined-symbol"
     # the process
