@@ -5,12 +5,13 @@ something it could read) is data in a report and is never raised.
 
     AbifitError                   base of everything abifit raises on purpose
     ├── UsageError                a target or option that names nothing usable
-    ├── FormatError               bytes that do not form what they claim to be
-    │   ├── ElfError              not an ELF file, truncated, offsets or counts out of range
-    │   ├── WheelError            not a zip, a corrupt zip, a zip that is not a wheel
-    │   │   └── WheelRefused      a wheel pip refuses: a name escaping the tree, headers that
+    ├── LocatedError              an error about bytes at a place (file, member, offset)
+    │   ├── WheelRefused          a wheel pip refuses: a name escaping the tree, headers that
     │   │                         disagree, a CRC or sha256 that does not match
-    │   └── OtherVersion          a cache entry or host profile of another format version
+    │   └── FormatError           bytes that do not form what they claim to be
+    │       ├── ElfError          not an ELF file, truncated, offsets or counts out of range
+    │       ├── WheelError        not a zip, a corrupt zip, a zip that is not a wheel
+    │       └── OtherVersion      a cache entry or host profile of another format version
     ├── EnvironmentQueryError     a Python interpreter that could not be asked for its facts
     ├── CacheError                a cache operation that could not be done (a read-only cache)
     ├── HttpError                 a URL that could not be fetched, or was answered wrongly
@@ -21,10 +22,10 @@ something it could read) is data in a report and is never raised.
     ├── _Retry                    internal: an HTTP attempt worth another; never leaves the client
     └── _WorkerDied               internal: a worker process that died; its call runs in-process
 
-This module defines `AbifitError`, `UsageError`, `FormatError`, `ElfError`, `WheelError`,
-`WheelRefused`, `EnvironmentQueryError` and `CacheError`. The others are defined beside the code
-that raises them, so that no module imports from a layer above its own: `OtherVersion` in
-`abifit.formats.datacodec`, `HttpError` and `_Retry` in `abifit.remote.http`,
+This module defines `AbifitError`, `UsageError`, `LocatedError`, `FormatError`, `ElfError`,
+`WheelError`, `WheelRefused`, `EnvironmentQueryError` and `CacheError`. The others are defined
+beside the code that raises them, so that no module imports from a layer above its own:
+`OtherVersion` in `abifit.formats.datacodec`, `HttpError` and `_Retry` in `abifit.remote.http`,
 `IndexUnavailable`, `_Hinted`, `PackageNotFound` and `NoMatchingWheel` in
 `abifit.remote.index`, `_WorkerDied` in `abifit.remote.cores`. The two internal ones are caught
 where they are raised (`HttpClient` retries or turns `_Retry` into an `HttpError`; the worker
@@ -55,12 +56,10 @@ class UsageError(AbifitError):
         return type(self), (self.message, self.hint)
 
 
-class FormatError(AbifitError):
-    """Bytes that do not form the format they claim to be.
-
-    `where` names the file (with the member for wheel members); `offset` is the byte offset in that
-    file or member where the problem was seen, when known.
-    """
+class LocatedError(AbifitError):
+    """An error about bytes at a place: `where` names the file (with the member for wheel
+    members); `offset` is the byte offset in that file or member where the problem was seen,
+    when known."""
 
     def __init__(self, where: str, problem: str, offset: int | None = None) -> None:
         self.where = where
@@ -69,12 +68,13 @@ class FormatError(AbifitError):
         at = f" at offset {offset:#x}" if offset is not None else ""
         super().__init__(f"{where}: {problem}{at}")
 
-    def __reduce__(self) -> tuple[type[FormatError], tuple[str, str, int | None]]:
+    def __reduce__(self) -> tuple[type[LocatedError], tuple[str, str, int | None]]:
         return type(self), (self.where, self.problem, self.offset)  # pickles (a worker's error)
 
-    def relocated(self, where: str) -> FormatError:
-        """The same error, attributed to another name (a wheel member instead of a byte source)."""
-        return type(self)(where, self.problem, self.offset)
+
+class FormatError(LocatedError):
+    """Bytes that do not form the format they claim to be: where the bytes come from is known,
+    and what cannot be read of them becomes a finding (an unreadable module) or an error."""
 
 
 class ElfError(FormatError):
@@ -85,11 +85,12 @@ class WheelError(FormatError):
     """Not a zip file, a corrupt zip file, or a zip file that is not a wheel."""
 
 
-class WheelRefused(WheelError):
+class WheelRefused(LocatedError):
     """A wheel that pip refuses to install, and so abifit refuses to read: a member name that
     escapes the install tree, a local header that names another file than the central directory,
     member bytes whose CRC-32 or a file whose sha256 is not the one given for it. It is an error
-    for the whole wheel, never a finding about one member."""
+    for the whole wheel, never a finding about one member: not a `FormatError`, so that nothing
+    that turns unreadable bytes into a finding catches it."""
 
 
 class EnvironmentQueryError(AbifitError):

@@ -40,7 +40,7 @@ from abifit.commands.doctor import (
     located_copy,
 )
 from abifit.commands.plans import mark_loaded, plan_for, python_modules
-from abifit.errors import AbifitError, FormatError, UsageError, WheelRefused
+from abifit.errors import AbifitError, FormatError, UsageError
 from abifit.formats.elf import ElfImage, SymbolType, parse_elf
 from abifit.formats.fatbin import GpuCode, read_gpu_code
 from abifit.formats.sources import FileSource, ObjectSource
@@ -124,8 +124,6 @@ class LocalWheel:
             if not is_elf_member(opened):
                 return None
             return parse_elf(opened, sections=False)
-        except WheelRefused:
-            raise
         except FormatError as e:
             return e
 
@@ -135,8 +133,6 @@ class LocalWheel:
             if not is_elf_member(opened):
                 return None
             return read_gpu_code(opened, parse_elf(opened, relocations=False))
-        except WheelRefused:
-            raise
         except FormatError as e:
             return e
 
@@ -469,8 +465,6 @@ class VirtualTree:
         """The view of `path`, None when it cannot be read; a wheel pip refuses is an error."""
         try:
             return self.image(path)
-        except WheelRefused:
-            raise
         except (OSError, FormatError):
             return None
 

@@ -278,8 +278,6 @@ def python_members(archive: WheelArchive) -> dict[str, bytes]:
         try:
             source = archive.open(member)
             out[path] = source.read_at(0, source.size)
-        except WheelRefused:
-            raise
         except FormatError:
             continue
     return out

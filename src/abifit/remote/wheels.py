@@ -676,8 +676,6 @@ class RemoteWheel:
             image = parse_elf(opened, relocations=self.relocations, sections=False)
             if self.local:
                 self._note_gpu_code(opened, member)
-        except WheelRefused:
-            raise
         except FormatError as e:
             return e
         _remember(self.ctx, self.file, entry, image)
@@ -712,8 +710,6 @@ class RemoteWheel:
         where = f"{self.file.filename}!{member.path}"
         try:
             code = _read_gpu_member(self._archive(), member, where, local=self.local)
-        except WheelRefused:
-            raise
         except FormatError as e:
             return e
         _remember(self.ctx, self.file, entry, _NOT_ELF if code is None else code)
