@@ -89,6 +89,17 @@ def byte_compile_abifit() -> None:
                    check=True)
 
 
+def memory_status(keys: tuple[str, ...] = ("VmRSS", "VmHWM", "RssAnon")) -> dict[str, int]:
+    """These lines of /proc/self/status (reported in kB), in bytes."""
+    found = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in keys:
+                found[key] = int(value.split()[0]) * 1024
+    return found
+
+
 def abifit_env() -> dict[str, str]:
     """The environment of abifit worker processes: this working tree's src first."""
     env = dict(os.environ)

@@ -31,7 +31,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
+from _common import memory_status
+
 START = time.perf_counter()
+
 
 import abifit.cli  # noqa: E402 - after START, to time the import
 import abifit.commands.doctor  # noqa: E402
@@ -118,16 +121,6 @@ class PhaseClock:
         gc.callbacks.append(self.on_gc)
         return missing
 
-
-def memory_status() -> dict[str, int]:
-    """VmHWM, VmRSS and RssAnon of /proc/self/status, in bytes."""
-    found = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmHWM", "VmRSS", "RssAnon"):
-                found[key] = int(value.split()[0]) * 1024  # reported in kB
-    return found
 
 
 def measure(argv: list[str]) -> dict[str, object]:

@@ -21,24 +21,17 @@ import resource
 import sys
 import tracemalloc
 
+from _common import memory_status
+
 from abifit.formats.elf import ElfImage, parse_elf
 from abifit.formats.sources import FileSource
 
+STATUS = ("VmRSS", "VmHWM", "RssAnon", "RssFile")  # the lines of /proc/self/status read
 
 def parse(path: str) -> ElfImage:
     with FileSource(path) as source:
         return parse_elf(source)
 
-
-def memory_status() -> dict[str, int]:
-    """VmRSS, VmHWM, RssAnon and RssFile of /proc/self/status, in bytes."""
-    found = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
-                found[key] = int(value.split()[0]) * 1024  # reported in kB
-    return found
 
 
 def ru_maxrss() -> int:
@@ -55,9 +48,9 @@ def measure_tracemalloc(path: str) -> dict[str, int]:
 
 
 def measure_rss(path: str) -> dict[str, int]:
-    before, ru_before = memory_status(), ru_maxrss()
+    before, ru_before = memory_status(STATUS), ru_maxrss()
     image = parse(path)
-    after, ru_after = memory_status(), ru_maxrss()
+    after, ru_after = memory_status(STATUS), ru_maxrss()
     return {
         "rss_after_imports_bytes": before["VmRSS"],
         "hwm_after_imports_bytes": before["VmHWM"],

@@ -16,22 +16,13 @@ import json
 import sys
 import time
 
+from _common import memory_status
+
 from abifit.errors import FormatError
 from abifit.formats import datacodec
 from abifit.formats.elf import parse_elf
 from abifit.formats.fatbin import GpuCode, read_gpu_code
 from abifit.formats.sources import FileSource
-
-
-def memory_status() -> dict[str, int]:
-    """VmRSS, VmHWM and RssAnon of /proc/self/status, in bytes."""
-    found = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM", "RssAnon"):
-                found[key] = int(value.split()[0]) * 1024  # reported in kB
-    return found
 
 
 def read(path: str) -> GpuCode | FormatError | None:

@@ -376,7 +376,7 @@ def test_entries_of_another_shape_are_misses(tmp_path: Path) -> None:
     cache = Cache(tmp_path)
     url = "https://example.org/simple/demo/"
     write_value(key_path(tmp_path / INDEX_BUCKET, url), ("yesterday", "text/html", b""))
-    assert cache.get_page(url, -1) is None
+    assert cache.page_entry(url) is None
     write_value(key_path(tmp_path / ELF_BUCKET, str(LIBZ)), ((1, 2, 3, 4), str(LIBZ), "image"))
     assert ElfCache(tmp_path).get(str(LIBZ), LIBZ.stat()) is None
     write_value(key_path(tmp_path / DIGESTS_BUCKET, "p", "s"), 123)

@@ -22,16 +22,22 @@ needs_311 = pytest.mark.skipif(sys.version_info[:2] != (3, 11) or sys.platform !
                                reason="the venv is of this CPython 3.11 on Linux")
 
 
+def venv_with_package(root: Path, name: str) -> Path:
+    """A venv without pip under `root` and an empty package `name` in it; the package's
+    directory."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")],
+                   check=True)
+    package = next((root / "venv" / "lib").glob("python3*/site-packages")) / name
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    return package
+
+
 @pytest.fixture(scope="module")
 def broken_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A venv whose package holds an empty module, a truncated one and a FIFO named like one."""
     root = tmp_path_factory.mktemp("unreadable")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")],
-                   check=True)
-    site = next((root / "venv" / "lib").glob("python3*/site-packages"))
-    package = site / "brokenpkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
+    package = venv_with_package(root, "brokenpkg")
     (package / f"_empty{SUFFIX}").write_bytes(b"")
     whole = compile_c(SOURCE, root / f"_whole{SUFFIX}").read_bytes()
     (package / f"_trunc{SUFFIX}").write_bytes(whole[:len(whole) // 3])
@@ -85,12 +91,8 @@ def test_doctor_reports_entries_named_like_modules_that_are_not_files(
     import sysconfig
 
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")],
-                   check=True)
-    site = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
-    package = site / "notpkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
+    package = venv_with_package(tmp_path, "notpkg")
+    site = package.parent
     (package / f"_dir{suffix}").mkdir()
     os.mkfifo(package / f"_fifo{suffix}")
     (package / f"_loop{suffix}").symlink_to(f"_loop{suffix}")

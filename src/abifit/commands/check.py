@@ -244,14 +244,6 @@ def _applies(requirement: Requirement, markers: Mapping[str, str],
         return False
 
 
-def _local_file(path: str) -> IndexFile:
-    """A wheel named by its path, as an index would list it (a file:// URL, read in place)."""
-    from abifit.remote.index import IndexFile
-
-    return IndexFile(os.path.basename(path), Path(path).resolve().as_uri(),
-                     size=os.path.getsize(path))
-
-
 def _is_pure(file: IndexFile) -> bool:
     wheel = file.wheel()
     return wheel is not None and all(t.platform == "any" for t in wheel[3])
@@ -281,7 +273,9 @@ class Gatherer:
             return self._remote_wheel(text, role)
         if text.endswith(".whl") and os.path.isfile(text):
             if self.ctx is not None:  # read in place like a wheel on an index, cached alike
-                return self._remote_wheel(_local_file(text), role)
+                from abifit.remote.index import path_file
+
+                return self._remote_wheel(path_file(text), role)
             local = LocalWheel(text)
             name, version, _build, _tags = parse_wheel_filename(os.path.basename(text))
             return Wheel(name, str(version), os.path.basename(text), role,

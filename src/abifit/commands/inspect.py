@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -23,7 +22,7 @@ from abifit.formats.fatbin import GpuCode, code_or_error
 from abifit.formats.sources import ByteSource, FileSource
 from abifit.formats.wheel import ZIP_MAGIC, WheelArchive, is_elf_member
 from abifit.host.environment import InterpreterFacts, find_distribution
-from abifit.host.localfs import is_elf_file
+from abifit.host.localfs import is_elf_file, special_kind
 from abifit.sim.gpu import GpuTarget, ObjectCoverage, object_coverage
 
 if TYPE_CHECKING:
@@ -271,11 +270,9 @@ def _inspect_local_wheel(path: str, flt: SymbolFilter, ctx: RemoteContext,
                          progress: Progress) -> list[ObjectReport]:
     """A wheel named by its path, read in place like one on an index: only the bytes the
     dynamic views and fat binaries need, cached by the file's sha256."""
-    from abifit.remote.index import IndexFile
+    from abifit.remote.index import path_file
 
-    file = IndexFile(os.path.basename(path), Path(path).resolve().as_uri(),
-                     size=os.path.getsize(path))
-    return _inspect_index_file(file, flt, ctx, progress, gpu_code=True, label=path)
+    return _inspect_index_file(path_file(path), flt, ctx, progress, gpu_code=True, label=path)
 
 
 def _inspect_index_file(
@@ -304,10 +301,7 @@ def _inspect_index_file(
 
 def _file_kind(path: Path) -> str:
     """What a file that is neither a regular file nor a directory is."""
-    mode = path.stat().st_mode
-    kinds = [(stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-             (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")]
-    return next((name for test, name in kinds if test(mode)), "not a regular file")
+    return special_kind(path.stat().st_mode) or "not a regular file"
 
 
 def inspect_target(

@@ -166,6 +166,12 @@ class FileSource(_Described, Closing):
             self._closer()
 
 
+def crc_refused(where: str, found: int, expected: int) -> WheelRefused:
+    """The error for member bytes whose CRC-32 is not the zip directory's."""
+    return WheelRefused(where, f"CRC-32 of the data is {found:08x}, the zip directory says "
+                        f"{expected:08x} (pip refuses this wheel)")
+
+
 class SliceSource(_Described):
     """A contiguous range of another source, such as a STORED zip member."""
 
@@ -272,8 +278,7 @@ class InflateSource(_Described):
         self._crc_sum = zlib.crc32(out, self._crc_sum)
         self._crc_end = self._out_pos
         if self._crc_end == self._size and self._crc_sum != self._crc:
-            raise WheelRefused(self._name, f"CRC-32 of the data is {self._crc_sum:08x}, the zip "
-                               f"directory says {self._crc:08x} (pip refuses this wheel)")
+            raise crc_refused(self._name, self._crc_sum, self._crc)
 
     def _input_for(self, end: int) -> int:
         """Compressed bytes estimated to produce the output up to `end` (0: no estimate yet)."""

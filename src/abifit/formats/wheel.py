@@ -19,7 +19,13 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from abifit.errors import FormatError, WheelError, WheelRefused
 from abifit.formats.elf import is_elf, might_be_elf
-from abifit.formats.sources import ByteSource, BytesSource, InflateSource, SliceSource
+from abifit.formats.sources import (
+    ByteSource,
+    BytesSource,
+    InflateSource,
+    SliceSource,
+    crc_refused,
+)
 
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
 WHOLE_MEMBER = 256 << 10  # members up to this many stored bytes are read and inflated at once
@@ -66,20 +72,29 @@ class WheelArchive:
         checked against its CRC-32, a large one inflated as far as reads go (its CRC is checked
         when they reach its end)."""
         where = f"{self.source.name}!{member.path}"
-        start = member_data_start(self.source, member, where)
-        if member.compressed_size <= WHOLE_MEMBER:  # read at once, inflated and checked
-            stored = self.source.read_at(start, member.compressed_size)
-            return BytesSource(whole_member(stored, member, where), where)
-        data = SliceSource(self.source, start, member.compressed_size, where)
-        if member.method == zipfile.ZIP_STORED:
-            return data
-        if member.method == zipfile.ZIP_DEFLATED:
-            return InflateSource(data, member.size, where, crc=member.crc)
-        raise WheelError(where, f"unsupported zip compression method {member.method}")
+        return member_bytes(self.source, member, member_data_start(self.source, member, where),
+                            where)
 
     def candidates(self) -> list[Member]:
         """Members that may be ELF files by their names; `is_elf_member` tells for sure."""
         return [m for m in self.members if m.size >= 4 and might_be_elf(m.path)]
+
+
+def member_bytes(source: ByteSource, member: Member, start: int, where: str, *,
+                 max_input: int | None = None) -> ByteSource:
+    """A member's bytes, its stored bytes starting at `start` in `source`: a small one read at
+    once, inflated and checked against its CRC-32; a larger one inflated as far as reads go
+    (`max_input` compressed bytes read at most at once), its CRC checked when they reach its
+    end."""
+    if member.compressed_size <= WHOLE_MEMBER:
+        stored = source.read_at(start, member.compressed_size)
+        return BytesSource(whole_member(stored, member, where), where)
+    data = SliceSource(source, start, member.compressed_size, where)
+    if member.method == zipfile.ZIP_STORED:
+        return data
+    if member.method == zipfile.ZIP_DEFLATED:
+        return InflateSource(data, member.size, where, crc=member.crc, max_input=max_input)
+    raise WheelError(where, f"unsupported zip compression method {member.method}")
 
 
 def whole_member(stored: bytes, member: Member, where: str) -> bytes:
@@ -99,9 +114,9 @@ def whole_member(stored: bytes, member: Member, where: str) -> bytes:
         held = f"more than {member.size:,}" if len(data) > member.size else f"{len(data):,}"
         raise FormatError(where, f"the member holds {held} bytes, the zip directory says "
                           f"{member.size:,}")
-    if zlib.crc32(data) != member.crc:
-        raise WheelRefused(where, f"CRC-32 of the data is {zlib.crc32(data):08x}, the zip "
-                           f"directory says {member.crc:08x} (pip refuses this wheel)")
+    crc = zlib.crc32(data)
+    if crc != member.crc:
+        raise crc_refused(where, crc, member.crc)
     return data
 
 

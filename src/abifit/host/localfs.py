@@ -38,6 +38,15 @@ def is_elf_file(path: str) -> bool:
 _PYTHON_ENTRY_POINTS = frozenset({"Py_BytesMain", "Py_Main", "Py_Initialize"})
 
 
+def special_kind(mode: int) -> str | None:
+    """What a file that is not a regular one is, by its `st_mode` ("a directory", "a named
+    pipe", ...); None for a regular file."""
+    kinds = [(stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket")]
+    return next((name for test, name in kinds if test(mode)), None)
+
+
 def interpreter_problem(path: str, *, scripts: bool) -> str | None:
     """Why `path` is not a Python interpreter, or None: it must be an executable file, and an
     ELF executable that defines or imports Python's entry points (`Py_BytesMain`, `Py_Main`);

@@ -28,7 +28,7 @@ from abifit.host.environment import (
     Distribution,
     InterpreterFacts,
 )
-from abifit.host.localfs import is_elf_file
+from abifit.host.localfs import is_elf_file, special_kind
 
 NO_DISTRIBUTION = ""  # the `distribution` of a loose file
 
@@ -162,10 +162,7 @@ def _not_regular(path: str) -> str | None:
             return None
         loop = e.errno == errno.ELOOP
         return "a symbolic link loop" if loop else "a symbolic link to nothing"
-    kinds = [(stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-             (stat.S_ISSOCK, "a socket")]
-    return next((name for test, name in kinds if test(mode)), None)
+    return special_kind(mode)
 
 
 def _provided(path: str, module: str, suffixes: Iterable[str]) -> bool:

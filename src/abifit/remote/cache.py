@@ -181,25 +181,9 @@ class Cache:
     def put_result(self, key: str, value: object) -> None:
         write_value(key_path(self.bucket(CHECKS_BUCKET), key), value)
 
-    def get_page(self, url: str, max_age: float) -> tuple[str, bytes] | None:
-        """A cached index page younger than `max_age` seconds (any age when max_age < 0)."""
-        if self.refresh and max_age >= 0:
-            return None
-        stored = self._page(url)
-        if stored is None:
-            return None
-        fetched, content_type, body, _etag, _modified = stored
-        if max_age >= 0 and time.time() - fetched > max_age:
-            return None
-        return content_type, body
-
-    def stale_page(self, url: str) -> tuple[str, bytes, str, str] | None:
-        """A cached index page of any age with what validates it: (content type, body, ETag,
-        Last-Modified), the last two "" when the server gave none."""
-        stored = None if self.refresh else self._page(url)
-        return None if stored is None else stored[1:]
-
-    def _page(self, url: str) -> tuple[float, str, bytes, str, str] | None:
+    def page_entry(self, url: str) -> tuple[float, str, bytes, str, str] | None:
+        """A cached index page of any age, `refresh` or not: (when it was fetched, content
+        type, body, ETag, Last-Modified), the last two "" when the server gave none."""
         stored = read_value(key_path(self.bucket(INDEX_BUCKET), url), _PAGE)
         if not isinstance(stored, tuple):
             return None

@@ -384,6 +384,13 @@ def local_file(url: str) -> Path | None:
     return file_url_path(url) if urlsplit(url).scheme == "file" else None
 
 
+def path_file(path: str) -> IndexFile:
+    """A wheel named by its path, as an index lists it: a file:// URL (read in place) and its
+    size."""
+    return IndexFile(os.path.basename(path), Path(path).resolve().as_uri(),
+                     size=os.path.getsize(path))
+
+
 def _local_path(location: str) -> Path | None:
     """The path a find-links entry or index URL names on disk; None for remote URLs."""
     if location.startswith("file:"):

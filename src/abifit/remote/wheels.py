@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 import weakref
 import zipfile
 from collections import OrderedDict
@@ -55,9 +56,9 @@ from abifit.formats.wheel import (
     Member,
     WheelArchive,
     is_elf_member,
+    member_bytes,
     member_data_start,
     python_members,
-    whole_member,
 )
 from abifit.remote import cores
 from abifit.remote.cache import Cache
@@ -442,30 +443,19 @@ def open_member(archive: ByteSource, member: Member, where: str,
     `local` archive, where bytes cost nothing but reading them, a large member is inflated
     forward as far as the reads go (decoding a tail without its window costs far more CPU)."""
     start = member_data_start(archive, member, where)
-    if member.method == zipfile.ZIP_STORED:
-        return SliceSource(archive, start, member.compressed_size, where)
-    if member.method != zipfile.ZIP_DEFLATED:
-        raise FormatError(where, f"unsupported zip compression method {member.method}")
-    if member.compressed_size <= WHOLE_MEMBER:
-        return BytesSource(whole_member(archive.read_at(start, member.compressed_size), member,
-                                        where), where)
-    if local:
-        return _inflated(SliceSource(archive, start, member.compressed_size, where), member,
-                         where, local=True)
+    if local or member.method != zipfile.ZIP_DEFLATED or member.compressed_size <= WHOLE_MEMBER:
+        return member_bytes(archive, member, start, where,
+                            max_input=LOCAL_INPUT if local else None)
     return RemoteMember(archive, member, start, where)
 
 
-def _inflated(compressed: ByteSource, member: Member, where: str,
-              local: bool = False) -> ByteSource:
-    """A member's bytes, inflated from its start, over a source of its stored bytes (`local`:
-    one that costs nothing to read again, so it is read in small pieces, not in large
-    requests)."""
+def _inflated(compressed: ByteSource, member: Member, where: str) -> ByteSource:
+    """A member's bytes, inflated from its start, over a source of its stored bytes."""
     if member.method == zipfile.ZIP_STORED:
         return compressed
     if member.method != zipfile.ZIP_DEFLATED:
         raise FormatError(where, f"unsupported zip compression method {member.method}")
-    return InflateSource(compressed, member.size, where, crc=member.crc,
-                         max_input=LOCAL_INPUT if local else None)
+    return InflateSource(compressed, member.size, where, crc=member.crc)
 
 
 def _read_gpu_member(archive: ByteSource, member: Member, where: str,
@@ -474,9 +464,7 @@ def _read_gpu_member(archive: ByteSource, member: Member, where: str,
     headers read from its ends, then inflated from its start up to its fat binaries' end; in a
     `local` archive, inflated from its start as far as the reads go."""
     if local:
-        start = member_data_start(archive, member, where)
-        opened = _inflated(SliceSource(archive, start, member.compressed_size, where), member,
-                           where, local=True)
+        opened = open_member(archive, member, where, local=True)
         if not is_elf_member(opened):
             return None
         return read_gpu_code(opened, parse_elf(opened, relocations=False))
@@ -880,13 +868,14 @@ def cached_fetch(client: HttpClient | None, cache: Cache | None) -> Fetch:
     its ETag or Last-Modified: when the server answers 304 (unchanged), no page is sent again."""
 
     def fetch(url: str, headers: Mapping[str, str]) -> tuple[int, Mapping[str, str], bytes, str]:
-        if cache is not None:
-            page = cache.get_page(url, PAGE_MAX_AGE if client is not None else -1.0)
-            if page is not None:
-                return 200, {"content-type": page[0]}, page[1], url
+        entry = cache.page_entry(url) if cache is not None else None
+        usable = entry is not None and cache is not None and not cache.refresh
+        if entry is not None and (client is None  # offline: any age, refresh or not
+                                  or (usable and time.time() - entry[0] <= PAGE_MAX_AGE)):
+            return 200, {"content-type": entry[1]}, entry[2], url
         if client is None:
             raise UsageError(f"offline: {url} is not in the cache (run once without --offline)")
-        stale = cache.stale_page(url) if cache is not None else None
+        stale = entry[1:] if entry is not None and usable else None
         conditional = {} if stale is None else {
             k: v for k, v in (("If-None-Match", stale[2]), ("If-Modified-Since", stale[3])) if v}
         response = client.get(url, {**headers, **conditional}, allow=(304,) if conditional
