@@ -607,9 +607,10 @@ class HttpSource(Closing):
     def _check_whole(self, data: bytes) -> None:
         """The whole file came in one answer (a small file): it must have the expected sha256,
         as a download to a local copy must."""
-        if self._sha256 is not None and hashlib.sha256(data).hexdigest() != self._sha256:
-            raise HttpError(self._url, f"sha256 mismatch: downloaded "
-                            f"{hashlib.sha256(data).hexdigest()}, expected {self._sha256}")
+        digest = hashlib.sha256(data).hexdigest() if self._sha256 is not None else None
+        if digest is not None and digest != self._sha256:
+            raise HttpError(self._url, f"sha256 mismatch: downloaded {digest}, expected "
+                            f"{self._sha256}")
 
     def _same_file(self, resp: urllib3.BaseHTTPResponse) -> None:
         """Every answer about the file must name the version the first one named (its ETag,
