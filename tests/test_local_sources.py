@@ -412,3 +412,17 @@ def test_inspect_reads_a_wheel_named_by_its_path_like_one_on_an_index(
 
 def _no_opening(*_args: object) -> None:
     raise AssertionError("a wheel was opened")
+
+
+def test_a_file_named_like_no_wheel_is_one_error(wheels_dir: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`check PATH.whl` whose name is not a wheel's (a download saved as `x.whl`): one error
+    line, exit 2, not an internal error."""
+    odd = tmp_path / "download.whl"
+    odd.write_bytes(next(wheels_dir.glob("hostpkg-1.0-py3*")).read_bytes())
+    code, out, err = run(capsys, monkeypatch, tmp_path / "cache", "check", str(odd),
+                         no_index=True)
+    assert (code, out) == (2, "")
+    assert err.strip() == f"error: {odd}: not a wheel: its name is not " \
+        "NAME-VERSION[-BUILD]-PYTHON-ABI-PLATFORM.whl"

@@ -40,7 +40,7 @@ from abifit.commands.doctor import (
     located_copy,
 )
 from abifit.commands.plans import mark_loaded, plan_for, python_modules
-from abifit.errors import AbifitError, FormatError, UsageError
+from abifit.errors import AbifitError, FormatError, UsageError, WheelError
 from abifit.formats.elf import ElfImage, SymbolType, parse_elf
 from abifit.formats.fatbin import GpuCode, read_gpu_code
 from abifit.formats.sources import FileSource, ObjectSource
@@ -275,7 +275,11 @@ class Gatherer:
             if self.ctx is not None:  # read in place like a wheel on an index, cached alike
                 from abifit.remote.index import path_file
 
-                return self._remote_wheel(path_file(text), role)
+                file = path_file(text)
+                if file.wheel() is None:
+                    raise WheelError(text, "not a wheel: its name is not NAME-VERSION[-BUILD]-"
+                                     "PYTHON-ABI-PLATFORM.whl")
+                return self._remote_wheel(file, role)
             local = LocalWheel(text)
             name, version, _build, _tags = parse_wheel_filename(os.path.basename(text))
             return Wheel(name, str(version), os.path.basename(text), role,
