@@ -25,8 +25,10 @@ from abifit.errors import FormatError, UsageError
 from abifit.formats.elf import ElfImage
 from abifit.formats.fatbin import GpuCode, has_gpu_code, read_gpu_code, zstd_available
 from abifit.formats.sources import FileSource, ObjectSource
+from abifit.host import observe
 from abifit.host.environment import (
     Distribution,
+    InterpreterFacts,
     list_distributions,
     query_interpreter,
 )
@@ -43,6 +45,7 @@ from abifit.host.natives import (
     short_name,
     site_root,
 )
+from abifit.host.runcache import ReadEnviron, RunCache, run_key
 from abifit.remote.cache import GPU_BUCKET, Cache
 from abifit.sim import pythonapi
 from abifit.sim.findings import Finding, FindingKind
@@ -185,9 +188,9 @@ def index_library_fix(search: LibrarySearchFn, roots: list[str]) -> LibraryFix:
 
 def _import_names(dist: Distribution) -> list[str]:
     """Top-level import names of a distribution (top_level.txt, else its RECORD)."""
-    top = dist.metadata_dir / "top_level.txt"
-    if top.is_file():
-        names = [n.strip() for n in top.read_text("utf-8", "replace").splitlines() if n.strip()]
+    top = str(dist.metadata_dir / "top_level.txt")
+    if observe.isfile(top):
+        names = [n.strip() for n in observe.read_text(top).splitlines() if n.strip()]
         return [n for n in names if n.isidentifier()]
     site = str(dist.metadata_dir.parent) + "/"
     names = []
@@ -203,8 +206,7 @@ MAX_SOURCE = 8 << 20  # a Python file larger than this is not read for its impor
 
 def _read_source(path: str) -> bytes | None:
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_SOURCE + 1)
+        data = observe.read_bytes(path, MAX_SOURCE + 1)
     except OSError:
         return None
     return data if len(data) <= MAX_SOURCE else None
@@ -231,9 +233,8 @@ def installed_plans(dists: list[Distribution], natives: list[NativeFile],
 
 
 def _declared_names(dist: Distribution) -> list[str]:
-    top = dist.metadata_dir / "top_level.txt"
     try:
-        text = top.read_text("utf-8", "replace")
+        text = observe.read_text(str(dist.metadata_dir / "top_level.txt"))
     except OSError:
         return []
     return [n.strip() for n in text.splitlines() if n.strip()]
@@ -387,7 +388,7 @@ def _gpu_verdicts(path: str, image: ElfImage, targets: tuple[GpuTarget, ...],
     from the cache or read; None when it has none."""
     key = _verdicts_key(targets)
     try:
-        st = os.stat(path)
+        st = observe.stat(path)
         stored = cache.get(path, st, key, tuple[GpuVerdict, ...]) if cache else None
         if isinstance(stored, tuple) and len(stored) == len(targets):
             return stored
@@ -430,13 +431,51 @@ def doctor(
     remote: Callable[[], RemoteContext] | None = None,
     save_host: Path | None = None,
 ) -> DoctorReport:
-    """Scan the environment of `python`, simulate every selected module, explain the problems."""
+    """Scan the environment of `python`, simulate every selected module, explain the problems.
+
+    What is asked live (the interpreter's facts, the host's loader, the GPUs) keys a whole
+    result kept in the cache directory; the result is taken while the environment variables and
+    files the run looked at are unchanged (`abifit.host.runcache`). A run with `--verify` or
+    `--save-host` does work of its own and is always made, as is one that asked the index."""
     facts = query_interpreter(python)
+    host = probe_host(environ)
+    gpu_reason = None
+    if gpus is None:
+        gpus, gpu_reason = detect_targets(environ)
+    runs = RunCache(cache_dir, "doctor") if cache_dir and not verify and not save_host else None
+    key = run_key(facts, host, gpus, gpu_reason, tuple(packages), remote is None)
+    if runs is not None:
+        kept = runs.get(key, environ, DoctorReport)
+        if isinstance(kept, DoctorReport):
+            return kept
+    asked: list[bool] = []
+
+    def index() -> RemoteContext:
+        assert remote is not None
+        asked.append(True)
+        return remote()
+
+    read = ReadEnviron(environ)
+    with observe.recording() as recorder:
+        report = _doctor(facts, host, gpus, gpu_reason, packages, verify=verify,
+                         cache_dir=cache_dir, environ=read, progress=progress,
+                         remote=index if remote is not None else None, save_host=save_host)
+    if runs is not None and not asked:
+        runs.put(key, read, recorder, report)
+    return report
+
+
+def _doctor(
+    facts: InterpreterFacts, host: HostFacts, gpus: tuple[GpuTarget, ...],
+    gpu_reason: str | None, packages: list[str], *, verify: bool, cache_dir: Path | None,
+    environ: Mapping[str, str], progress: Progress,
+    remote: Callable[[], RemoteContext] | None, save_host: Path | None,
+) -> DoctorReport:
     progress("reading distributions")
     dists = list_distributions(facts)
     source = LocalObjects(ElfCache(cache_dir) if cache_dir else None)
     natives = scan_native_files(facts, dists, image_or_none(source), loose=True)
-    roots = [p for p in facts.sys_path if os.path.isdir(p)]
+    roots = [p for p in facts.sys_path if observe.isdir(p)]
     progress("reading the packages' Python code")
     plans = installed_plans(dists, natives, Cache(cache_dir) if cache_dir else None)
     natives = mark_loaded(natives, plans, roots)
@@ -445,7 +484,6 @@ def doctor(
     if packages and not targets:
         raise UsageError(f"no native modules found for {', '.join(packages)} in the environment "
                          f"of {facts.executable}")
-    host = probe_host(environ)
     locator = Locator(lambda: library_dirs(facts.sys_path, environ))
     config = replace(search_config(host), stand_in=located_copy(locator, image_or_none(source)))
     sim = Simulator(env, source, config, load_import_rules(), glob_files)
@@ -473,9 +511,6 @@ def doctor(
         findings += [_import_disagreement(c) for c in import_checks
                      if not c.agrees and c.actual_works is not None]
     libraries = sum(1 for n in natives if n.module is None)
-    gpu_reason = None
-    if gpus is None:
-        gpus, gpu_reason = detect_targets(environ)
     checks: tuple[GpuCheck, ...] = ()
     if gpus:
         checks = _gpu_check(natives, statuses, roots, image_or_none(source), progress, gpus,

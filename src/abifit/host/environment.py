@@ -16,6 +16,8 @@ sources of a build, relative to the project, not what was installed.
 from __future__ import annotations
 
 import csv
+import glob
+import io
 import json
 import os
 import shutil
@@ -27,6 +29,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from abifit.errors import EnvironmentQueryError, UsageError
+from abifit.host import observe
 
 _FACTS_SCRIPT = """\
 import importlib.machinery, json, os, platform, sys, sysconfig
@@ -181,10 +184,10 @@ class _Metadata:
 def _read_metadata(metadata_dir: Path) -> _Metadata | None:
     """Name, version and Requires-Dist from a dist-info's METADATA, an egg-info's PKG-INFO
     (with its requires.txt when PKG-INFO has no Requires-Dist), or a single-file egg-info."""
-    names = ("METADATA", "PKG-INFO") if metadata_dir.is_dir() else ("",)
+    names = ("METADATA", "PKG-INFO") if observe.isdir(str(metadata_dir)) else ("",)
     for fname in names:
         try:
-            text = (metadata_dir / fname if fname else metadata_dir).read_text("utf-8", "replace")
+            text = observe.read_text(str(metadata_dir / fname if fname else metadata_dir))
         except OSError:
             continue
         head = text.split("\n\n", 1)[0]
@@ -202,7 +205,7 @@ def _read_metadata(metadata_dir: Path) -> _Metadata | None:
 def _read_text(path: Path) -> str:
     """A metadata file's text; empty when it is absent or unreadable."""
     try:
-        return path.read_text("utf-8", "replace")
+        return observe.read_text(str(path))
     except OSError:
         return ""
 
@@ -232,27 +235,28 @@ def egg_info_requires(text: str) -> tuple[str, ...]:
 def _metadata_dirs(sys_path: tuple[str, ...]) -> list[Path]:
     dirs: list[Path] = []
     for entry in sys_path:
-        root = Path(entry)
-        if not root.is_dir():
+        root = os.path.abspath(entry)
+        if not observe.isdir(root):
             continue
-        dirs.extend(sorted(root.glob("*.dist-info")))
-        dirs.extend(sorted(root.glob("*.egg-info")))
+        for pattern in ("*.dist-info", "*.egg-info"):
+            found = observe.glob(os.path.join(glob.escape(root), pattern), hidden=True)
+            dirs.extend(sorted(Path(p) for p in found))
     return dirs
 
 
 def _listed_files(metadata_dir: Path) -> tuple[str, ...] | None:
     """The files a distribution's RECORD (or an egg-info's installed-files.txt) lists; None
     when it has neither."""
-    record = metadata_dir / "RECORD"
-    if record.is_file():
-        with open(record, newline="", encoding="utf-8", errors="replace") as f:
-            rows = [row[0] for row in csv.reader(f) if row]
+    record = str(metadata_dir / "RECORD")
+    if observe.isfile(record):
+        text = observe.read_bytes(record).decode("utf-8", "replace")
+        rows = [row[0] for row in csv.reader(io.StringIO(text, newline="")) if row]
         base = metadata_dir.parent
     else:
-        listed = metadata_dir / "installed-files.txt"
-        if not listed.is_file():
+        listed = str(metadata_dir / "installed-files.txt")
+        if not observe.isfile(listed):
             return None
-        rows = listed.read_text("utf-8", "replace").splitlines()
+        rows = observe.read_text(listed).splitlines()
         base = metadata_dir
     prefix = str(base) + "/"
     return tuple(os.path.normpath(prefix + r) if "./" in r else prefix + r
@@ -273,13 +277,13 @@ def inferred_files(site: Path, names: list[str], suffixes: tuple[str, ...]) -> t
     name (but `__pycache__`), and the module files `NAME.py`, `NAME<extension suffix>`."""
     out: list[str] = []
     for name in names:
-        top = site / name
-        if top.is_dir():
-            for directory, subdirs, files in os.walk(top):
+        top = str(site / name)
+        if observe.isdir(top):
+            for directory, subdirs, files in observe.walk(top):
                 subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
                 out += [os.path.join(directory, f) for f in sorted(files)]
         out += [str(site / (name + s)) for s in (".py", *suffixes)
-                if (site / (name + s)).is_file()]
+                if observe.isfile(str(site / (name + s)))]
     return tuple(dict.fromkeys(out))
 
 
@@ -287,7 +291,7 @@ def _distribution(metadata_dir: Path, meta: _Metadata,
                   suffixes: tuple[str, ...]) -> Distribution:
     """The distribution of a metadata directory: its listed files, else (an egg-info) the
     files its top-level names infer; a dist-info without RECORD raises `UsageError`."""
-    listed = _listed_files(metadata_dir) if metadata_dir.is_dir() else None
+    listed = _listed_files(metadata_dir) if observe.isdir(str(metadata_dir)) else None
     if listed is not None:
         return Distribution(meta.name, meta.version, metadata_dir, listed, meta.requires)
     if metadata_dir.suffix != ".egg-info":

@@ -21,14 +21,14 @@ from abifit.errors import FormatError
 from abifit.formats.datacodec import conforms
 from abifit.formats.elf import ElfImage, FileType, is_elf, parse_elf
 from abifit.formats.sources import FileSource
+from abifit.host import observe
 from abifit.remote.cache import ELF_BUCKET, key_path, read_value, write_value
 
 
 def is_elf_file(path: str) -> bool:
     """Whether a file starts with the ELF magic; False when it cannot be read."""
     try:
-        with open(path, "rb") as f:
-            return is_elf(f.read(4))
+        return is_elf(observe.read_bytes(path, 4))
     except OSError:
         return False
 
@@ -137,17 +137,17 @@ class LocalObjects:
         self._images: dict[str, ElfImage] = {}
 
     def is_file(self, path: str) -> bool:
-        return os.path.isfile(path)
+        return observe.isfile(path)
 
     def identity(self, path: str) -> str:
         try:
-            st = os.stat(path)
+            st = observe.stat(path)
         except OSError:
             return path
         return f"{st.st_dev}:{st.st_ino}"
 
     def image(self, path: str) -> ElfImage:
-        st = os.stat(path)
+        st = observe.stat(path)
         key = f"{st.st_dev}:{st.st_ino}"
         known = self._images.get(key)
         if known is not None:

@@ -12,6 +12,8 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
+from abifit.host import observe
+
 _FIXED = (
     "/usr/local/cuda*/lib64", "/usr/local/cuda*/lib", "/usr/local/cuda*/targets/*/lib",
     "/usr/local/cuda*/compat", "/usr/local/lib", "/usr/local/lib64", "/opt/*/lib", "/opt/*/lib64",
@@ -28,7 +30,7 @@ def _site_library_dirs(site: str) -> list[str]:
     """Library directories in a site-packages: pkg/lib, nvidia/x/lib, nvidia/cu13/lib, *.libs."""
     dirs = []
     for pattern in ("*/lib", "*/*/lib", "*/*/*/lib", "*.libs", "*/lib64"):
-        dirs.extend(glob.glob(os.path.join(glob.escape(site), pattern)))
+        dirs.extend(_glob(os.path.join(glob.escape(site), pattern)))
     return dirs
 
 
@@ -36,22 +38,29 @@ def library_dirs(sys_path: Iterable[str], env: Mapping[str, str]) -> tuple[str, 
     """Every directory worth looking in for a library of a given name."""
     dirs: list[str] = []
     for pattern in _FIXED:
-        dirs.extend(glob.glob(pattern))
-    roots = [os.path.expanduser(r) for r in _ENV_ROOTS]
+        dirs.extend(_glob(pattern))
+    home = env.get("HOME") or os.path.expanduser("~")
+    roots = [home + r[1:] if r.startswith("~/") else r for r in _ENV_ROOTS]
     for var in ("CONDA_PREFIX", "VIRTUAL_ENV", "CUDA_HOME", "CUDA_PATH"):
         if env.get(var):
             roots.append(env[var])
     prefixes: list[str] = []
     for pattern in roots:
-        prefixes.extend(glob.glob(pattern))
-    sites = [p for p in sys_path if os.path.isdir(p)]
+        prefixes.extend(_glob(pattern))
+    sites = [p for p in sys_path if observe.isdir(p)]
     for prefix in prefixes:
-        dirs.extend(glob.glob(os.path.join(glob.escape(prefix), "lib")))
-        dirs.extend(glob.glob(os.path.join(glob.escape(prefix), "lib64")))
-        sites.extend(glob.glob(os.path.join(glob.escape(prefix), "lib/python3*/site-packages")))
+        dirs.extend(_glob(os.path.join(glob.escape(prefix), "lib")))
+        dirs.extend(_glob(os.path.join(glob.escape(prefix), "lib64")))
+        sites.extend(_glob(os.path.join(glob.escape(prefix), "lib/python3*/site-packages")))
     for site in dict.fromkeys(sites):
         dirs.extend(_site_library_dirs(site))
-    return tuple(dict.fromkeys(os.path.normpath(d) for d in dirs if os.path.isdir(d)))
+    return tuple(dict.fromkeys(os.path.normpath(d) for d in dirs if observe.isdir(d)))
+
+
+def _glob(pattern: str) -> list[str]:
+    """`glob.glob(pattern)`; nothing for a relative pattern (a relative CONDA_PREFIX, say,
+    names no place of its own)."""
+    return observe.glob(pattern, hidden=False) if pattern.startswith("/") else []
 
 
 class Locator:
@@ -67,4 +76,4 @@ class Locator:
         if self._dirs is None:
             self._dirs = tuple(self._collect())
         return tuple(str(Path(d) / name) for d in self._dirs
-                     if os.path.isfile(os.path.join(d, name)))
+                     if observe.isfile(os.path.join(d, name)))

@@ -24,6 +24,7 @@ from pathlib import Path
 from abifit.errors import FormatError
 from abifit.formats.elf import ElfImage, FileType, might_be_elf
 from abifit.formats.sources import ObjectSource
+from abifit.host import observe
 from abifit.host.environment import (
     Distribution,
     InterpreterFacts,
@@ -96,13 +97,13 @@ def scan_native_files(
     that exports its `PyInit_*` function. A file two distributions claim is the first's that
     lists it (listed files before inferred ones). With `loose`, also the ELF files on the
     interpreter's path that no distribution claims (`loose_files`), of no distribution."""
-    roots = [p for p in facts.sys_path if os.path.isdir(p)]
+    roots = [p for p in facts.sys_path if observe.isdir(p)]
     found: list[NativeFile] = []
     claimed: set[str] = set()
 
     def add(path: str, key: str) -> None:
         if (path in claimed or not might_be_elf(os.path.basename(path))
-                or os.path.islink(path) or not _regular(path)):
+                or observe.islink(path) or not _regular(path)):
             return
         name = module_name(path, roots, facts.extension_suffixes)
         if not is_elf_file(path) and name is None:
@@ -131,7 +132,7 @@ def not_files(facts: InterpreterFacts, dists: list[Distribution]) -> list[NotAFi
     regular files: a directory, a FIFO or device, a symbolic link that cannot be followed. The
     import system skips them (so the module is not found), unless a regular file beside it
     provides the module (another extension suffix, a `.py`, a package), which leaves it out."""
-    roots = [p for p in facts.sys_path if os.path.isdir(p)]
+    roots = [p for p in facts.sys_path if observe.isdir(p)]
     out = []
     for dist in dists:
         for path in dist.files:
@@ -156,9 +157,9 @@ class NotAFile:
 def _not_regular(path: str) -> str | None:
     """What `path` is when it is not a regular file (None when it is one, or is not there)."""
     try:
-        mode = os.stat(path).st_mode
+        mode = observe.stat(path).st_mode
     except OSError as e:
-        if not os.path.islink(path):
+        if not observe.islink(path):
             return None
         loop = e.errno == errno.ELOOP
         return "a symbolic link loop" if loop else "a symbolic link to nothing"
@@ -171,14 +172,14 @@ def _provided(path: str, module: str, suffixes: Iterable[str]) -> bool:
     directory, leaf = os.path.dirname(path), module.rpartition(".")[2]
     beside = [os.path.join(directory, leaf + s) for s in (*suffixes, ".py")]
     beside.append(os.path.join(directory, leaf, "__init__.py"))
-    return any(p != path and os.path.isfile(p) for p in beside)
+    return any(p != path and observe.isfile(p) for p in beside)
 
 
 def _regular(path: str) -> bool:
     """Whether `path` is a regular file (a FIFO or a device is never opened: reading one may
     block for ever)."""
     try:
-        return stat.S_ISREG(os.stat(path).st_mode)
+        return stat.S_ISREG(observe.stat(path).st_mode)
     except OSError:
         return False
 
@@ -186,11 +187,11 @@ def _regular(path: str) -> bool:
 def search_dirs(facts: InterpreterFacts) -> list[str]:
     """The directories on the interpreter's path, but its own module directories (stdlib,
     lib-dynload), once each."""
-    own = {os.path.realpath(d) for d in facts.stdlib_dirs}
+    own = {observe.realpath(d) for d in facts.stdlib_dirs}
     out: dict[str, str] = {}
     for entry in facts.sys_path:
-        real = os.path.realpath(entry)
-        if real not in own and real not in out and os.path.isdir(entry):
+        real = observe.realpath(entry)
+        if real not in own and real not in out and observe.isdir(entry):
             out[real] = entry
     return list(out.values())
 
@@ -205,8 +206,7 @@ def loose_files(dirs: Iterable[str], suffixes: Iterable[str],
     out: list[str] = []
     for root in dirs:
         try:
-            with os.scandir(root) as listing:
-                entries = sorted(listing, key=lambda e: e.name)
+            entries = sorted(observe.scandir(root), key=lambda e: e.name)
         except OSError:
             continue
         for entry in entries:
@@ -215,7 +215,7 @@ def loose_files(dirs: Iterable[str], suffixes: Iterable[str],
                 out.append(path)
             elif (entry.name.isidentifier() and entry.name != "__pycache__"
                   and os.path.join(path, "__init__.py") not in owned
-                  and entry.is_dir() and os.path.isfile(os.path.join(path, "__init__.py"))):
+                  and entry.is_dir() and observe.isfile(os.path.join(path, "__init__.py"))):
                 out += [f for f in _package_files(path) if f not in owned]
     return out
 
@@ -223,14 +223,14 @@ def loose_files(dirs: Iterable[str], suffixes: Iterable[str],
 def _package_files(package: str) -> list[str]:
     """The files under a package directory that may be native, in its importable subdirectories."""
     out = []
-    for directory, subdirs, files in os.walk(package):
+    for directory, subdirs, files in observe.walk(package):
         subdirs[:] = sorted(d for d in subdirs if d.isidentifier() and d != "__pycache__")
         out += [os.path.join(directory, f) for f in sorted(files) if might_be_elf(f)]
     return out
 
 
 def _has_init(directory: str) -> bool:
-    return os.path.isfile(os.path.join(directory, "__init__.py"))
+    return observe.isfile(os.path.join(directory, "__init__.py"))
 
 
 def mark_plugins(natives: list[NativeFile], image: Callable[[str], ElfImage | None],
@@ -262,7 +262,7 @@ def mark_plugins(natives: list[NativeFile], image: Callable[[str], ElfImage | No
 
 def glob_files(directory: str, pattern: str) -> list[str]:
     """Paths under `directory` matching a relative glob pattern, sorted."""
-    return sorted(str(p) for p in Path(directory).glob(pattern))
+    return sorted(observe.glob(str(Path(directory, pattern)), hidden=True))
 
 
 def image_or_none(source: ObjectSource) -> Callable[[str], ElfImage | None]:

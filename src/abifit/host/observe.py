@@ -1,0 +1,332 @@
+"""The file-system calls of the host layer, recorded while a run asks for it (I/O).
+
+A result worked out from files may be kept for the next run only while nothing it looked at has
+changed. So the host code that `doctor` runs asks the file system through this module, and
+while `recording()` is active every answer is noted as an observation: the `stat` (or `lstat`)
+of the path as a stamp (type, device, inode, size, mtime and ctime), or the error number when
+there was none. Listing a directory notes the directory's stamp: adding, removing or renaming
+an entry changes its mtime and ctime. Reading a file notes the `fstat` of what was opened.
+
+`unchanged()` asks every noted path again and says whether each answer is the same. Together
+with the rule `settled()` (nothing noted changed within the last second before the run began, so
+a change in the same clock tick as an observation cannot go unseen) an unchanged set of
+observations means the run would see the same files and read the same bytes.
+
+Outside `recording()` the functions are the os calls they wrap, with nothing noted.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import stat as stat_module
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+STAT, LSTAT, READLINK = "stat", "lstat", "readlink"
+Stamp = tuple[int, int, int, int, int, int]  # mode, device, inode, size, mtime_ns, ctime_ns
+Seen = Stamp | str | int  # a stamp, a link's target, or the errno of the failed call
+SETTLE_NS = 1_000_000_000  # a change this close before the run began may share a clock tick
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one call saw of one path."""
+
+    kind: str  # STAT, LSTAT or READLINK
+    path: str
+    seen: Seen
+
+
+class Recorder:
+    """The observations of one run, the first answer for each (kind, path)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, str], Seen] = {}
+        self.started_ns = time.time_ns()
+
+    def note(self, kind: str, path: str, seen: Seen) -> None:
+        self.seen.setdefault((kind, path), seen)
+
+    def observations(self) -> tuple[Observation, ...]:
+        return tuple(Observation(kind, path, seen) for (kind, path), seen in self.seen.items())
+
+
+_recorders: list[Recorder] = []
+
+
+@contextmanager
+def recording() -> Iterator[Recorder]:
+    """Note every answer of this module's calls made inside the block."""
+    recorder = Recorder()
+    _recorders.append(recorder)
+    try:
+        yield recorder
+    finally:
+        _recorders.remove(recorder)
+
+
+def _note(kind: str, path: str, seen: Seen) -> None:
+    for recorder in _recorders:
+        recorder.note(kind, path, seen)
+
+
+def stamp_of(st: os.stat_result) -> Stamp:
+    return (st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _ask(kind: str, path: str) -> Seen:
+    try:
+        if kind == READLINK:
+            return os.readlink(path)
+        return stamp_of(os.stat(path) if kind == STAT else os.lstat(path))
+    except OSError as e:
+        return e.errno or -1
+
+
+def unchanged(observations: tuple[Observation, ...]) -> bool:
+    """Whether every path answers as it did."""
+    return all(_ask(o.kind, o.path) == o.seen for o in observations)
+
+
+def settled(observations: tuple[Observation, ...], started_ns: int) -> bool:
+    """Whether nothing observed changed within SETTLE_NS before `started_ns` (or after it): a
+    change in the same clock tick as an observation would leave its stamp as it was."""
+    limit = started_ns - SETTLE_NS
+    return all(not isinstance(o.seen, tuple) or (o.seen[4] < limit and o.seen[5] < limit)
+               for o in observations)
+
+
+# ---------------------------------------------------------------------------------------------
+# The calls
+
+
+def stat(path: str) -> os.stat_result:
+    """`os.stat`, noted."""
+    return _stat(STAT, path)
+
+
+def lstat(path: str) -> os.stat_result:
+    """`os.lstat`, noted."""
+    return _stat(LSTAT, path)
+
+
+def _stat(kind: str, path: str) -> os.stat_result:
+    path = os.fspath(path)
+    try:
+        st = os.stat(path) if kind == STAT else os.lstat(path)
+    except OSError as e:
+        if _recorders:
+            _note(kind, path, e.errno or -1)
+        raise
+    if _recorders:
+        _note(kind, path, stamp_of(st))
+    return st
+
+
+def _mode(kind: str, path: str) -> int | None:
+    try:
+        return _stat(kind, path).st_mode
+    except (OSError, ValueError):
+        return None
+
+
+def isfile(path: str) -> bool:
+    mode = _mode(STAT, path)
+    return mode is not None and stat_module.S_ISREG(mode)
+
+
+def isdir(path: str) -> bool:
+    mode = _mode(STAT, path)
+    return mode is not None and stat_module.S_ISDIR(mode)
+
+
+def exists(path: str) -> bool:
+    return _mode(STAT, path) is not None
+
+
+def lexists(path: str) -> bool:
+    return _mode(LSTAT, path) is not None
+
+
+def islink(path: str) -> bool:
+    mode = _mode(LSTAT, path)
+    return mode is not None and stat_module.S_ISLNK(mode)
+
+
+def realpath(path: str) -> str:
+    """`os.path.realpath(path)` (not strict); while recording, resolved here one component at
+    a time so that what each component visited links to (or that it is no link) is noted, the
+    components of the links followed included: nothing else of them decides the answer."""
+    if not _recorders:
+        return os.path.realpath(path)
+    start = path if path.startswith("/") else os.path.join(os.getcwd(), path)
+    resolved, _complete = _resolve("", start, {})
+    return os.path.abspath(resolved)
+
+
+def _resolve(base: str, rest: str, links: dict[str, str | None]) -> tuple[str, bool]:
+    """`rest` resolved from the resolved directory `base`; False when a loop of links stopped
+    it (the rest is then joined as it is). `links` maps each link met to where it leads (None
+    while it is being resolved)."""
+    if rest.startswith("/"):
+        base, rest = "/", rest.lstrip("/")
+    while rest:
+        name, _, rest = rest.partition("/")
+        if name in ("", "."):
+            continue
+        if name == "..":
+            base = os.path.dirname(base) if base not in ("", "/") else base or ".."
+            continue
+        path = os.path.join(base, name)
+        target = _readlink(path)
+        if target is None:
+            base = path
+            continue
+        if path in links:
+            known = links[path]
+            if known is None:
+                return os.path.join(path, rest), False
+            base = known
+            continue
+        links[path] = None
+        base, complete = _resolve(base, target, links)
+        if not complete:
+            return os.path.join(base, rest), False
+        links[path] = base
+    return base, True
+
+
+def _readlink(path: str) -> str | None:
+    """Where the link `path` leads; None when it is no link (or is not there), noted."""
+    try:
+        target = os.readlink(path)
+    except OSError as e:
+        _note(READLINK, path, e.errno or -1)
+        return None
+    _note(READLINK, path, target)
+    return target
+
+
+def scandir(path: str) -> list[os.DirEntry[str]]:
+    """The entries of a directory, in the order the file system gives them; raises OSError.
+    The directory's stamp is noted, and the `stat` of each symbolic link among the entries
+    (`DirEntry.is_file()` and `is_dir()` follow it)."""
+    path = os.fspath(path)
+    before = _stat(STAT, path) if _recorders else None
+    with os.scandir(path) as listing:
+        entries = list(listing)
+    if before is not None:
+        for entry in entries:
+            if entry.is_symlink():
+                _mode(STAT, entry.path)
+    return entries
+
+
+def listdir(path: str) -> list[str]:
+    return [entry.name for entry in scandir(path)]
+
+
+def walk(top: str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """`os.walk(top)` (top down, errors ignored, links to directories listed but not
+    entered), each directory noted as `scandir` notes it. The caller may prune the list of
+    subdirectories in place, as with `os.walk`."""
+    try:
+        entries = scandir(top)
+    except OSError:
+        return
+    dirs: list[str] = []
+    files: list[str] = []
+    for entry in entries:
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False
+        (dirs if is_dir else files).append(entry.name)
+    yield top, dirs, files
+    for name in dirs:
+        path = os.path.join(top, name)
+        if not islink(path):
+            yield from walk(path)
+
+
+def read_bytes(path: str, size: int = -1) -> bytes:
+    """The bytes of a file, at most `size` of them when it is not negative; raises OSError.
+    Notes the `fstat` of the opened file (the `stat` of the path when it cannot be opened: it
+    changes with whatever would let it open)."""
+    try:
+        with open(path, "rb") as f:
+            if _recorders:
+                _note(STAT, os.fspath(path), stamp_of(os.fstat(f.fileno())))
+            return f.read(size)
+    except OSError:
+        if _recorders:
+            _mode(STAT, path)
+        raise
+
+
+def read_text(path: str) -> str:
+    """A UTF-8 text file as `open(path, encoding="utf-8", errors="replace").read()` gives it
+    (undecodable bytes replaced, line ends made "\\n"); raises OSError."""
+    text = read_bytes(path).decode("utf-8", "replace")
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def glob(pattern: str, *, hidden: bool) -> list[str]:
+    """The paths matching an absolute `pattern` (`*`, `?`, `[...]` within a component; `**` for a
+    directory and every directory below it), every directory read noted.
+
+    `hidden=False` follows `glob.glob`: a wildcard does not match a name starting with a dot
+    unless its own component does, and a literal last component need only exist as a link.
+    `hidden=True` follows `pathlib.Path.glob`: wildcards match every name, and a literal last
+    component must lead to something. Matches come in the file system's order, as theirs do.
+    """
+    if not pattern.startswith("/"):
+        raise ValueError(f"not an absolute pattern: {pattern!r}")
+    parts = pattern.split("/")
+    first = next((i for i, p in enumerate(parts) if _magic(p)), len(parts))
+    if first == len(parts):
+        found = exists(pattern) if hidden else lexists(pattern)
+        return [pattern] if found else []
+    head = "/".join(parts[:first]) or "/"
+    paths = [head] if isdir(head) else []
+    rest = parts[first:]
+    for n, part in enumerate(rest):
+        last = n == len(rest) - 1
+        paths = [match for path in paths for match in _expand(path, part, last, hidden)]
+    return paths
+
+
+def _magic(part: str) -> bool:
+    return any(c in part for c in "*?[")
+
+
+def _expand(directory: str, part: str, last: bool, hidden: bool) -> list[str]:
+    """The paths below `directory` that match one component of a pattern."""
+    if part == "**":
+        return [d for d, _subdirs, _files in walk(directory)]
+    if not _magic(part):
+        path = os.path.join(directory, part)
+        if not last:
+            return [path] if isdir(path) else []
+        return [path] if (exists(path) if hidden else lexists(path)) else []
+    try:
+        entries = scandir(directory)
+    except OSError:
+        return []
+    out = []
+    for entry in entries:
+        if not hidden and entry.name.startswith(".") and not part.startswith("."):
+            continue
+        if not fnmatch.fnmatchcase(entry.name, part):
+            continue
+        if not last:
+            try:
+                if not entry.is_dir():
+                    continue
+            except OSError:
+                continue
+        out.append(os.path.join(directory, entry.name))
+    return out

@@ -1,0 +1,119 @@
+"""Whole results kept between runs while nothing they were worked out from has changed (I/O).
+
+A run's result depends on what it was given (its key: the command's arguments and the facts a
+run asks for live, such as the interpreter's answers and the host's loader), on the environment
+variables it read, and on the files it looked at. The last two are recorded while it works
+(`observe.recording()`, `ReadEnviron`), and stored with the result. A later run with the same
+key takes the result only when every variable read has the same value and every path observed
+answers as it did (`observe.unchanged`), and a result is stored only when nothing it observed
+changed in the second before the run began (`observe.settled`).
+
+The key also holds abifit's release and a fingerprint of its own files, so a changed abifit never
+takes a result an older one worked out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from abifit.formats.datacodec import conforms, encode
+from abifit.host import observe
+from abifit.remote.cache import RUNS_BUCKET, key_path, read_value, write_value
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+class ReadEnviron(Mapping[str, str]):
+    """An environment that notes which variables were read; going through all of them (as
+    handing them to a subprocess does) notes all."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        self.read: dict[str, str | None] = {}
+        self.all_read = False
+
+    def __getitem__(self, name: str) -> str:
+        self.read[name] = self._environ.get(name)
+        return self._environ[name]
+
+    def __contains__(self, name: object) -> bool:
+        if isinstance(name, str):
+            self.read[name] = self._environ.get(name)
+        return name in self._environ
+
+    def __iter__(self) -> Iterator[str]:
+        self.all_read = True
+        return iter(self._environ)
+
+    def __len__(self) -> int:
+        self.all_read = True
+        return len(self._environ)
+
+    def seen(self) -> tuple[tuple[str, str | None], ...]:
+        """Every variable read with its value (all of them when all were gone through)."""
+        read = dict(self._environ) if self.all_read else self.read
+        return tuple(sorted(read.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRun:
+    """A result, with what it was worked out from beyond its key."""
+
+    key: str
+    environ: tuple[tuple[str, str | None], ...]
+    observations: tuple[observe.Observation, ...]
+    result: object
+
+
+def fingerprint() -> str:
+    """abifit's own code and data files: their names, sizes and mtimes."""
+    rows = []
+    for directory, subdirs, files in os.walk(_PACKAGE):
+        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith((".py", ".json")):
+                st = os.stat(os.path.join(directory, name))
+                rows.append(f"{os.path.relpath(directory, _PACKAGE)}/{name}:{st.st_size}:"
+                            f"{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(rows).encode()).hexdigest()
+
+
+def run_key(*parts: object) -> str:
+    """The digest of what a run was given (values the data codec can write)."""
+    from abifit import __version__
+
+    return hashlib.sha256(encode((__version__, fingerprint(), parts))).hexdigest()
+
+
+class RunCache:
+    """Whole results of one command, one entry per key, under the cache directory."""
+
+    def __init__(self, root: Path, command: str) -> None:
+        self.root = root / RUNS_BUCKET
+        self.command = command
+
+    def get(self, key: str, environ: Mapping[str, str], expect: object) -> object | None:
+        """The stored result for `key` while everything it was worked out from is unchanged."""
+        stored = read_value(key_path(self.root, self.command, key), StoredRun)
+        if not isinstance(stored, StoredRun) or stored.key != key:
+            return None
+        if any(environ.get(name) != value for name, value in stored.environ):
+            return None
+        if not observe.unchanged(stored.observations):
+            return None
+        return stored.result if conforms(stored.result, expect) else None
+
+    def put(self, key: str, environ: ReadEnviron, recorder: observe.Recorder,
+            result: object) -> bool:
+        """Keep `result` unless something it looked at changed too recently to tell; whether
+        it was kept."""
+        observations = recorder.observations()
+        if not observe.settled(observations, recorder.started_ns):
+            return False
+        write_value(key_path(self.root, self.command, key),
+                    StoredRun(key, environ.seen(), observations, result))
+        return True
