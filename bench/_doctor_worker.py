@@ -45,7 +45,7 @@ import abifit.report.doctor  # noqa: E402
 import abifit.report.json  # noqa: E402
 import abifit.sim.loader  # noqa: E402
 import abifit.sim.process  # noqa: E402
-from abifit.host.allocator import tune_allocator  # noqa: E402
+from abifit.host.allocator import tune_allocator, tune_collector  # noqa: E402
 
 IMPORTED = time.perf_counter()
 PROFILE_TOP = 20
@@ -127,6 +127,7 @@ def measure(argv: list[str]) -> dict[str, object]:
     clock = PhaseClock()
     missing = clock.install()
     tune_allocator()  # as the `abifit` command does before its main
+    tune_collector()
     start = time.perf_counter()
     code = abifit.cli.main(argv)
     main_s = time.perf_counter() - start

@@ -25,6 +25,7 @@ from abifit.formats import fatbin
 from abifit.formats.elf import ElfImage, parse_elf
 from abifit.formats.fatbin import GpuCode, ptx_has_kernels, read_fatbins, read_gpu_code
 from abifit.formats.sources import ByteSource, BytesSource, FileSource
+from abifit.remote import cores
 from abifit.sim.gpu import (
     ComputeCapability,
     GpuTarget,
@@ -306,6 +307,7 @@ def test_gpu_verdicts_are_cached_until_the_file_changes(
         return read(source, image)
 
     monkeypatch.setattr(doctor_command, "read_gpu_code", counting)
+    monkeypatch.setattr(cores, "parallel", lambda: False)  # every read in this process
     args = ("doctor", "--python", str(gpu_venv), "--json", "--cache-dir", str(tmp_path))
     first = run(capsys, *args, "--gpu", "10.0")
     assert len(reads) == 1

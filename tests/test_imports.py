@@ -180,3 +180,12 @@ def test_shipped_rules_parse() -> None:
     rules = load_imports_rules()
     assert {"torchvision", "sgl-kernel", "mpi4py", "cuda-core"} <= set(rules)
     assert all(rule.why for rule in rules.values())
+
+
+def test_marked_reads_every_marker() -> None:
+    """`marked`'s quick passes ("DLL", "ibrary") cover every loading function it looks for."""
+    from abifit.sim.imports import LOAD_MARKERS, marked
+
+    for marker in LOAD_MARKERS:
+        assert marked(b"x = " + marker + b"(path)")
+    assert not marked(b"import os\nos.listdir('.')\n")

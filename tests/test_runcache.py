@@ -205,7 +205,7 @@ def test_verify_and_packages_are_not_taken_from_another_run(env: Env, tmp_path: 
 
 @contextmanager
 def raw_calls() -> Iterator[list[tuple[str, str, observe.Recorder]]]:
-    """Every path given to os.stat, os.lstat, os.scandir, os.listdir, os.readlink and open
+    """Every path given to os.stat, os.lstat, os.scandir, os.listdir, os.readlink, os.open and open
     while a recorder is active, with that recorder (doctor's own)."""
     seen: list[tuple[str, str, observe.Recorder]] = []
     patched: list[tuple[object, str, Callable[..., object]]] = []
@@ -221,7 +221,7 @@ def raw_calls() -> Iterator[list[tuple[str, str, observe.Recorder]]]:
         patched.append((owner, name, real))
         setattr(owner, name, spy)
 
-    for name in ("stat", "lstat", "scandir", "listdir", "readlink"):
+    for name in ("stat", "lstat", "scandir", "listdir", "readlink", "open"):
         wrap(os, name)
     wrap(builtins, "open")
     wrap(io, "open")

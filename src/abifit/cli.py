@@ -553,10 +553,12 @@ def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def entry() -> int:
     """The `abifit` command (and `python -m abifit`): `main`, in a process whose allocator is
-    set for holding large buffers (`tune_allocator`); as a library, abifit leaves it alone."""
-    from abifit.host.allocator import tune_allocator
+    set for holding large buffers (`tune_allocator`) and many objects (`tune_collector`); as a
+    library, abifit leaves them alone."""
+    from abifit.host.allocator import tune_allocator, tune_collector
 
     tune_allocator()
+    tune_collector()
     return main()
 
 

@@ -14,16 +14,29 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from abifit.commands.gpus import detect_targets
-from abifit.commands.plans import cached_parse, mark_loaded, plan_for, python_modules
+from abifit.commands.plans import (
+    ParseAhead,
+    cached_parse,
+    mark_loaded,
+    plan_for,
+    python_modules,
+)
 from abifit.errors import FormatError, UsageError
 from abifit.formats.elf import ElfImage
-from abifit.formats.fatbin import GpuCode, has_gpu_code, read_gpu_code, zstd_available
+from abifit.formats.fatbin import (
+    GpuCode,
+    Sectioned,
+    Sections,
+    has_gpu_code,
+    read_gpu_code,
+    zstd_available,
+)
 from abifit.formats.sources import FileSource, ObjectSource
 from abifit.host import observe
 from abifit.host.environment import (
@@ -42,15 +55,22 @@ from abifit.host.natives import (
     image_or_none,
     not_files,
     scan_native_files,
+    shared_object_names,
     short_name,
     site_root,
 )
 from abifit.host.runcache import ReadEnviron, RunCache, run_key
+from abifit.remote import cores
 from abifit.remote.cache import GPU_BUCKET, Cache
 from abifit.sim import pythonapi
 from abifit.sim.findings import Finding, FindingKind
 from abifit.sim.gpu import GpuCheck, GpuTarget, ObjectCoverage, gpu_check, object_coverage
-from abifit.sim.imports import DistributionPlan, load_import_rules, load_imports_rules
+from abifit.sim.imports import (
+    DistributionPlan,
+    load_import_rules,
+    load_imports_rules,
+    marked,
+)
 from abifit.sim.loader import LoadResult
 from abifit.sim.process import (
     Environment,
@@ -214,22 +234,24 @@ def _read_source(path: str) -> bytes | None:
 
 def installed_plans(dists: list[Distribution], natives: list[NativeFile],
                     cache: Cache | None = None) -> dict[str, DistributionPlan]:
-    """The import plan of every installed distribution that has native files."""
+    """The import plan of every installed distribution that has native files. The modules
+    whose text names a loading function, which the plans read first, are read ahead on the
+    other cores."""
     rules = load_imports_rules()
-    parser = cached_parse(cache)
     by_dist: dict[str, list[NativeFile]] = {}
     for n in natives:
         by_dist.setdefault(n.distribution, []).append(n)
-    plans = {}
-    for dist in dists:
-        mine = by_dist.get(dist.key)
-        if not mine:
-            continue
-        site = str(dist.metadata_dir.parent)
-        sources = python_modules(dist.files, site)
-        plans[dist.key] = plan_for(dist.key, mine, sources, site, _declared_names(dist),
-                                   _read_source, rules, parser)
-    return plans
+    wanted = [(dist, str(dist.metadata_dir.parent)) for dist in dists if by_dist.get(dist.key)]
+    sources = {dist.key: python_modules(dist.files, site) for dist, site in wanted}
+    read = functools.cache(_read_source)
+    ahead = [(text, name, path.endswith("/__init__.py"))
+             for modules in sources.values() for name, path in modules.items()
+             if (text := read(path)) is not None and marked(text)]
+    parser = ParseAhead(cache, cached_parse(cache))
+    parser.ahead(ahead)
+    return {dist.key: plan_for(dist.key, by_dist[dist.key], sources[dist.key], site,
+                               _declared_names(dist), read, rules, parser, parser.ahead)
+            for dist, site in wanted}
 
 
 def _declared_names(dist: Distribution) -> list[str]:
@@ -348,11 +370,11 @@ def _disagreement(v: Verification, path: str) -> Finding:
     )
 
 
-def _gpu_code(path: str, image: ElfImage) -> GpuCode | FormatError | None:
+def _gpu_code(path: str, image: Sectioned) -> GpuCode | FormatError | None:
     """The fat binaries of the file at `path` (parsed as `image`), or the error reading them;
     raises OSError."""
     try:
-        with FileSource(path) as source:
+        with FileSource(path, mapped=False) as source:
             return read_gpu_code(source, image)
     except FormatError as e:
         return e
@@ -361,27 +383,79 @@ def _gpu_code(path: str, image: ElfImage) -> GpuCode | FormatError | None:
 GpuVerdict = ObjectCoverage | FormatError
 
 
+class GpuReads:
+    """Verdicts on the GPU code of files, worked out on the other cores (`abifit.remote.cores`)
+    ahead of `check_gpu_codes`, the largest files first. Nothing is started without worker
+    processes, nor for a file whose verdicts are in the cache."""
+
+    def __init__(self, targets: tuple[GpuTarget, ...], cache: FileCache | None) -> None:
+        self.targets = targets
+        self.cache = cache
+        self._coming: dict[str, Future[tuple[GpuVerdict, ...] | None]] = {}
+
+    def start(self, natives: Iterable[NativeFile],
+              image: Callable[[str], ElfImage | None]) -> None:
+        if not cores.parallel():
+            return
+        key = _verdicts_key(self.targets)
+        where = str(self.cache.base) if self.cache is not None else None
+        wanted = []
+        for native in natives:
+            img = image(native.path)
+            if (img is None or not has_gpu_code(img) or native.path in self._coming
+                    or (self.cache is not None and self.cache.holds(native.path, key))):
+                continue
+            try:
+                wanted.append((os.stat(native.path).st_size, native.path, Sections.of(img)))
+            except OSError:
+                continue
+        for _size, path, sections in sorted(wanted, key=lambda w: -w[0]):
+            self._coming[path] = cores.submit(gpu_verdicts_at, path, sections, self.targets,
+                                              where)
+
+    def verdicts(self, path: str, image: ElfImage,
+                 progress: Progress) -> tuple[GpuVerdict, ...] | None:
+        """The file's verdicts: those worked out ahead, else worked out here."""
+        coming = self._coming.pop(path, None)
+        if coming is not None:
+            try:
+                observe.stat(path)  # what the verdicts depend on, noted here
+                return coming.result()
+            except Exception:  # whatever it was, working it out here says it again
+                pass
+        return _gpu_verdicts(path, image, self.targets, self.cache, progress)
+
+
+def gpu_verdicts_at(path: str, sections: Sections, targets: tuple[GpuTarget, ...],
+                    cache_dir: str | None) -> tuple[GpuVerdict, ...] | None:
+    """`_gpu_verdicts` of a file, with the GPU cache under `cache_dir`: a function another
+    process can run."""
+    cache = FileCache(Path(cache_dir), GPU_BUCKET) if cache_dir is not None else None
+    return _gpu_verdicts(path, sections, targets, cache, lambda _said: None)
+
+
 def check_gpu_codes(natives: Iterable[NativeFile], image: Callable[[str], ElfImage | None],
                     name: Callable[[NativeFile], str], progress: Progress,
                     targets: tuple[GpuTarget, ...], cache: FileCache | None,
-                    ) -> tuple[GpuCheck, ...]:
+                    reads: GpuReads | None = None) -> tuple[GpuCheck, ...]:
     """The GPU code of `natives` against each target, as `sim.gpu.check_gpu_code` finds it:
     each file's verdicts come from `cache` while the file is unchanged, and its fat binaries are
     read only when they do not (a cached reading would cost more to decode than to read again:
-    cuFFT's has tens of thousands of entries)."""
+    cuFFT's has tens of thousands of entries). `reads` holds those started ahead."""
+    reads = reads or GpuReads(targets, cache)
     rows: list[tuple[str, str, tuple[GpuVerdict, ...]]] = []
     for native in natives:
         img = image(native.path)
         if img is None or not has_gpu_code(img):
             continue
-        verdicts = _gpu_verdicts(native.path, img, targets, cache, progress)
+        verdicts = reads.verdicts(native.path, img, progress)
         if verdicts is not None:
             rows.append((name(native), native.path, verdicts))
     return tuple(gpu_check(target, [(n, path, found[i]) for n, path, found in rows])
                  for i, target in enumerate(targets))
 
 
-def _gpu_verdicts(path: str, image: ElfImage, targets: tuple[GpuTarget, ...],
+def _gpu_verdicts(path: str, image: Sectioned, targets: tuple[GpuTarget, ...],
                   cache: FileCache | None, progress: Progress,
                   ) -> tuple[GpuVerdict, ...] | None:
     """The verdict on each target of the file's GPU code (the error reading it, for each),
@@ -416,12 +490,12 @@ def _verdicts_key(targets: tuple[GpuTarget, ...]) -> str:
 
 def _gpu_check(natives: list[NativeFile], statuses: list[ModuleStatus], roots: list[str],
                image: Callable[[str], ElfImage | None], progress: Progress,
-               targets: tuple[GpuTarget, ...], cache: FileCache | None,
-               ) -> tuple[GpuCheck, ...]:
+               reads: GpuReads) -> tuple[GpuCheck, ...]:
     """The GPU code of the checked modules' distributions and their prerequisites."""
     keys = {s.distribution for s in statuses} | {k for s in statuses for k in s.prerequisites}
     return check_gpu_codes([n for n in natives if n.distribution in keys], image,
-                           lambda n: short_name(n, roots), progress, targets, cache)
+                           lambda n: short_name(n, roots), progress, reads.targets, reads.cache,
+                           reads)
 
 
 def doctor(
@@ -474,8 +548,12 @@ def _doctor(
     progress("reading distributions")
     dists = list_distributions(facts)
     source = LocalObjects(ElfCache(cache_dir) if cache_dir else None)
+    source.prefetch(shared_object_names(dists))
     natives = scan_native_files(facts, dists, image_or_none(source), loose=True)
     roots = [p for p in facts.sys_path if observe.isdir(p)]
+    reads = GpuReads(gpus, FileCache(cache_dir, GPU_BUCKET) if cache_dir else None)
+    if gpus and not packages:  # every distribution's GPU code is checked: start on it now
+        reads.start(natives, image_or_none(source))
     progress("reading the packages' Python code")
     plans = installed_plans(dists, natives, Cache(cache_dir) if cache_dir else None)
     natives = mark_loaded(natives, plans, roots)
@@ -513,8 +591,7 @@ def _doctor(
     libraries = sum(1 for n in natives if n.module is None)
     checks: tuple[GpuCheck, ...] = ()
     if gpus:
-        checks = _gpu_check(natives, statuses, roots, image_or_none(source), progress, gpus,
-                            FileCache(cache_dir, GPU_BUCKET) if cache_dir else None)
+        checks = _gpu_check(natives, statuses, roots, image_or_none(source), progress, reads)
         findings += [f for c in checks for f in c.findings]
     return DoctorReport(facts.executable, facts.version, tuple(statuses), tuple(findings),
                         verification, libraries,

@@ -12,11 +12,14 @@ from __future__ import annotations
 import hashlib
 import posixpath
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import replace
+from pathlib import Path
 
 from abifit.errors import FormatError
 from abifit.formats.pysource import ModuleCode, read_module
 from abifit.host.natives import NativeFile
+from abifit.remote import cores
 from abifit.remote.cache import Cache
 from abifit.sim.imports import DistributionPlan, ImportsRule, PackageCode, plan_distribution
 
@@ -56,13 +59,18 @@ def parse(data: bytes, name: str, is_package: bool) -> ModuleCode | None:
 Parse = Callable[[bytes, str, bool], "ModuleCode | None"]
 
 
+def code_digest(data: bytes, name: str, is_package: bool) -> str:
+    """The key of a module's reading in the cache: a digest of its name and text."""
+    return hashlib.sha256(f"{name}\0{is_package}\0".encode() + data).hexdigest()
+
+
 def cached_parse(cache: Cache | None) -> Parse:
     """`parse`, remembered in the cache by a digest of the module's name and text."""
     if cache is None:
         return parse
 
     def parse_cached(data: bytes, name: str, is_package: bool) -> ModuleCode | None:
-        digest = hashlib.sha256(f"{name}\0{is_package}\0".encode() + data).hexdigest()
+        digest = code_digest(data, name, is_package)
         stored = cache.get_code(digest)
         if isinstance(stored, ModuleCode):
             return stored
@@ -74,15 +82,61 @@ def cached_parse(cache: Cache | None) -> Parse:
     return parse_cached
 
 
+def parse_and_keep(data: bytes, name: str, is_package: bool,
+                   cache_dir: str | None) -> ModuleCode | None:
+    """`parse`, its answer stored in the cache under `cache_dir` when there is one: a
+    function another process can run."""
+    code = parse(data, name, is_package)
+    if code is not None and cache_dir is not None:
+        Cache(Path(cache_dir)).put_code(code_digest(data, name, is_package), code)
+    return code
+
+
+class ParseAhead:
+    """A parser that reads modules on the other cores (`abifit.remote.cores`) once told of
+    them (`ahead`), the longest first, and asks `then` for any other module (or one whose
+    reading failed there). A module whose reading is in the cache is left to `then`. Without
+    worker processes nothing is read ahead."""
+
+    def __init__(self, cache: Cache | None, then: Parse) -> None:
+        self._cache = cache
+        self._then = then
+        self._coming: dict[str, Future[ModuleCode | None]] = {}
+        self._parallel = cores.parallel()
+
+    def ahead(self, modules: Iterable[tuple[bytes, str, bool]]) -> None:
+        """Start reading `modules` (text, name, is_package)."""
+        if not self._parallel:
+            return
+        where = str(self._cache.root) if self._cache is not None else None
+        for data, name, is_package in sorted(modules, key=lambda m: -len(m[0])):
+            digest = code_digest(data, name, is_package)
+            if digest not in self._coming and not (self._cache is not None
+                                                   and self._cache.holds_code(digest)):
+                self._coming[digest] = cores.submit(parse_and_keep, data, name, is_package,
+                                                    where)
+
+    def __call__(self, data: bytes, name: str, is_package: bool) -> ModuleCode | None:
+        found = self._coming.pop(code_digest(data, name, is_package), None)
+        if found is not None:
+            try:
+                return found.result()
+            except Exception:  # whatever it was, reading it here says it again
+                pass
+        return self._then(data, name, is_package)
+
+
 def plan_for(key: str, natives: list[NativeFile], sources: Mapping[str, str], site: str,
              declared: Iterable[str], read: ReadText,
-             rules: Mapping[str, ImportsRule], parser: Parse = parse) -> DistributionPlan:
+             rules: Mapping[str, ImportsRule], parser: Parse = parse,
+             ahead: Callable[[list[tuple[bytes, str, bool]]], None] | None = None,
+             ) -> DistributionPlan:
     """The import plan of distribution `key` (its native files, Python files and site)."""
     prefix = site.rstrip("/") + "/"
     files = {n.path[len(prefix):]: n.path for n in natives if n.path.startswith(prefix)}
     modules = {n.module: n.path for n in natives if n.module}
     tops = top_names(declared, [*sources, *modules])
-    return plan_distribution(key, tops, PackageCode(sources, read, parser), modules, files,
+    return plan_distribution(key, tops, PackageCode(sources, read, parser, ahead), modules, files,
                              rules.get(key))
 
 

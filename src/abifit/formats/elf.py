@@ -306,6 +306,11 @@ class SymbolTable:
         # torch releases held 1.4 million name strings)
         object.__setattr__(self, "names", tuple(map(sys.intern, self.names)))
 
+    def __reduce__(self) -> tuple[type[SymbolTable], tuple[object, ...]]:
+        # built again where it is unpickled, so that its names are interned there too
+        return (SymbolTable, (self.names, self.info, self.other, self.section_indexes,
+                              self.values, self.sizes, self.versym, self.version_names))
+
     def __len__(self) -> int:
         return len(self.names)
 

@@ -295,8 +295,24 @@ class GpuCode:
 # Reading
 
 
+@dataclass(frozen=True, slots=True)
+class Sections:
+    """What reading an object's fat binaries needs of its parsed headers (an `ElfImage` has
+    it too): its section headers, or why they could not be read."""
+
+    sections: tuple[Section, ...]
+    section_problem: str | None
+
+    @classmethod
+    def of(cls, image: ElfImage) -> Sections:
+        return cls(image.sections, image.section_problem)
+
+
+Sectioned = ElfImage | Sections
+
+
 def read_fatbins(
-    source: ByteSource, image: ElfImage, *, all_sections: bool = False,
+    source: ByteSource, image: Sectioned, *, all_sections: bool = False,
     check_images: bool = False, embedded: bool = False,
 ) -> GpuCode:
     """The fat binaries of the ELF object in `source`, whose parsed headers are `image`.
@@ -323,7 +339,7 @@ def read_fatbins(
     return GpuCode(source.name, tuple(containers), tuple(reader.notes()), tuple(found))
 
 
-def _fatbin_sections(image: ElfImage, all_sections: bool) -> list[Section]:
+def _fatbin_sections(image: Sectioned, all_sections: bool) -> list[Section]:
     found = [s for s in image.sections if s.name in (EXECUTABLE_SECTION, RELOCATABLE_SECTION)]
     if all_sections:
         return found
@@ -891,12 +907,12 @@ def _zstd_read_prefix(
 # An object's GPU code
 
 
-def has_gpu_code(image: ElfImage | ElfLayout) -> bool:
+def has_gpu_code(image: ElfImage | ElfLayout | Sections) -> bool:
     """Whether the object has a fat-binary section (read from its section headers)."""
     return any(s.name in (EXECUTABLE_SECTION, RELOCATABLE_SECTION) for s in image.sections)
 
 
-def read_gpu_code(source: ByteSource, image: ElfImage) -> GpuCode | None:
+def read_gpu_code(source: ByteSource, image: Sectioned) -> GpuCode | None:
     """The object's fat binaries, or None when it has none. When none of them holds a kernel,
     the data sections are searched for fat binaries the library loads itself (cuFFT's are in
     `.ldata`). Raises FormatError."""
@@ -908,7 +924,7 @@ def read_gpu_code(source: ByteSource, image: ElfImage) -> GpuCode | None:
     return read_fatbins(source, image, embedded=True)
 
 
-def code_or_error(source: ByteSource, image: ElfImage) -> GpuCode | FormatError | None:
+def code_or_error(source: ByteSource, image: Sectioned) -> GpuCode | FormatError | None:
     """`read_gpu_code`, with a corrupt fat binary as a value (a scan goes on)."""
     try:
         return read_gpu_code(source, image)

@@ -11,6 +11,7 @@ than glibc, nothing is changed.
 from __future__ import annotations
 
 import ctypes
+import gc
 
 M_MMAP_THRESHOLD = -3
 M_ARENA_MAX = -8
@@ -27,3 +28,18 @@ def tune_allocator() -> bool:
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_ARENA_MAX, ARENAS))
+
+
+# A run builds millions of objects that live until it ends (symbol names, parsed views) and few
+# cycles: with the default thresholds the collector scanned them over and over (0.7 s of a 6 s
+# doctor run on 712 modules). Young collections now come every 50,000 allocations and full
+# ones ten times more rarely; what was imported before is frozen out of their way.
+COLLECT_EVERY = 50_000
+FULL_EVERY = 100
+
+
+def tune_collector() -> None:
+    """Set the cyclic garbage collector for a command-line run (see above)."""
+    gc.freeze()
+    first, second, _third = gc.get_threshold()
+    gc.set_threshold(max(first, COLLECT_EVERY), second, FULL_EVERY)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
+from concurrent.futures import Future
 from pathlib import Path
 
 from abifit.errors import FormatError
@@ -22,6 +24,7 @@ from abifit.formats.datacodec import conforms
 from abifit.formats.elf import ElfImage, FileType, is_elf, parse_elf
 from abifit.formats.sources import FileSource
 from abifit.host import observe
+from abifit.remote import cores
 from abifit.remote.cache import ELF_BUCKET, key_path, read_value, write_value
 
 
@@ -91,6 +94,7 @@ class ElfCache:
     """Parsed ELF images on disk, one file per path, valid while the file is unchanged."""
 
     def __init__(self, root: Path) -> None:
+        self.base = root  # the cache directory
         self.root = root / ELF_BUCKET
 
     def get(self, path: str, st: os.stat_result) -> ElfImage | None:
@@ -105,6 +109,10 @@ class ElfCache:
     def put(self, path: str, st: os.stat_result, image: ElfImage) -> None:
         write_value(key_path(self.root, path), (_stamp(st), path, image))
 
+    def holds(self, path: str) -> bool:
+        """Whether an entry for `path` exists (it may be stale)."""
+        return key_path(self.root, path).exists()
+
 
 class FileCache:
     """Values worked out from local files, one entry per file and key (what else the value
@@ -113,7 +121,13 @@ class FileCache:
     next time."""
 
     def __init__(self, root: Path, bucket: str) -> None:
+        self.base = root  # the cache directory
+        self.bucket = bucket
         self.root = root / bucket
+
+    def holds(self, path: str, key: str) -> bool:
+        """Whether an entry for `path` and `key` exists (it may be stale)."""
+        return key_path(self.root, path, key).exists()
 
     def get(self, path: str, st: os.stat_result, key: str, expect: object = object,
             ) -> object | None:
@@ -129,12 +143,45 @@ class FileCache:
         write_value(key_path(self.root, path, key), (_stamp(st), path, key, value))
 
 
+def parse_file(path: str, cache_root: str | None) -> ElfImage:
+    """The ELF image of the file at `path`, parsed, and stored in the ELF cache under
+    `cache_root` when there is one: what `LocalObjects.image` does for a file it has not seen,
+    as a function another process can run. Raises OSError and FormatError."""
+    st = os.stat(path)
+    with FileSource(path) as source:
+        image = parse_elf(source)
+    if cache_root is not None:
+        ElfCache(Path(cache_root)).put(path, st, image)
+    return image
+
+
 class LocalObjects:
     """`ObjectSource` over this machine's files."""
 
     def __init__(self, cache: ElfCache | None = None) -> None:
         self._cache = cache
         self._images: dict[str, ElfImage] = {}
+        self._coming: dict[str, Future[ElfImage]] = {}
+
+    def prefetch(self, paths: Iterable[str]) -> None:
+        """Start parsing the ELF files at `paths` on the other cores (`abifit.remote.cores`),
+        the largest first, for `image` to take; a file known, already coming or in the cache
+        is left to `image`. Nothing happens without worker processes."""
+        if not cores.parallel():
+            return
+        wanted: dict[str, tuple[int, str]] = {}
+        for path in paths:
+            try:
+                st = observe.stat(path)
+            except OSError:
+                continue
+            key = f"{st.st_dev}:{st.st_ino}"
+            if (stat.S_ISREG(st.st_mode) and key not in self._images and key not in self._coming
+                    and not (self._cache is not None and self._cache.holds(path))):
+                wanted[key] = (st.st_size, path)
+        root = str(self._cache.base) if self._cache is not None else None
+        for key, (_size, path) in sorted(wanted.items(), key=lambda kv: -kv[1][0]):
+            self._coming[key] = cores.submit(parse_file, path, root)
 
     def is_file(self, path: str) -> bool:
         return observe.isfile(path)
@@ -152,7 +199,9 @@ class LocalObjects:
         known = self._images.get(key)
         if known is not None:
             return known
-        image = self._cache.get(path, st) if self._cache else None
+        image = self._taken(key)
+        if image is None and self._cache is not None:
+            image = self._cache.get(path, st)
         if image is None:
             with FileSource(path) as source:
                 image = parse_elf(source)
@@ -160,3 +209,14 @@ class LocalObjects:
                 self._cache.put(path, st, image)
         self._images[key] = image
         return image
+
+    def _taken(self, key: str) -> ElfImage | None:
+        """The image parsed ahead for `key`; None when none was, or its parse failed (it is
+        parsed here again, to raise its error in this process)."""
+        coming = self._coming.pop(key, None)
+        if coming is None:
+            return None
+        try:
+            return coming.result()
+        except Exception:  # whatever it was, parsing here says it again
+            return None

@@ -127,6 +127,13 @@ def scan_native_files(
     return mark_plugins(found, image, roots)
 
 
+def shared_object_names(dists: Iterable[Distribution]) -> list[str]:
+    """The files the distributions list that are named like shared objects (`x.so`,
+    `libx.so.1`): nearly all that `scan_native_files` will parse, to be read ahead."""
+    return [path for dist in dists for path in dist.files
+            if ".so" in os.path.basename(path) and might_be_elf(path)]
+
+
 def not_files(facts: InterpreterFacts, dists: list[Distribution]) -> list[NotAFile]:
     """Entries the distributions list that are named like an extension module but are not
     regular files: a directory, a FIFO or device, a symbolic link that cannot be followed. The

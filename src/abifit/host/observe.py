@@ -8,15 +8,16 @@ there was none. Listing a directory notes the directory's stamp: adding, removin
 an entry changes its mtime and ctime. Reading a file notes the `fstat` of what was opened.
 
 `unchanged()` asks every noted path again and says whether each answer is the same. Together
-with the rule `settled()` (nothing noted changed within the last second before the run began, so
-a change in the same clock tick as an observation cannot go unseen) an unchanged set of
-observations means the run would see the same files and read the same bytes.
+with the rule `Recorder.settled()` (nothing noted changed within the last second before the run
+began, so a change in the same clock tick as an observation cannot go unseen) an unchanged set
+of observations means the run would see the same files and read the same bytes.
 
 Outside `recording()` the functions are the os calls they wrap, with nothing noted.
 """
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import stat as stat_module
@@ -25,6 +26,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import msgpack
+
 STAT, LSTAT, READLINK = "stat", "lstat", "readlink"
 Stamp = tuple[int, int, int, int, int, int]  # mode, device, inode, size, mtime_ns, ctime_ns
 Seen = Stamp | str | int  # a stamp, a link's target, or the errno of the failed call
@@ -32,12 +35,27 @@ SETTLE_NS = 1_000_000_000  # a change this close before the run began may share 
 
 
 @dataclass(frozen=True, slots=True)
-class Observation:
-    """What one call saw of one path."""
+class Observations:
+    """What one run observed, packed as MessagePack columns (kinds, paths, answers): tens of
+    thousands of them are written and read back at once."""
 
-    kind: str  # STAT, LSTAT or READLINK
-    path: str
-    seen: Seen
+    packed: bytes
+
+    @classmethod
+    def of(cls, seen: dict[tuple[str, str], Seen]) -> Observations:
+        columns = ([kind for kind, _ in seen], [path for _, path in seen], list(seen.values()))
+        return cls(msgpack.packb(columns, use_bin_type=True, unicode_errors="surrogatepass"))
+
+    def entries(self) -> Iterator[tuple[str, str, Seen]]:
+        """(kind, path, answer) for each observation; nothing for bytes that are not such."""
+        try:
+            kinds, paths, seen = msgpack.unpackb(self.packed, use_list=False, raw=False,
+                                                 unicode_errors="surrogatepass")
+        except (ValueError, TypeError, msgpack.UnpackException):
+            return
+        for kind, path, answer in zip(kinds, paths, seen, strict=False):
+            if kind in (STAT, LSTAT, READLINK) and isinstance(path, str):
+                yield kind, path, answer
 
 
 class Recorder:
@@ -50,8 +68,16 @@ class Recorder:
     def note(self, kind: str, path: str, seen: Seen) -> None:
         self.seen.setdefault((kind, path), seen)
 
-    def observations(self) -> tuple[Observation, ...]:
-        return tuple(Observation(kind, path, seen) for (kind, path), seen in self.seen.items())
+    def observations(self) -> Observations:
+        return Observations.of(self.seen)
+
+    def settled(self) -> bool:
+        """Whether nothing observed changed within SETTLE_NS before the run began (or after
+        it): a change in the same clock tick as an observation would leave its stamp as it
+        was."""
+        limit = self.started_ns - SETTLE_NS
+        return all(not isinstance(seen, tuple) or (seen[4] < limit and seen[5] < limit)
+                   for seen in self.seen.values())
 
 
 _recorders: list[Recorder] = []
@@ -86,17 +112,14 @@ def _ask(kind: str, path: str) -> Seen:
         return e.errno or -1
 
 
-def unchanged(observations: tuple[Observation, ...]) -> bool:
-    """Whether every path answers as it did."""
-    return all(_ask(o.kind, o.path) == o.seen for o in observations)
-
-
-def settled(observations: tuple[Observation, ...], started_ns: int) -> bool:
-    """Whether nothing observed changed within SETTLE_NS before `started_ns` (or after it): a
-    change in the same clock tick as an observation would leave its stamp as it was."""
-    limit = started_ns - SETTLE_NS
-    return all(not isinstance(o.seen, tuple) or (o.seen[4] < limit and o.seen[5] < limit)
-               for o in observations)
+def unchanged(observations: Observations) -> bool:
+    """Whether every path answers as it did (nothing readable: not)."""
+    count = 0
+    for kind, path, seen in observations.entries():
+        if _ask(kind, path) != seen:
+            return False
+        count += 1
+    return count > 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -255,16 +278,31 @@ def walk(top: str) -> Iterator[tuple[str, list[str], list[str]]]:
 def read_bytes(path: str, size: int = -1) -> bytes:
     """The bytes of a file, at most `size` of them when it is not negative; raises OSError.
     Notes the `fstat` of the opened file (the `stat` of the path when it cannot be opened: it
-    changes with whatever would let it open)."""
+    changes with whatever would let it open). Plain system calls: doctor reads thousands of
+    small files, and a Python file object costs more than reading one."""
     try:
-        with open(path, "rb") as f:
-            if _recorders:
-                _note(STAT, os.fspath(path), stamp_of(os.fstat(f.fileno())))
-            return f.read(size)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         if _recorders:
             _mode(STAT, path)
         raise
+    try:
+        st = os.fstat(fd)
+        if _recorders:
+            _note(STAT, os.fspath(path), stamp_of(st))
+        if stat_module.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        chunks = []
+        left = size
+        while left != 0:
+            chunk = os.read(fd, max(st.st_size, 1 << 16) if left < 0 else left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left = left if left < 0 else left - len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def read_text(path: str) -> str:

@@ -6,7 +6,7 @@ variables it read, and on the files it looked at. The last two are recorded whil
 (`observe.recording()`, `ReadEnviron`), and stored with the result. A later run with the same
 key takes the result only when every variable read has the same value and every path observed
 answers as it did (`observe.unchanged`), and a result is stored only when nothing it observed
-changed in the second before the run began (`observe.settled`).
+changed in the second before the run began (`Recorder.settled`).
 
 The key also holds abifit's release and a fingerprint of its own files, so a changed abifit never
 takes a result an older one worked out.
@@ -65,7 +65,7 @@ class StoredRun:
 
     key: str
     environ: tuple[tuple[str, str | None], ...]
-    observations: tuple[observe.Observation, ...]
+    observations: observe.Observations
     result: object
 
 
@@ -111,9 +111,8 @@ class RunCache:
             result: object) -> bool:
         """Keep `result` unless something it looked at changed too recently to tell; whether
         it was kept."""
-        observations = recorder.observations()
-        if not observe.settled(observations, recorder.started_ns):
+        if not recorder.settled():
             return False
         write_value(key_path(self.root, self.command, key),
-                    StoredRun(key, environ.seen(), observations, result))
+                    StoredRun(key, environ.seen(), recorder.observations(), result))
         return True

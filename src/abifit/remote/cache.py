@@ -172,6 +172,10 @@ class Cache:
     def put_code(self, digest: str, code: object) -> None:
         write_value(key_path(self.bucket(PYCODE_BUCKET), digest), code)
 
+    def holds_code(self, digest: str) -> bool:
+        """Whether an entry for the module of `digest` exists (it may not read)."""
+        return key_path(self.bucket(PYCODE_BUCKET), digest).exists()
+
     def get_result(self, key: str, expect: object = object) -> object | None:
         """A stored result of a computation keyed by the digest of all its inputs, when it is of
         the type hint `expect`."""

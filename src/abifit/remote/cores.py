@@ -35,6 +35,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, TypeVar
 
@@ -42,7 +43,7 @@ from abifit.errors import AbifitError
 
 R = TypeVar("R")
 
-MAX_WORKERS = 8
+MAX_WORKERS = 16
 _SERVE = ("import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
           "sys.path.insert(0, sys.argv.pop(1)); from abifit.remote.cores import serve; serve()")
 
@@ -182,6 +183,26 @@ def run(function: Callable[..., R], *args: object, priority: float = 0.0) -> R:
     if pool is None:
         return function(*args)
     return pool.run(function, args, priority)
+
+
+_submitter: ThreadPoolExecutor | None = None
+
+
+def parallel() -> bool:
+    """Whether there are worker processes to `submit` to."""
+    return _get_pool() is not None
+
+
+def submit(function: Callable[..., R], *args: object, priority: float = 0.0) -> Future[R]:
+    """`run(function, *args)` from a thread of a pool as large as the workers' (a call queued
+    while every worker is busy takes no core): the future of its answer."""
+    global _submitter
+    with _lock:
+        if _submitter is None:
+            _submitter = ThreadPoolExecutor(max(1, workers_wanted()),
+                                            thread_name_prefix="abifit-cores")
+        submitter = _submitter
+    return submitter.submit(run, function, *args, priority=priority)
 
 
 def stop_workers() -> None:

@@ -152,10 +152,12 @@ class PackageCode:
     """
 
     def __init__(self, sources: Mapping[str, str], read: Callable[[str], bytes | None],
-                 parse: Callable[[bytes, str, bool], ModuleCode | None]) -> None:
+                 parse: Callable[[bytes, str, bool], ModuleCode | None],
+                 ahead: Callable[[list[tuple[bytes, str, bool]]], None] | None = None) -> None:
         self.sources = dict(sources)
         self._read = read
         self._parse = parse
+        self._ahead = ahead  # told of modules about to be parsed, to start on them at once
         self._text: dict[str, bytes | None] = {}
         self._code: dict[str, ModuleCode | None] = {}
         self._mentions: dict[bytes, list[str]] = {}
@@ -173,6 +175,15 @@ class PackageCode:
             self._code[name] = (None if data is None
                                 else self._parse(data, name, path.endswith("/__init__.py")))
         return self._code[name]
+
+    def coming(self, names: Iterable[str]) -> None:
+        """Say that the modules `names` are about to be parsed (`ahead`, when given)."""
+        if self._ahead is None:
+            return
+        due = [(data, name, self.sources[name].endswith("/__init__.py")) for name in names
+               if name not in self._code and (data := self.text(name)) is not None]
+        if due:
+            self._ahead(due)
 
     def mentioning(self, word: str) -> list[str]:
         """The modules whose text holds `word` as a whole word, in name order."""
@@ -361,21 +372,25 @@ def _match_file(hints: Sequence[str], files: Mapping[str, str]) -> str | None:
     return None
 
 
-def _marked(text: bytes | None) -> bool:
-    return text is not None and any(marker in text for marker in LOAD_MARKERS)
+def marked(text: bytes | None) -> bool:
+    """Whether a module's text names a loading function (`LOAD_MARKERS`)."""
+    # every marker holds "DLL" or "ibrary": one or two passes over most texts, not four
+    return (text is not None and (b"DLL" in text or b"ibrary" in text)
+            and any(marker in text for marker in LOAD_MARKERS))
 
 
 def load_steps(code: PackageCode, files: Mapping[str, str]) -> tuple[Step, ...]:
     """The native files the package loads itself (not by import), in module and line order,
     each with the reach of its load within its module. Only modules whose text names a loading
     function (`LOAD_MARKERS`), or a wrapper of one, are parsed."""
-    marked = [m for m in sorted(code.sources) if _marked(code.text(m))]
+    loading = [m for m in sorted(code.sources) if marked(code.text(m))]
     wrappers: dict[str, tuple[int, LoadKind]] = {}
-    for name in marked:
+    for name in loading:
         module = code.code(name)
         for w in module.wrappers if module else ():
             wrappers.setdefault(w.name, (w.param, w.kind))
-    callers = sorted({m for w in wrappers for m in code.mentioning(w)} | set(marked))
+    callers = sorted({m for w in wrappers for m in code.mentioning(w)} | set(loading))
+    code.coming(callers)
     steps: dict[str, Step] = {}
     for name in callers:
         module = code.code(name)
