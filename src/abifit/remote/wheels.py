@@ -577,6 +577,7 @@ class RemoteWheel:
         self._opened: tuple[WheelArchive, ReadAhead] | None = None
         self._members: tuple[Member, ...] | None = None
         self._same: dict[tuple[int, int, int], ElfImage] = {}
+        self._known: dict[str, ElfImage | None] = {}  # views by cache entry, once read
         self._lock = threading.Lock()
         self._member_locks: dict[tuple[int, int, int], threading.Lock] = {}
         self._no_gpu_code: set[str] = set()  # members whose section headers show no fat binary
@@ -642,8 +643,16 @@ class RemoteWheel:
         return shared
 
     def _view(self, member: Member) -> ElfImage | FormatError | None:
-        key = (member.crc, member.size, member.compressed_size)
         entry = _entry(member, _RELOCATIONS if self.relocations else "")
+        if entry in self._known:  # read (or found in the cache) earlier in this run
+            return self._known[entry]
+        found = self._read_view(member, entry)
+        if not isinstance(found, FormatError):
+            self._known[entry] = found
+        return found
+
+    def _read_view(self, member: Member, entry: str) -> ElfImage | FormatError | None:
+        key = (member.crc, member.size, member.compressed_size)
         cached = _cached(self.ctx, self.file, entry)
         twin = self._same.get(key)
         if twin is not None and not isinstance(cached, ElfImage):
