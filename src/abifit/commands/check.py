@@ -33,16 +33,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from abifit.commands.doctor import (
-    LibrarySearchFn,
-    index_library_fix,
-    library_search,
-    located_copy,
-)
-from abifit.commands.plans import mark_loaded, plan_for, python_modules
 from abifit.errors import AbifitError, FormatError, UsageError, WheelError
 from abifit.formats.elf import ElfImage, SymbolType, parse_elf
-from abifit.formats.fatbin import GpuCode, read_gpu_code
 from abifit.formats.sources import FileSource, ObjectSource
 from abifit.formats.wheel import Member, WheelArchive, is_elf_member, python_members
 from abifit.host.environment import Distribution, InterpreterFacts, interpreter_candidates
@@ -52,7 +44,6 @@ from abifit.host.profile import HostProfile
 from abifit.sim import pythonapi
 from abifit.sim.diagnose import Context
 from abifit.sim.findings import Finding
-from abifit.sim.gpu import GpuCheck, GpuTarget, check_gpu_code
 from abifit.sim.imports import load_import_rules, load_imports_rules
 from abifit.sim.loader import ASSUMED_DIR, SearchConfig
 from abifit.sim.process import (
@@ -72,8 +63,14 @@ from abifit.sim.process import (
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
+    from abifit.commands.doctor import LibrarySearchFn
+    from abifit.formats.fatbin import GpuCode
     from abifit.remote.index import IndexFile, Target
     from abifit.remote.wheels import RemoteContext
+    from abifit.sim.gpu import GpuCheck, GpuTarget
+
+# The simulation's parts (the doctor's library search, import plans, GPU code) are imported
+# where they are used: a check whose result the cache holds never needs them.
 
 SITE = "/abifit-wheels/site-packages"
 PREFETCH_JOBS = 6  # member views read at once before a simulation
@@ -128,6 +125,8 @@ class LocalWheel:
             return e
 
     def gpu_code(self, member: Member) -> GpuCode | FormatError | None:
+        from abifit.formats.fatbin import read_gpu_code
+
         try:
             opened = self._archive.open(member)
             if not is_elf_member(opened):
@@ -632,6 +631,7 @@ def stand_ins(tree: VirtualTree, remote: RemoteContext | None,
     """Where the copy of a library the search missed is, to bind past the miss: a file of that
     name in the wheels (one the search does not reach), else the library in the wheel on the
     index that ships it (`search`, shared with the fix; its view only, read once per soname)."""
+    from abifit.commands.doctor import located_copy
     from abifit.remote.wheels import shared_wheel
 
     in_wheels = located_copy(tree.named, tree.image_or_none)
@@ -659,6 +659,8 @@ def stand_ins(tree: VirtualTree, remote: RemoteContext | None,
 
 def _context(sim: Simulator, tree: VirtualTree, target: Target,
              search: LibrarySearchFn | None) -> Context:
+    from abifit.commands.doctor import index_library_fix
+
     fix = index_library_fix(search, [SITE]) if search is not None else None
     ctx = context(sim, tree.named, load_soname_packages(), fix)
     if target.implementation != "cp":
@@ -711,6 +713,8 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
              for m in w.source.members()]
     prefetch_views(tree, first, progress)
     base = build_environment(wheels, target, executable, tree)
+    from abifit.commands.doctor import library_search
+
     search = library_search(lambda: remote) if remote is not None else None
     config = _config(host, api is ApiCheck.UNCHECKED, stand_ins(tree, remote, search))
 
@@ -741,6 +745,8 @@ def _planned(env: Environment, wheels: Sequence[Wheel], progress: Progress,
     """The environment with the import plans of the target wheels, read from their Python
     members (the packages they need are imported by their own rules); without `read_code`,
     plans that know the top-level names of the extension modules only."""
+    from abifit.commands.plans import mark_loaded, plan_for, python_modules
+
     rules = load_imports_rules()
     plans = {}
     for wheel in wheels:
@@ -862,6 +868,8 @@ def check(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteC
                      f" {len(snap.libraries)} system libraries)")
     gpu_check = None
     if gpu is not None:
+        from abifit.sim.gpu import check_gpu_code
+
         gpu_check = check_gpu_code(target_gpu_codes(wheels, progress), gpu)
         findings += gpu_check.findings
         if not gpu_check.objects:

@@ -40,7 +40,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
-from urllib.request import url2pathname
 
 from packaging import tags as _tags
 from packaging.requirements import Requirement
@@ -376,6 +375,8 @@ def find_links_files(directory: Path) -> list[IndexFile]:
 
 def file_url_path(url: str) -> Path:
     """The local path of a file:// URL, percent-escapes decoded (`%2B` is `+`)."""
+    from urllib.request import url2pathname  # urllib.request imports http.client and ssl
+
     return Path(url2pathname(urlsplit(url).path))
 
 

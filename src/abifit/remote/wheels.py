@@ -37,10 +37,10 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from abifit.errors import AbifitError, FormatError, UsageError, WheelRefused
 from abifit.formats.elf import ElfImage, parse_elf, parse_layout
-from abifit.formats.fatbin import GpuCode, has_gpu_code, read_gpu_code
 from abifit.formats.sources import (
     ByteSource,
     BytesSource,
@@ -63,9 +63,12 @@ from abifit.formats.wheel import (
 from abifit.remote import cores
 from abifit.remote.cache import Cache
 from abifit.remote.deflate import TailView, WindowView, decode_tail, decode_window, expansion
-from abifit.remote.http import HttpClient
 from abifit.remote.index import Fetch, IndexFile, PackageIndex, Target, local_file, select_one
 from abifit.remote.middle import dynamic_site, place
+
+if TYPE_CHECKING:
+    from abifit.formats.fatbin import GpuCode
+    from abifit.remote.http import HttpClient
 
 LOCAL_INPUT = 1 << 20  # a local member's compressed bytes are read this many at a time
 READ_JOBS = 8  # members read at once (network waits and zlib overlap)
@@ -463,6 +466,8 @@ def _read_gpu_member(archive: ByteSource, member: Member, where: str,
     """A member's fat binaries: a small member fetched in one request; a large one with its
     headers read from its ends, then inflated from its start up to its fat binaries' end; in a
     `local` archive, inflated from its start as far as the reads go."""
+    from abifit.formats.fatbin import read_gpu_code
+
     if local:
         opened = open_member(archive, member, where, local=True)
         if not is_elf_member(opened):
@@ -682,6 +687,8 @@ class RemoteWheel:
     def _note_gpu_code(self, opened: ByteSource, member: Member) -> None:
         """A local member was just inflated for its view: its section headers cost little more,
         and when they show no fat binaries, its GPU code is known (none) without a second pass."""
+        from abifit.formats.fatbin import has_gpu_code
+
         try:
             layout = parse_layout(opened, sections=True)
         except FormatError:
@@ -696,6 +703,8 @@ class RemoteWheel:
         `WHOLE_GPU_MEMBER` compressed bytes is fetched in one request and read in memory; a
         larger one has its headers read from its ends, then is inflated from its start up to
         the end of its fat binaries, in large requests."""
+        from abifit.formats.fatbin import GpuCode
+
         if member.path in self._no_gpu_code:
             return None
         entry = _entry(member, _GPU_CODE)
