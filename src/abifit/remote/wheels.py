@@ -37,10 +37,10 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from abifit.errors import AbifitError, FormatError, UsageError, WheelRefused
-from abifit.formats.elf import ElfImage, parse_elf, parse_layout
+from abifit.formats.elf import ElfImage, ImageSummary, parse_elf, parse_layout, summarize_image
 from abifit.formats.sources import (
     ByteSource,
     BytesSource,
@@ -69,6 +69,8 @@ from abifit.remote.middle import dynamic_site, place
 if TYPE_CHECKING:
     from abifit.formats.fatbin import GpuCode
     from abifit.remote.http import HttpClient
+
+R = TypeVar("R")
 
 LOCAL_INPUT = 1 << 20  # a local member's compressed bytes are read this many at a time
 READ_JOBS = 8  # members read at once (network waits and zlib overlap)
@@ -684,6 +686,23 @@ class RemoteWheel:
         self._same[key] = image
         return image
 
+    def summary(self, member: Member) -> ImageSummary | FormatError | None:
+        """The summary of the member's dynamic view (`summarize_image`), cached beside the view
+        under the same key: a run that lists no symbols reads it instead of the view, whose
+        symbol names can be tens of MB."""
+        entry = _entry(member, _SUMMARY)
+        cached = _cached(self.ctx, self.file, entry)
+        if isinstance(cached, ImageSummary):
+            return cached
+        if cached == _NOT_ELF:
+            return None
+        view = self.view(member)
+        if isinstance(view, FormatError):
+            return view
+        summary = None if view is None else summarize_image(view)
+        _remember(self.ctx, self.file, entry, _NOT_ELF if summary is None else summary)
+        return summary
+
     def _note_gpu_code(self, opened: ByteSource, member: Member) -> None:
         """A local member was just inflated for its view: its section headers cost little more,
         and when they show no fat binaries, its GPU code is known (none) without a second pass."""
@@ -762,21 +781,39 @@ def member_views(
     """(member path, dynamic view or the error reading it) for every ELF member of a wheel,
     `jobs` members read at once."""
     wheel = RemoteWheel(file, ctx) if wheel is None else wheel
+    return _member_reads(wheel, wheel.view, progress, jobs)
+
+
+def member_summaries(
+    file: IndexFile, ctx: RemoteContext, progress: Callable[[str], None],
+    wheel: RemoteWheel | None = None, jobs: int = READ_JOBS,
+) -> Iterator[tuple[str, ImageSummary | FormatError]]:
+    """(member path, summary of its dynamic view or the error reading it) for every ELF member
+    of a wheel, as `member_views` reads them (`RemoteWheel.summary`)."""
+    wheel = RemoteWheel(file, ctx) if wheel is None else wheel
+    return _member_reads(wheel, wheel.summary, progress, jobs)
+
+
+def _member_reads(
+    wheel: RemoteWheel, read: Callable[[Member], R | FormatError | None],
+    progress: Callable[[str], None], jobs: int,
+) -> Iterator[tuple[str, R | FormatError]]:
     members = wheel.members()
+    filename, client = wheel.file.filename, wheel.ctx.client
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         # large members first, largest first, so that the long reads overlap; then the small
         # ones in file order, which share read-ahead spans; results in the wheel's order
         order = sorted(members, key=lambda m: (m.compressed_size <= WHOLE_MEMBER,
                                                -m.compressed_size if m.compressed_size
                                                > WHOLE_MEMBER else m.header_offset))
-        futures = {m.path: pool.submit(wheel.view, m) for m in order}
+        futures = {m.path: pool.submit(read, m) for m in order}
         for n, member in enumerate(members, 1):
-            view = futures[member.path].result()
-            fetched = ctx.client.transfer.bytes_fetched if ctx.client else 0
+            found = futures[member.path].result()
+            fetched = client.transfer.bytes_fetched if client else 0
             how = "read in place" if wheel.local else f"{fetched / 1e6:.1f} MB fetched"
-            progress(f"{file.filename}: member {n}/{len(members)} {member.path} ({how})")
-            if view is not None:
-                yield member.path, view
+            progress(f"{filename}: member {n}/{len(members)} {member.path} ({how})")
+            if found is not None:
+                yield member.path, found
 
 
 _NOT_ELF = "not-elf"
@@ -785,6 +822,7 @@ _METADATA = "<metadata>"
 _PYTHON = "<python>"
 _RELOCATIONS = "\x00relocations"  # cache entry of a view that has relocated_symbols
 _GPU_CODE = "\x00gpu-code"  # cache entry of a member's fat binaries
+_SUMMARY = "\x00summary"  # cache entry of the summary of a member's view
 _DIRECTORY_GUESS = 64 << 10
 _LOCAL_HEADER_BYTES = LOCAL_HEADER_SIZE + 1024  # with room for an extra field
 
