@@ -97,6 +97,8 @@ class WheelSource(Protocol):
 
     def view(self, member: Member) -> ElfImage | FormatError | None: ...
 
+    def prefetch_view(self, member: Member) -> None: ...
+
     def gpu_code(self, member: Member) -> GpuCode | FormatError | None: ...
 
     def metadata(self) -> str: ...
@@ -123,6 +125,9 @@ class LocalWheel:
             return parse_elf(opened, sections=False)
         except FormatError as e:
             return e
+
+    def prefetch_view(self, member: Member) -> None:
+        """Nothing: views are read when the simulation asks for them."""
 
     def gpu_code(self, member: Member) -> GpuCode | FormatError | None:
         from abifit.formats.fatbin import read_gpu_code
@@ -407,10 +412,31 @@ def gather(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: Remote
         wheel = g.open(text, Role.TARGET, skip_pure)
         if wheel is not None:
             g.add(wheel)
-    g.close(markers)
+    with ThreadPoolExecutor(max_workers=PREFETCH_JOBS) as pool:
+        _read_ahead([w for w in g.chosen.values() if w.role is Role.TARGET], pool)
+        try:
+            g.close(markers)
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
     order = {Role.TARGET: 0, Role.WITH: 1, Role.DEPENDENCY: 2}
     wheels = sorted(g.chosen.values(), key=lambda w: order[w.role])
     return wheels, g.notes
+
+
+def _read_ahead(targets: Sequence[Wheel], pool: ThreadPoolExecutor) -> None:
+    """Start reading the views of the targets' members that the cache lacks, largest first:
+    the simulation opens them all first, and reading them (CPU-bound, inflating in part off
+    the GIL) then overlaps choosing the dependencies (index pages and metadata). A wheel
+    whose members cannot be listed is left to fail where it did, after the dependencies."""
+    members: list[tuple[WheelSource, Member]] = []
+    for source in (w.source for w in targets if w.source is not None):
+        try:
+            members += [(source, m) for m in source.members()]
+        except (AbifitError, OSError):
+            continue
+    for source, member in sorted(members, key=lambda sm: -sm[1].compressed_size):
+        pool.submit(source.prefetch_view, member)
 
 
 # --- the virtual environment -----------------------------------------------------------------

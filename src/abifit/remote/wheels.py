@@ -74,6 +74,7 @@ R = TypeVar("R")
 
 LOCAL_INPUT = 1 << 20  # a local member's compressed bytes are read this many at a time
 READ_JOBS = 8  # members read at once (network waits and zlib overlap)
+LOCAL_WORKER_MIN = 4 << 20  # a local member this large (compressed) is read in a worker process
 WHOLE_GPU_MEMBER = 64 << 20  # members read for their GPU code in one request up to this size
 FIRST_TAIL = 128 << 10
 TAIL_DOUBLING = 1 << 20  # a shorter tail that falls short at least doubles
@@ -463,6 +464,32 @@ def _inflated(compressed: ByteSource, member: Member, where: str) -> ByteSource:
     return InflateSource(compressed, member.size, where, crc=member.crc)
 
 
+def shows_no_gpu_code(opened: ByteSource) -> bool:
+    """Whether a member just inflated for its view has section headers that show no fat
+    binaries (reading them costs little more then; False when they cannot be read:
+    `gpu_code` then reads the member, and says why it cannot)."""
+    from abifit.formats.fatbin import has_gpu_code
+
+    try:
+        layout = parse_layout(opened, sections=True)
+    except FormatError:
+        return False
+    return not has_gpu_code(layout)
+
+
+def read_local_view(path: str, member: Member, where: str, relocations: bool,
+                    ) -> tuple[ElfImage | None, bool]:
+    """The view of a member of a wheel on this machine (None: not ELF), inflated from its
+    start as far as the reads go, and whether it shows no fat binaries (`shows_no_gpu_code`):
+    one large member's inflating and parsing, for a worker process (`cores.run`)."""
+    with FileSource(path, mapped=False) as archive:
+        opened = open_member(archive, member, where, local=True)
+        if not is_elf_member(opened):
+            return None, False
+        image = parse_elf(opened, relocations=relocations, sections=False)
+        return image, shows_no_gpu_code(opened)
+
+
 def _read_gpu_member(archive: ByteSource, member: Member, where: str,
                      local: bool = False) -> GpuCode | None:
     """A member's fat binaries: a small member fetched in one request; a large one with its
@@ -624,6 +651,15 @@ class RemoteWheel:
         with lock:
             return self._view(member)
 
+    def prefetch_view(self, member: Member) -> None:
+        """Read the member's view now, unless the cache holds it (a run that then finds a
+        stored result needs no view): started early, reading overlaps other work."""
+        entry = _entry(member, _RELOCATIONS if self.relocations else "")
+        cache = self.ctx.cache
+        if cache is not None and any(cache.has_view(k, entry) for k in _lookup_keys(self.file)):
+            return
+        self.view(member)
+
     def _archive(self) -> ByteSource:
         """The wheel's bytes, for a reader of its own (the directory is read on first use)."""
         with self._lock:
@@ -671,15 +707,26 @@ class RemoteWheel:
         if cached == _NOT_ELF:
             return None
         where = f"{self.file.filename}!{member.path}"
+        path = local_file(self._given.url)
         try:
-            reader = self._archive() if self.local else self._reader(member)
-            opened = open_member(reader, member, where, local=self.local)
-            if not is_elf_member(opened):
+            if path is not None and member.compressed_size >= LOCAL_WORKER_MIN:
+                # CPU-bound from end to end: on another core, off this process's GIL
+                read = cores.run(read_local_view, str(path), member, where, self.relocations,
+                                 priority=member.compressed_size)
+                found, no_gpu_code = read
+                # built again here: a pickled SymbolTable skips __post_init__ (its interning)
+                image = None if found is None else replace(found, symbols=replace(found.symbols))
+            else:
+                reader = self._archive() if self.local else self._reader(member)
+                opened = open_member(reader, member, where, local=self.local)
+                image = None if not is_elf_member(opened) else parse_elf(
+                    opened, relocations=self.relocations, sections=False)
+                no_gpu_code = self.local and image is not None and shows_no_gpu_code(opened)
+            if image is None:
                 _remember(self.ctx, self.file, entry, _NOT_ELF)
                 return None
-            image = parse_elf(opened, relocations=self.relocations, sections=False)
-            if self.local:
-                self._note_gpu_code(opened, member)
+            if no_gpu_code:
+                self._no_gpu_code_in(member)
         except FormatError as e:
             return e
         _remember(self.ctx, self.file, entry, image)
@@ -703,19 +750,12 @@ class RemoteWheel:
         _remember(self.ctx, self.file, entry, _NOT_ELF if summary is None else summary)
         return summary
 
-    def _note_gpu_code(self, opened: ByteSource, member: Member) -> None:
-        """A local member was just inflated for its view: its section headers cost little more,
-        and when they show no fat binaries, its GPU code is known (none) without a second pass."""
-        from abifit.formats.fatbin import has_gpu_code
-
-        try:
-            layout = parse_layout(opened, sections=True)
-        except FormatError:
-            return  # gpu_code reads the member, and says why it cannot
-        if not has_gpu_code(layout):
-            with self._lock:
-                self._no_gpu_code.add(member.path)
-            _remember(self.ctx, self.file, _entry(member, _GPU_CODE), _NOT_ELF)
+    def _no_gpu_code_in(self, member: Member) -> None:
+        """A local member's section headers, read with its view, show no fat binaries: its GPU
+        code is known (none) without a second pass."""
+        with self._lock:
+            self._no_gpu_code.add(member.path)
+        _remember(self.ctx, self.file, _entry(member, _GPU_CODE), _NOT_ELF)
 
     def gpu_code(self, member: Member) -> GpuCode | FormatError | None:
         """The member's fat binaries (None: not ELF, or no GPU code). A member up to
