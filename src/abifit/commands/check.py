@@ -44,6 +44,7 @@ from abifit.host.profile import HostProfile
 from abifit.sim import pythonapi
 from abifit.sim.diagnose import Context
 from abifit.sim.findings import Finding
+from abifit.sim.gpu import GpuCheck, GpuTarget, check_gpu_code
 from abifit.sim.imports import load_import_rules, load_imports_rules
 from abifit.sim.loader import ASSUMED_DIR, SearchConfig
 from abifit.sim.process import (
@@ -67,10 +68,10 @@ if TYPE_CHECKING:
     from abifit.formats.fatbin import GpuCode
     from abifit.remote.index import IndexFile, Target
     from abifit.remote.wheels import RemoteContext
-    from abifit.sim.gpu import GpuCheck, GpuTarget
 
-# The simulation's parts (the doctor's library search, import plans, GPU code) are imported
-# where they are used: a check whose result the cache holds never needs them.
+# The doctor's library search and the import plans are imported where they are used: a check
+# whose result the cache holds never needs them. (The field types of the dataclasses are
+# imported above: their hints must evaluate, see `formats.datacodec.type_hints`.)
 
 SITE = "/abifit-wheels/site-packages"
 PREFETCH_JOBS = 6  # member views read at once before a simulation
@@ -894,8 +895,6 @@ def check(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteC
                      f" {len(snap.libraries)} system libraries)")
     gpu_check = None
     if gpu is not None:
-        from abifit.sim.gpu import check_gpu_code
-
         gpu_check = check_gpu_code(target_gpu_codes(wheels, progress), gpu)
         findings += gpu_check.findings
         if not gpu_check.objects:

@@ -25,16 +25,16 @@ from abifit.formats.elf import (
     parse_elf,
     summarize_image,
 )
+from abifit.formats.fatbin import GpuCode, code_or_error
 from abifit.formats.sources import ByteSource, FileSource
 from abifit.formats.wheel import ZIP_MAGIC, WheelArchive, is_elf_member
 from abifit.host.environment import InterpreterFacts, find_distribution
 from abifit.host.localfs import is_elf_file, special_kind
+from abifit.sim.gpu import GpuTarget, ObjectCoverage, object_coverage
 
 if TYPE_CHECKING:
-    from abifit.formats.fatbin import GpuCode
     from abifit.remote.index import IndexFile
     from abifit.remote.wheels import RemoteContext
-    from abifit.sim.gpu import GpuTarget, ObjectCoverage
 
 Progress = Callable[[str], None]
 
@@ -210,8 +210,6 @@ def summary_report(summary: ImageSummary, path: str, member: str | None) -> Obje
 def _inspect_source(
     source: ByteSource, path: str, member: str | None, flt: SymbolFilter
 ) -> ObjectReport:
-    from abifit.formats.fatbin import code_or_error
-
     try:
         image = parse_elf(source)
     except FormatError as e:
@@ -371,8 +369,6 @@ def inspect(
     for target in targets:
         objects.extend(inspect_target(target, flt, facts, progress, remote, gpu is not None))
     if gpu is not None:
-        from abifit.sim.gpu import object_coverage
-
         objects = [replace(o, gpu=object_coverage(o.gpu_code, gpu)) if o.gpu_code else o
                    for o in objects]
     return InspectReport(tuple(targets), tuple(objects), flt.selection, flt.match, gpu)

@@ -63,12 +63,12 @@ from abifit.formats.wheel import (
 from abifit.remote import cores
 from abifit.remote.cache import Cache
 from abifit.remote.deflate import TailView, WindowView, decode_tail, decode_window, expansion
+from abifit.remote.http import HttpClient
 from abifit.remote.index import Fetch, IndexFile, PackageIndex, Target, local_file, select_one
 from abifit.remote.middle import dynamic_site, place
 
 if TYPE_CHECKING:
     from abifit.formats.fatbin import GpuCode
-    from abifit.remote.http import HttpClient
 
 R = TypeVar("R")
 
