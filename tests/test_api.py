@@ -48,11 +48,11 @@ def test_importing_abifit_imports_only_the_errors() -> None:
 
 def test_the_command_line_loads_no_network_module_before_it_needs_one() -> None:
     """The command line, its reports and an HTTP client that has sent nothing hold neither
-    urllib3 (the first request imports it, with http.client and ssl) nor the doctor's modules
-    (a check loads its library search only to simulate): a check or an inspect that the cache
-    answers never pays for them."""
+    urllib3 (the first request imports it, with http.client and ssl), the CUDA probes (`cuda`
+    and --gpu auto need them) nor the doctor's modules (a check loads its library search only
+    to simulate): a check or an inspect that the cache answers never pays for them."""
     unwanted = ("urllib3", "http.client", "ssl", "urllib.request", "abifit.commands.doctor",
-                "abifit.commands.gpus", "abifit.commands.plans")
+                "abifit.commands.gpus", "abifit.commands.plans", "abifit.host.cudastack")
     code = ("import sys, abifit.cli, abifit.commands.check, abifit.report.check, "
             "abifit.report.inspect, abifit.remote.wheels, abifit.remote.http as h; "
             "h.HttpClient().close(); "
