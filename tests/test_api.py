@@ -46,6 +46,23 @@ def test_importing_abifit_imports_only_the_errors() -> None:
     assert _abifit_modules_after("import abifit") == ["abifit", "abifit.errors"]
 
 
+def test_the_command_line_loads_no_network_module_before_it_needs_one() -> None:
+    """The command line, its reports and an HTTP client that has sent nothing hold neither
+    urllib3 (the first request imports it, with http.client and ssl), the CUDA probes (`cuda`
+    and --gpu auto need them) nor the doctor's modules (a check loads its library search only
+    to simulate): a check or an inspect that the cache answers never pays for them."""
+    unwanted = ("urllib3", "http.client", "ssl", "urllib.request", "abifit.commands.doctor",
+                "abifit.commands.gpus", "abifit.commands.plans", "abifit.host.cudastack")
+    code = ("import sys, abifit.cli, abifit.commands.check, abifit.report.check, "
+            "abifit.report.inspect, abifit.remote.wheels, abifit.remote.http as h; "
+            "h.HttpClient().close(); "
+            f"print(*sorted(m for m in sys.modules if m.split('.')[0] in {unwanted!r} "
+            f"or m in {unwanted!r}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split() == []
+
+
 def test_importing_the_elf_reader_stays_in_its_layer() -> None:
     """`import abifit.formats.elf` imports nothing above the formats layer."""
     loaded = _abifit_modules_after("import abifit.formats.elf")

@@ -153,6 +153,81 @@ def test_inspect_requirement_against_a_loopback_index(libraries: dict[str, bytes
         assert json.loads(second.stdout)["objects"] == doc["objects"]
 
 
+def test_view_summaries_are_cached_beside_the_views_and_read_alone(
+        libraries: dict[str, bytes], tmp_path: Path) -> None:
+    """A member's summary equals the summary of a full local read; a later offline run reads
+    the summaries from the cache, fetching nothing, even once the views themselves are gone."""
+    from abifit.formats.elf import summarize_image
+    from abifit.remote.cache import VIEWS_BUCKET, Cache, key_path
+    from abifit.remote.index import IndexConfig, PackageIndex, Target
+    from abifit.remote.wheels import (
+        RemoteContext,
+        RemoteWheel,
+        cached_fetch,
+        member_summaries,
+        resolve,
+        view_key,
+    )
+
+    wheel = make_wheel(libraries)
+    cache = Cache(tmp_path)
+    target = Target((3, 11), platforms=("manylinux_2_28_x86_64",))
+
+    def context(client: HttpClient | None, url: str) -> RemoteContext:
+        index = PackageIndex(cached_fetch(client, cache), IndexConfig(index_url=url))
+        return RemoteContext(index, client, cache, target)
+
+    def summaries(ctx: RemoteContext) -> dict[str, object]:
+        file = resolve("demo==1.0", ctx)
+        return dict(member_summaries(file, ctx, lambda _message: None))
+
+    with LoopbackServer() as server, HttpClient(retries=0) as client:
+        index = publish_index(server, {"demo": [("demo-1.0-py3-none-any.whl", wheel)]})
+        first = summaries(context(client, index.url))
+        assert client.transfer.bytes_fetched > 0
+        assert first == {f"demo/lib/{name}": summarize_image(parse_elf(BytesSource(data)))
+                         for name, data in libraries.items()}
+        offline = context(None, index.url)
+        assert summaries(offline) == first
+        file = resolve("demo==1.0", offline)
+        key = view_key(file)
+        assert key is not None
+        for member in RemoteWheel(file, offline).members():
+            entry = f"{member.path}\x00{member.crc:08x}:{member.size}:{member.compressed_size}"
+            key_path(cache.bucket(VIEWS_BUCKET), key, entry).unlink()
+        assert summaries(context(None, index.url)) == first
+
+
+def test_large_members_of_a_local_wheel_are_read_in_worker_processes(
+        libraries: dict[str, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Members of a wheel on this machine from `LOCAL_WORKER_MIN` compressed bytes up are
+    inflated and parsed by a worker process: their views equal a local read, with their names
+    interned as ever, and their section headers still tell that they hold no GPU code."""
+    import abifit.remote.wheels as wheels
+    from abifit.remote import cores
+    from abifit.remote.index import IndexConfig, PackageIndex, Target, path_file
+
+    monkeypatch.setattr(wheels, "LOCAL_WORKER_MIN", 0)
+    path = tmp_path / "demo-1.0-py3-none-any.whl"
+    path.write_bytes(make_wheel(libraries))
+    index = PackageIndex(wheels.cached_fetch(None, None), IndexConfig())
+    ctx = wheels.RemoteContext(index, None, None,
+                               Target((3, 11), platforms=("manylinux_2_28_x86_64",)))
+    wheel = wheels.RemoteWheel(path_file(str(path)), ctx)
+    read = {}
+    for member in wheel.members():
+        view = wheel.view(member)
+        assert isinstance(view, ElfImage), view
+        read[member.path.rsplit("/", 1)[1]] = view
+        assert all(sys.intern(name) is name for name in view.symbols.names)
+        assert wheel.gpu_code(member) is None
+    assert read.keys() == libraries.keys()
+    for name, data in libraries.items():
+        same_view(read[name], parse_elf(BytesSource(data), relocations=False, sections=False))
+    if cores.workers_wanted() > 0:
+        assert cores._pool is not None and cores._pool.size > 0
+
+
 def test_unknown_project_is_one_line(tmp_path: Path) -> None:
     """A requirement for a project the index does not have is one error line, exit 2."""
     with LoopbackServer() as server:

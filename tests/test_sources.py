@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from abifit.errors import FormatError
+from abifit.errors import FormatError, WheelRefused
 from abifit.formats.sources import BytesSource, FileSource, InflateSource, SliceSource
 
 
@@ -89,6 +89,34 @@ def test_inflate_source_backward_read_uses_checkpoints() -> None:
     first_pass = counted.bytes_read
     assert src.read_at(len(DATA) - 400_000, 10) == DATA[-400_000 : -400_000 + 10]
     assert counted.bytes_read - first_pass < len(COMPRESSED) // 4
+
+
+def test_inflate_source_read_ahead_after_a_restart_resumes_from_a_checkpoint() -> None:
+    """After the end was read and a read went back to the start, reading the end again resumes
+    from the checkpoint before it, not from where the restart left off."""
+    counted = _CountingSource(BytesSource(COMPRESSED, "z"))
+    src = InflateSource(counted, len(DATA), "z", checkpoint_every=256 << 10, crc=zlib.crc32(DATA))
+    assert src.read_at(len(DATA) - 10, 10) == DATA[-10:]
+    assert src.read_at(0, 10) == DATA[:10]
+    before = counted.bytes_read
+    assert src.read_at(len(DATA) - 100, 100) == DATA[-100:]
+    assert counted.bytes_read - before < len(COMPRESSED) // 4
+
+
+def test_inflate_source_checks_the_crc_when_a_restart_straddles_what_was_summed() -> None:
+    """Output summed for the CRC in a first pass that stopped short, then produced again from
+    an earlier checkpoint in chunks that do not line up with it, is summed once: a right CRC
+    passes at the end, a wrong one is refused."""
+    for expected, fails in ((zlib.crc32(DATA), False), (zlib.crc32(DATA) ^ 1, True)):
+        src = InflateSource(BytesSource(COMPRESSED, "z"), len(DATA), "z",
+                            checkpoint_every=256 << 10, crc=expected)
+        assert src.read_at(len(DATA) // 2, 10) == DATA[len(DATA) // 2 : len(DATA) // 2 + 10]
+        assert src.read_at(300_001, 7) == DATA[300_001:300_008]
+        if fails:
+            with pytest.raises(WheelRefused, match="CRC-32 of the data is"):
+                src.read_at(len(DATA) - 1, 1)
+        else:
+            assert src.read_at(len(DATA) - 1, 1) == DATA[-1:]
 
 
 def test_inflate_source_reports_corrupt_and_short_streams() -> None:

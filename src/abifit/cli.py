@@ -360,11 +360,11 @@ def _run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _gpu_targets(option: str | None) -> tuple[GpuTarget, ...]:
     """The GPUs `--gpu` names: one it spells out, or this machine's with 'auto'."""
+    if option is None:
+        return ()
     from abifit.commands.gpus import detect_targets
     from abifit.sim.gpu import parse_gpu_option
 
-    if option is None:
-        return ()
     if option == "auto":
         found, reason = detect_targets(dict(os.environ))
         if not found:

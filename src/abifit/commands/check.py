@@ -33,16 +33,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from abifit.commands.doctor import (
-    LibrarySearchFn,
-    index_library_fix,
-    library_search,
-    located_copy,
-)
-from abifit.commands.plans import mark_loaded, plan_for, python_modules
 from abifit.errors import AbifitError, FormatError, UsageError, WheelError
 from abifit.formats.elf import ElfImage, SymbolType, parse_elf
-from abifit.formats.fatbin import GpuCode, read_gpu_code
 from abifit.formats.sources import FileSource, ObjectSource
 from abifit.formats.wheel import Member, WheelArchive, is_elf_member, python_members
 from abifit.host.environment import Distribution, InterpreterFacts, interpreter_candidates
@@ -72,8 +64,14 @@ from abifit.sim.process import (
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
+    from abifit.commands.doctor import LibrarySearchFn
+    from abifit.formats.fatbin import GpuCode
     from abifit.remote.index import IndexFile, Target
     from abifit.remote.wheels import RemoteContext
+
+# The doctor's library search and the import plans are imported where they are used: a check
+# whose result the cache holds never needs them. (The field types of the dataclasses are
+# imported above: their hints must evaluate, see `formats.datacodec.type_hints`.)
 
 SITE = "/abifit-wheels/site-packages"
 PREFETCH_JOBS = 6  # member views read at once before a simulation
@@ -99,6 +97,8 @@ class WheelSource(Protocol):
     def members(self) -> tuple[Member, ...]: ...
 
     def view(self, member: Member) -> ElfImage | FormatError | None: ...
+
+    def prefetch_view(self, member: Member) -> None: ...
 
     def gpu_code(self, member: Member) -> GpuCode | FormatError | None: ...
 
@@ -127,7 +127,12 @@ class LocalWheel:
         except FormatError as e:
             return e
 
+    def prefetch_view(self, member: Member) -> None:
+        """Nothing: views are read when the simulation asks for them."""
+
     def gpu_code(self, member: Member) -> GpuCode | FormatError | None:
+        from abifit.formats.fatbin import read_gpu_code
+
         try:
             opened = self._archive.open(member)
             if not is_elf_member(opened):
@@ -408,10 +413,31 @@ def gather(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: Remote
         wheel = g.open(text, Role.TARGET, skip_pure)
         if wheel is not None:
             g.add(wheel)
-    g.close(markers)
+    with ThreadPoolExecutor(max_workers=PREFETCH_JOBS) as pool:
+        _read_ahead([w for w in g.chosen.values() if w.role is Role.TARGET], pool)
+        try:
+            g.close(markers)
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
     order = {Role.TARGET: 0, Role.WITH: 1, Role.DEPENDENCY: 2}
     wheels = sorted(g.chosen.values(), key=lambda w: order[w.role])
     return wheels, g.notes
+
+
+def _read_ahead(targets: Sequence[Wheel], pool: ThreadPoolExecutor) -> None:
+    """Start reading the views of the targets' members that the cache lacks, largest first:
+    the simulation opens them all first, and reading them (CPU-bound, inflating in part off
+    the GIL) then overlaps choosing the dependencies (index pages and metadata). A wheel
+    whose members cannot be listed is left to fail where it did, after the dependencies."""
+    members: list[tuple[WheelSource, Member]] = []
+    for source in (w.source for w in targets if w.source is not None):
+        try:
+            members += [(source, m) for m in source.members()]
+        except (AbifitError, OSError):
+            continue
+    for source, member in sorted(members, key=lambda sm: -sm[1].compressed_size):
+        pool.submit(source.prefetch_view, member)
 
 
 # --- the virtual environment -----------------------------------------------------------------
@@ -632,6 +658,7 @@ def stand_ins(tree: VirtualTree, remote: RemoteContext | None,
     """Where the copy of a library the search missed is, to bind past the miss: a file of that
     name in the wheels (one the search does not reach), else the library in the wheel on the
     index that ships it (`search`, shared with the fix; its view only, read once per soname)."""
+    from abifit.commands.doctor import located_copy
     from abifit.remote.wheels import shared_wheel
 
     in_wheels = located_copy(tree.named, tree.image_or_none)
@@ -659,6 +686,8 @@ def stand_ins(tree: VirtualTree, remote: RemoteContext | None,
 
 def _context(sim: Simulator, tree: VirtualTree, target: Target,
              search: LibrarySearchFn | None) -> Context:
+    from abifit.commands.doctor import index_library_fix
+
     fix = index_library_fix(search, [SITE]) if search is not None else None
     ctx = context(sim, tree.named, load_soname_packages(), fix)
     if target.implementation != "cp":
@@ -711,6 +740,8 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
              for m in w.source.members()]
     prefetch_views(tree, first, progress)
     base = build_environment(wheels, target, executable, tree)
+    from abifit.commands.doctor import library_search
+
     search = library_search(lambda: remote) if remote is not None else None
     config = _config(host, api is ApiCheck.UNCHECKED, stand_ins(tree, remote, search))
 
@@ -741,6 +772,8 @@ def _planned(env: Environment, wheels: Sequence[Wheel], progress: Progress,
     """The environment with the import plans of the target wheels, read from their Python
     members (the packages they need are imported by their own rules); without `read_code`,
     plans that know the top-level names of the extension modules only."""
+    from abifit.commands.plans import mark_loaded, plan_for, python_modules
+
     rules = load_imports_rules()
     plans = {}
     for wheel in wheels:

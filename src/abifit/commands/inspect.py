@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from abifit.errors import FormatError, UsageError
-from abifit.formats.elf import ElfImage, might_be_elf, parse_elf
+from abifit.formats.elf import (
+    ElfImage,
+    ImageSummary,
+    machine_name,
+    might_be_elf,
+    parse_elf,
+    summarize_image,
+)
 from abifit.formats.fatbin import GpuCode, code_or_error
 from abifit.formats.sources import ByteSource, FileSource
 from abifit.formats.wheel import ZIP_MAGIC, WheelArchive, is_elf_member
@@ -161,36 +168,42 @@ def _symbol_rows(image: ElfImage, flt: SymbolFilter) -> tuple[SymbolRow, ...]:
 
 def summarize(image: ElfImage, path: str, member: str | None, flt: SymbolFilter) -> ObjectReport:
     """The report for one parsed ELF image."""
-    defined, undefined, weak = image.symbols.counts()
-    dyn = image.dynamic
+    report = summary_report(summarize_image(image), path, member)
+    if flt.selection is SymbolSelection.NONE:
+        return report
+    return replace(report, symbols=_symbol_rows(image, flt))
+
+
+def summary_report(summary: ImageSummary, path: str, member: str | None) -> ObjectReport:
+    """The report for one ELF image without its symbols listed (`summarize_image`)."""
+    dyn = summary.dynamic
     return ObjectReport(
         path=path,
         member=member,
-        elf_class=image.elf_class.name,
-        byte_order=image.byte_order.name.lower(),
-        machine=image.machine_name,
-        file_type=_name(image.file_type),
-        interpreter=image.interpreter,
-        soname=image.soname,
-        needed=image.needed,
-        warnings=image.warnings,
+        elf_class=summary.elf_class.name,
+        byte_order=summary.byte_order.name.lower(),
+        machine=machine_name(summary.machine),
+        file_type=_name(summary.file_type),
+        interpreter=summary.interpreter,
+        soname=dyn.soname if dyn else None,
+        needed=dyn.needed if dyn else (),
+        warnings=summary.warnings,
         rpath=dyn.rpath if dyn else (),
         runpath=dyn.runpath if dyn else (),
         flags=dyn.flags if dyn else 0,
         flags_1=dyn.flags_1 if dyn else 0,
-        defined=defined,
-        undefined=undefined,
-        weak=weak,
+        defined=summary.defined,
+        undefined=summary.undefined,
+        weak=summary.weak,
         required_versions=tuple(
             RequiredVersions(
                 need.file,
                 tuple(v.name for v in need.versions),
                 tuple(v.name for v in need.versions if v.weak),
             )
-            for need in image.version_needs
+            for need in summary.version_needs
         ),
-        defined_versions=tuple(d.name for d in image.version_defs if not d.is_base),
-        symbols=None if flt.selection is SymbolSelection.NONE else _symbol_rows(image, flt),
+        defined_versions=tuple(d.name for d in summary.version_defs if not d.is_base),
     )
 
 
@@ -279,18 +292,23 @@ def _inspect_index_file(
     file: IndexFile, flt: SymbolFilter, ctx: RemoteContext, progress: Progress, gpu_code: bool,
     label: str | None = None,
 ) -> list[ObjectReport]:
-    """Reports for the ELF members of a wheel, each under `label` (default: its file name)."""
-    from abifit.remote.wheels import RemoteWheel, member_views
+    """Reports for the ELF members of a wheel, each under `label` (default: its file name).
+    Without symbols to list, the summaries of their views are read (`RemoteWheel.summary`)."""
+    from abifit.remote.wheels import RemoteWheel, member_summaries, member_views
 
     label = label or file.filename
     wheel = RemoteWheel(file, ctx)
     by_path = {m.path: m for m in wheel.members()}
     out = []
-    for member, view in member_views(file, ctx, progress, wheel):
+    found: Iterator[tuple[str, ElfImage | ImageSummary | FormatError]] = (
+        member_summaries(file, ctx, progress, wheel) if flt.selection is SymbolSelection.NONE
+        else member_views(file, ctx, progress, wheel))
+    for member, view in found:
         if isinstance(view, FormatError):
             out.append(ObjectReport(path=label, member=member, error=str(view)))
             continue
-        report = summarize(view, label, member, flt)
+        report = (summary_report(view, label, member) if isinstance(view, ImageSummary)
+                  else summarize(view, label, member, flt))
         if gpu_code:
             progress(f"{file.filename}: fat binaries of {member} "
                      f"({by_path[member].compressed_size / 1e6:.1f} MB compressed)")

@@ -413,7 +413,7 @@ class ElfImage:
 
     @property
     def machine_name(self) -> str:
-        return MACHINE_NAMES.get(self.machine, f"machine {self.machine}")
+        return machine_name(self.machine)
 
     @property
     def needed(self) -> tuple[str, ...]:
@@ -425,6 +425,39 @@ class ElfImage:
 
     def section(self, name: str) -> Section | None:
         return next((s for s in self.sections if s.name == name), None)
+
+
+def machine_name(machine: int) -> str:
+    """The name of an `e_machine` value (`x86-64`), or `machine N`."""
+    return MACHINE_NAMES.get(machine, f"machine {machine}")
+
+
+@dataclass(frozen=True, slots=True)
+class ImageSummary:
+    """An image with its symbols counted, not listed: its header, dynamic entries, versions and
+    warnings, what `abifit inspect` shows of an object without --symbols. A few hundred bytes
+    where the image of a large C++ library holds tens of MB of symbol names."""
+
+    elf_class: ElfClass
+    byte_order: ByteOrder
+    machine: int
+    file_type: FileType | int
+    interpreter: str | None
+    dynamic: DynamicInfo | None
+    version_needs: tuple[VersionNeed, ...]
+    version_defs: tuple[VersionDef, ...]
+    warnings: tuple[str, ...]
+    defined: int
+    undefined: int
+    weak: int
+
+
+def summarize_image(image: ElfImage) -> ImageSummary:
+    """The summary of an image (`ElfImage.symbols.counts` for its symbols)."""
+    defined, undefined, weak = image.symbols.counts()
+    return ImageSummary(image.elf_class, image.byte_order, image.machine, image.file_type,
+                        image.interpreter, image.dynamic, image.version_needs,
+                        image.version_defs, image.warnings, defined, undefined, weak)
 
 
 # Members worth checking for ELF magic: shared objects (`x.so`, `x.so.1.2`, `x.cpython-311-...so`)

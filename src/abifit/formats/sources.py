@@ -201,7 +201,10 @@ class InflateSource(_Described):
 
     Output is produced forward in chunks; every `checkpoint_every` bytes a copy of the inflater
     state is kept, so a read behind the current position restarts from the nearest checkpoint
-    instead of from the beginning. Only the most recent chunk is kept in memory. Given the
+    instead of from the beginning, and a read far ahead of it after such a restart resumes from
+    the nearest checkpoint before it (reading the headers at the start of a member, then its
+    section headers at the end, inflates the member once, not twice). Only the most recent
+    chunk is kept in memory. Given the
     `crc` of a zip member, output that reaches the end is checked against it (`WheelRefused`).
     """
 
@@ -272,10 +275,12 @@ class InflateSource(_Described):
 
     def _check_crc(self, out: bytes) -> None:
         """Sum output seen for the first time; once all `size` bytes are out, the sum must be
-        the member's CRC-32 (output produced again after a restart is not summed twice)."""
-        if self._crc is None or self._chunk_start != self._crc_end:
+        the member's CRC-32 (output produced again after a restart is not summed twice, and a
+        chunk that straddles the end of what was summed adds its new part)."""
+        if self._crc is None or not self._chunk_start <= self._crc_end < self._out_pos:
             return
-        self._crc_sum = zlib.crc32(out, self._crc_sum)
+        self._crc_sum = zlib.crc32(memoryview(out)[self._crc_end - self._chunk_start :],
+                                   self._crc_sum)
         self._crc_end = self._out_pos
         if self._crc_end == self._size and self._crc_sum != self._crc:
             raise crc_refused(self._name, self._crc_sum, self._crc)
@@ -288,11 +293,12 @@ class InflateSource(_Described):
 
     def read_at(self, offset: int, length: int) -> bytes:
         check_range(self, offset, length)
-        if offset < self._chunk_start:
+        if offset < self._chunk_start or offset >= self._out_pos:
             best = max(
                 (c for c in self._checkpoints if c.out_pos <= offset), key=lambda c: c.out_pos
             )
-            self._resume(best)
+            if offset < self._chunk_start or best.out_pos > self._out_pos:
+                self._resume(best)  # back, or ahead to output already produced once
         parts: list[bytes] = []
         end = offset + length
         while True:

@@ -152,6 +152,10 @@ class Cache:
             return None
         return read_value(key_path(self.bucket(VIEWS_BUCKET), sha256, member), expect)
 
+    def has_view(self, sha256: str, member: str) -> bool:
+        """Whether an entry is stored for this view (whether it decodes is not checked)."""
+        return not self.refresh and key_path(self.bucket(VIEWS_BUCKET), sha256, member).is_file()
+
     def put_view(self, sha256: str, member: str, view: object) -> None:
         write_value(key_path(self.bucket(VIEWS_BUCKET), sha256, member), view)
 

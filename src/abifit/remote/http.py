@@ -41,26 +41,18 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import IO, TypeVar
+from typing import IO, TYPE_CHECKING, TypeVar
 from urllib.parse import urljoin, urlsplit
-
-import urllib3
-from urllib3.exceptions import (
-    ConnectTimeoutError,
-    LocationValueError,
-    MaxRetryError,
-    NameResolutionError,
-    NewConnectionError,
-    ProtocolError,
-    ReadTimeoutError,
-    ResponseError,
-    SSLError,
-)
-from urllib3.util import make_headers
 
 from abifit import __version__
 from abifit.errors import AbifitError, FormatError
 from abifit.formats.sources import Closing, check_range
+
+if TYPE_CHECKING:
+    import urllib3
+
+# urllib3 (and with it http.client and ssl) is imported by the first request, not with this
+# module: a run that the cache answers whole never pays for it.
 
 _CHUNK = 1 << 20
 MAX_PAGE = 64 << 20  # an index page larger than this, decompressed, is refused
@@ -167,13 +159,9 @@ class HttpClient(Closing):
         self._backoff = backoff
         self._slots = threading.BoundedSemaphore(max_concurrent)
         self._headers = {"User-Agent": user_agent}
-        self._pool = urllib3.PoolManager(maxsize=max_concurrent)
-        self._timeout = urllib3.Timeout(connect=timeout, read=timeout)
-        # urllib3 follows redirects and nothing else: every other failure comes back to _retrying
-        self._redirects = urllib3.Retry(
-            total=None, connect=0, read=0, status=0, other=0, redirect=_MAX_REDIRECTS,
-            raise_on_redirect=True, raise_on_status=False,
-        )
+        self._max_concurrent = max_concurrent
+        self._pool: urllib3.PoolManager | None = None  # made by the first request
+        self._pool_lock = threading.Lock()
         self._hosts: dict[str, HostSupport] = {}
         self._hosts_lock = threading.Lock()
         self._unreachable: dict[str, str] = {}  # host -> why no connection was made
@@ -182,7 +170,9 @@ class HttpClient(Closing):
             allow: tuple[int, ...] = ()) -> Response:
         """The whole response to a GET (an index page); 4xx and exhausted retries raise, but
         for the statuses in `allow` (304 to a conditional request)."""
-        asked = {**make_headers(accept_encoding=True), **(headers or {})}
+        import urllib3
+
+        asked = {**urllib3.make_headers(accept_encoding=True), **(headers or {})}
 
         def attempt() -> Response:
             resp = self._send("GET", url, asked, allow)
@@ -211,7 +201,17 @@ class HttpClient(Closing):
             return self._hosts.get(_host(url), HostSupport())
 
     def close(self) -> None:
-        self._pool.clear()
+        if self._pool is not None:
+            self._pool.clear()
+
+    def _pool_manager(self) -> urllib3.PoolManager:
+        """The connection pool, made on first use."""
+        import urllib3
+
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = urllib3.PoolManager(maxsize=self._max_concurrent)
+            return self._pool
 
     # -- machinery shared with HttpSource --------------------------------------------------------
 
@@ -256,15 +256,19 @@ class HttpClient(Closing):
         2xx and the statuses in `allow` are returned; 429 and 5xx raise _Retry, other statuses
         HttpError, as does a host no connection could be made to before.
         """
+        import urllib3
+        from urllib3.exceptions import LocationValueError, MaxRetryError, ResponseError
+
         with self._hosts_lock:
             unreachable = self._unreachable.get(_host(url))
         if unreachable is not None:
             raise HttpError(url, f"{unreachable} earlier; not asked again")
         self.transfer.add(requests=1)
         try:
-            resp = self._pool.request(
+            resp = self._pool_manager().request(
                 method, url, headers={**self._headers, **headers}, preload_content=False,
-                decode_content=False, retries=self._redirects, timeout=self._timeout,
+                decode_content=False, retries=_redirects(),
+                timeout=urllib3.Timeout(connect=self._timeout_s, read=self._timeout_s),
             )
         except LocationValueError as e:
             raise HttpError(url, f"not a usable URL ({_one_line(str(e))})") from e
@@ -291,6 +295,8 @@ class HttpClient(Closing):
         """The retry of a request that failed in the network; no connection (refused, a name
         that does not resolve, a connect timeout: urllib3's NewConnectionError and
         NameResolutionError are ConnectTimeoutErrors) marks the host."""
+        from urllib3.exceptions import ConnectTimeoutError
+
         unreachable = _host(url) if isinstance(error, ConnectTimeoutError) else None
         return _Retry(_describe(error, self._timeout_s), unreachable=unreachable)
 
@@ -318,6 +324,8 @@ class HttpClient(Closing):
         return total
 
     def _read_chunk(self, resp: urllib3.BaseHTTPResponse, want: int, decode: bool) -> bytes:
+        import urllib3
+
         before = resp.tell()
         try:
             return resp.read1(want, decode_content=decode)  # what has arrived: all of it counts
@@ -668,8 +676,28 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _redirects() -> urllib3.Retry:
+    """urllib3 follows redirects and nothing else: every other failure comes back to
+    `HttpClient._retrying`."""
+    import urllib3
+
+    return urllib3.Retry(
+        total=None, connect=0, read=0, status=0, other=0, redirect=_MAX_REDIRECTS,
+        raise_on_redirect=True, raise_on_status=False,
+    )
+
+
 def _describe(error: BaseException, timeout_s: float) -> str:
     """A short phrase for a network failure."""
+    from urllib3.exceptions import (
+        ConnectTimeoutError,
+        NameResolutionError,
+        NewConnectionError,
+        ProtocolError,
+        ReadTimeoutError,
+        SSLError,
+    )
+
     if isinstance(error, NameResolutionError):
         return "cannot resolve the host name"
     if isinstance(error, NewConnectionError):

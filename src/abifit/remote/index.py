@@ -40,7 +40,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
-from urllib.request import url2pathname
 
 from packaging import tags as _tags
 from packaging.requirements import Requirement
@@ -375,8 +374,10 @@ def find_links_files(directory: Path) -> list[IndexFile]:
 
 
 def file_url_path(url: str) -> Path:
-    """The local path of a file:// URL, percent-escapes decoded (`%2B` is `+`)."""
-    return Path(url2pathname(urlsplit(url).path))
+    """The local path of a file:// URL, percent-escapes decoded (`%2B` is `+`): what
+    `urllib.request.url2pathname` does on POSIX, without importing urllib.request (and with it
+    http.client and ssl) for every wheel."""
+    return Path(unquote(urlsplit(url).path))
 
 
 def local_file(url: str) -> Path | None:

@@ -37,10 +37,10 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from abifit.errors import AbifitError, FormatError, UsageError, WheelRefused
-from abifit.formats.elf import ElfImage, parse_elf, parse_layout
-from abifit.formats.fatbin import GpuCode, has_gpu_code, read_gpu_code
+from abifit.formats.elf import ElfImage, ImageSummary, parse_elf, parse_layout, summarize_image
 from abifit.formats.sources import (
     ByteSource,
     BytesSource,
@@ -67,8 +67,14 @@ from abifit.remote.http import HttpClient
 from abifit.remote.index import Fetch, IndexFile, PackageIndex, Target, local_file, select_one
 from abifit.remote.middle import dynamic_site, place
 
+if TYPE_CHECKING:
+    from abifit.formats.fatbin import GpuCode
+
+R = TypeVar("R")
+
 LOCAL_INPUT = 1 << 20  # a local member's compressed bytes are read this many at a time
 READ_JOBS = 8  # members read at once (network waits and zlib overlap)
+LOCAL_WORKER_MIN = 4 << 20  # a local member this large (compressed) is read in a worker process
 WHOLE_GPU_MEMBER = 64 << 20  # members read for their GPU code in one request up to this size
 FIRST_TAIL = 128 << 10
 TAIL_DOUBLING = 1 << 20  # a shorter tail that falls short at least doubles
@@ -458,11 +464,39 @@ def _inflated(compressed: ByteSource, member: Member, where: str) -> ByteSource:
     return InflateSource(compressed, member.size, where, crc=member.crc)
 
 
+def shows_no_gpu_code(opened: ByteSource) -> bool:
+    """Whether a member just inflated for its view has section headers that show no fat
+    binaries (reading them costs little more then; False when they cannot be read:
+    `gpu_code` then reads the member, and says why it cannot)."""
+    from abifit.formats.fatbin import has_gpu_code
+
+    try:
+        layout = parse_layout(opened, sections=True)
+    except FormatError:
+        return False
+    return not has_gpu_code(layout)
+
+
+def read_local_view(path: str, member: Member, where: str, relocations: bool,
+                    ) -> tuple[ElfImage | None, bool]:
+    """The view of a member of a wheel on this machine (None: not ELF), inflated from its
+    start as far as the reads go, and whether it shows no fat binaries (`shows_no_gpu_code`):
+    one large member's inflating and parsing, for a worker process (`cores.run`)."""
+    with FileSource(path, mapped=False) as archive:
+        opened = open_member(archive, member, where, local=True)
+        if not is_elf_member(opened):
+            return None, False
+        image = parse_elf(opened, relocations=relocations, sections=False)
+        return image, shows_no_gpu_code(opened)
+
+
 def _read_gpu_member(archive: ByteSource, member: Member, where: str,
                      local: bool = False) -> GpuCode | None:
     """A member's fat binaries: a small member fetched in one request; a large one with its
     headers read from its ends, then inflated from its start up to its fat binaries' end; in a
     `local` archive, inflated from its start as far as the reads go."""
+    from abifit.formats.fatbin import read_gpu_code
+
     if local:
         opened = open_member(archive, member, where, local=True)
         if not is_elf_member(opened):
@@ -577,6 +611,7 @@ class RemoteWheel:
         self._opened: tuple[WheelArchive, ReadAhead] | None = None
         self._members: tuple[Member, ...] | None = None
         self._same: dict[tuple[int, int, int], ElfImage] = {}
+        self._known: dict[str, ElfImage | None] = {}  # views by cache entry, once read
         self._lock = threading.Lock()
         self._member_locks: dict[tuple[int, int, int], threading.Lock] = {}
         self._no_gpu_code: set[str] = set()  # members whose section headers show no fat binary
@@ -616,6 +651,15 @@ class RemoteWheel:
         with lock:
             return self._view(member)
 
+    def prefetch_view(self, member: Member) -> None:
+        """Read the member's view now, unless the cache holds it (a run that then finds a
+        stored result needs no view): started early, reading overlaps other work."""
+        entry = _entry(member, _RELOCATIONS if self.relocations else "")
+        cache = self.ctx.cache
+        if cache is not None and any(cache.has_view(k, entry) for k in _lookup_keys(self.file)):
+            return
+        self.view(member)
+
     def _archive(self) -> ByteSource:
         """The wheel's bytes, for a reader of its own (the directory is read on first use)."""
         with self._lock:
@@ -642,8 +686,16 @@ class RemoteWheel:
         return shared
 
     def _view(self, member: Member) -> ElfImage | FormatError | None:
-        key = (member.crc, member.size, member.compressed_size)
         entry = _entry(member, _RELOCATIONS if self.relocations else "")
+        if entry in self._known:  # read (or found in the cache) earlier in this run
+            return self._known[entry]
+        found = self._read_view(member, entry)
+        if not isinstance(found, FormatError):
+            self._known[entry] = found
+        return found
+
+    def _read_view(self, member: Member, entry: str) -> ElfImage | FormatError | None:
+        key = (member.crc, member.size, member.compressed_size)
         cached = _cached(self.ctx, self.file, entry)
         twin = self._same.get(key)
         if twin is not None and not isinstance(cached, ElfImage):
@@ -655,38 +707,63 @@ class RemoteWheel:
         if cached == _NOT_ELF:
             return None
         where = f"{self.file.filename}!{member.path}"
+        path = local_file(self._given.url)
         try:
-            reader = self._archive() if self.local else self._reader(member)
-            opened = open_member(reader, member, where, local=self.local)
-            if not is_elf_member(opened):
+            if path is not None and member.compressed_size >= LOCAL_WORKER_MIN:
+                # CPU-bound from end to end: on another core, off this process's GIL
+                read = cores.run(read_local_view, str(path), member, where, self.relocations,
+                                 priority=member.compressed_size)
+                found, no_gpu_code = read
+                # built again here: a pickled SymbolTable skips __post_init__ (its interning)
+                image = None if found is None else replace(found, symbols=replace(found.symbols))
+            else:
+                reader = self._archive() if self.local else self._reader(member)
+                opened = open_member(reader, member, where, local=self.local)
+                image = None if not is_elf_member(opened) else parse_elf(
+                    opened, relocations=self.relocations, sections=False)
+                no_gpu_code = self.local and image is not None and shows_no_gpu_code(opened)
+            if image is None:
                 _remember(self.ctx, self.file, entry, _NOT_ELF)
                 return None
-            image = parse_elf(opened, relocations=self.relocations, sections=False)
-            if self.local:
-                self._note_gpu_code(opened, member)
+            if no_gpu_code:
+                self._no_gpu_code_in(member)
         except FormatError as e:
             return e
         _remember(self.ctx, self.file, entry, image)
         self._same[key] = image
         return image
 
-    def _note_gpu_code(self, opened: ByteSource, member: Member) -> None:
-        """A local member was just inflated for its view: its section headers cost little more,
-        and when they show no fat binaries, its GPU code is known (none) without a second pass."""
-        try:
-            layout = parse_layout(opened, sections=True)
-        except FormatError:
-            return  # gpu_code reads the member, and says why it cannot
-        if not has_gpu_code(layout):
-            with self._lock:
-                self._no_gpu_code.add(member.path)
-            _remember(self.ctx, self.file, _entry(member, _GPU_CODE), _NOT_ELF)
+    def summary(self, member: Member) -> ImageSummary | FormatError | None:
+        """The summary of the member's dynamic view (`summarize_image`), cached beside the view
+        under the same key: a run that lists no symbols reads it instead of the view, whose
+        symbol names can be tens of MB."""
+        entry = _entry(member, _SUMMARY)
+        cached = _cached(self.ctx, self.file, entry)
+        if isinstance(cached, ImageSummary):
+            return cached
+        if cached == _NOT_ELF:
+            return None
+        view = self.view(member)
+        if isinstance(view, FormatError):
+            return view
+        summary = None if view is None else summarize_image(view)
+        _remember(self.ctx, self.file, entry, _NOT_ELF if summary is None else summary)
+        return summary
+
+    def _no_gpu_code_in(self, member: Member) -> None:
+        """A local member's section headers, read with its view, show no fat binaries: its GPU
+        code is known (none) without a second pass."""
+        with self._lock:
+            self._no_gpu_code.add(member.path)
+        _remember(self.ctx, self.file, _entry(member, _GPU_CODE), _NOT_ELF)
 
     def gpu_code(self, member: Member) -> GpuCode | FormatError | None:
         """The member's fat binaries (None: not ELF, or no GPU code). A member up to
         `WHOLE_GPU_MEMBER` compressed bytes is fetched in one request and read in memory; a
         larger one has its headers read from its ends, then is inflated from its start up to
         the end of its fat binaries, in large requests."""
+        from abifit.formats.fatbin import GpuCode
+
         if member.path in self._no_gpu_code:
             return None
         entry = _entry(member, _GPU_CODE)
@@ -744,21 +821,39 @@ def member_views(
     """(member path, dynamic view or the error reading it) for every ELF member of a wheel,
     `jobs` members read at once."""
     wheel = RemoteWheel(file, ctx) if wheel is None else wheel
+    return _member_reads(wheel, wheel.view, progress, jobs)
+
+
+def member_summaries(
+    file: IndexFile, ctx: RemoteContext, progress: Callable[[str], None],
+    wheel: RemoteWheel | None = None, jobs: int = READ_JOBS,
+) -> Iterator[tuple[str, ImageSummary | FormatError]]:
+    """(member path, summary of its dynamic view or the error reading it) for every ELF member
+    of a wheel, as `member_views` reads them (`RemoteWheel.summary`)."""
+    wheel = RemoteWheel(file, ctx) if wheel is None else wheel
+    return _member_reads(wheel, wheel.summary, progress, jobs)
+
+
+def _member_reads(
+    wheel: RemoteWheel, read: Callable[[Member], R | FormatError | None],
+    progress: Callable[[str], None], jobs: int,
+) -> Iterator[tuple[str, R | FormatError]]:
     members = wheel.members()
+    filename, client = wheel.file.filename, wheel.ctx.client
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         # large members first, largest first, so that the long reads overlap; then the small
         # ones in file order, which share read-ahead spans; results in the wheel's order
         order = sorted(members, key=lambda m: (m.compressed_size <= WHOLE_MEMBER,
                                                -m.compressed_size if m.compressed_size
                                                > WHOLE_MEMBER else m.header_offset))
-        futures = {m.path: pool.submit(wheel.view, m) for m in order}
+        futures = {m.path: pool.submit(read, m) for m in order}
         for n, member in enumerate(members, 1):
-            view = futures[member.path].result()
-            fetched = ctx.client.transfer.bytes_fetched if ctx.client else 0
+            found = futures[member.path].result()
+            fetched = client.transfer.bytes_fetched if client else 0
             how = "read in place" if wheel.local else f"{fetched / 1e6:.1f} MB fetched"
-            progress(f"{file.filename}: member {n}/{len(members)} {member.path} ({how})")
-            if view is not None:
-                yield member.path, view
+            progress(f"{filename}: member {n}/{len(members)} {member.path} ({how})")
+            if found is not None:
+                yield member.path, found
 
 
 _NOT_ELF = "not-elf"
@@ -767,6 +862,7 @@ _METADATA = "<metadata>"
 _PYTHON = "<python>"
 _RELOCATIONS = "\x00relocations"  # cache entry of a view that has relocated_symbols
 _GPU_CODE = "\x00gpu-code"  # cache entry of a member's fat binaries
+_SUMMARY = "\x00summary"  # cache entry of the summary of a member's view
 _DIRECTORY_GUESS = 64 << 10
 _LOCAL_HEADER_BYTES = LOCAL_HEADER_SIZE + 1024  # with room for an extra field
 

@@ -4,12 +4,15 @@ line; `--json` prints the same report as one versioned document."""
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
-from abifit.commands.doctor import DoctorReport
 from abifit.report.findings import finding_json, problem_blocks
 from abifit.report.gpu import gpu_check_json
 from abifit.report.json import SCHEMA_VERSION, JsonObject
 from abifit.sim.process import ImportVerdict, ModuleStatus
+
+if TYPE_CHECKING:  # `abifit check` renders modules and imports with these functions too
+    from abifit.commands.doctor import DoctorReport
 
 
 def doctor_json(report: DoctorReport) -> JsonObject:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 from abifit.report.gpu import gpu_check_line
 from abifit.report.json import JsonObject
 from abifit.sim.findings import Finding, FindingKind
-from abifit.sim.gpu import GpuCheck
+
+if TYPE_CHECKING:
+    from abifit.sim.gpu import GpuCheck
 
 
 def finding_json(finding: Finding) -> JsonObject:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 from abifit.report.json import JsonObject
-from abifit.sim.gpu import GpuCheck, GpuTarget
+
+if TYPE_CHECKING:
+    from abifit.sim.gpu import GpuCheck, GpuTarget
 
 
 def target_json(target: GpuTarget | None) -> JsonObject | None:

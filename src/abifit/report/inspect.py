@@ -11,7 +11,6 @@ from dataclasses import asdict
 from abifit.commands.inspect import InspectReport, ObjectReport, SymbolRow, SymbolSelection
 from abifit.report.gpu import target_json
 from abifit.report.json import SCHEMA_VERSION, JsonObject
-from abifit.sim.gpu import summarize as summarize_gpu_code
 
 _FILE_TYPES = {"DYN": "shared object", "EXEC": "executable", "REL": "relocatable object",
                "CORE": "core file"}
@@ -68,6 +67,8 @@ def _gpu_code_json(obj: ObjectReport) -> JsonObject | None:
         return {"error": obj.gpu_error}
     if obj.gpu_code is None:
         return None
+    from abifit.sim.gpu import summarize as summarize_gpu_code
+
     summary = summarize_gpu_code(obj.gpu_code)
     return {
         "error": None,
@@ -175,6 +176,8 @@ def _gpu_code_text(obj: ObjectReport) -> list[str]:
         return [f"  {'gpu code':<10} unreadable: {obj.gpu_error}"]
     if obj.gpu_code is None:
         return []
+    from abifit.sim.gpu import summarize as summarize_gpu_code
+
     summary = summarize_gpu_code(obj.gpu_code)
     lines = _field("gpu code", [f"{summary.containers} fat binaries, {summary.entries} image(s):",
                                 *_archs(summary.sass, summary.ptx)])

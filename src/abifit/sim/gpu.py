@@ -47,11 +47,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from abifit.errors import FormatError
 from abifit.formats.fatbin import Arch, FatbinContainer, FatbinEntry, GpuCode, Variant
-from abifit.host.cudastack import CudaVersion, GpuList
 from abifit.sim.findings import Finding, FindingKind
+
+if TYPE_CHECKING:  # the CUDA probes (host.cudastack) are only named in gpu_targets' signature
+    from abifit.host.cudastack import CudaVersion, GpuList
 
 DATA = Path(__file__).parent.parent / "data"
 NO_KERNEL_IMAGE = "no kernel image is available for execution on the device"
