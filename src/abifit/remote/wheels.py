@@ -32,9 +32,10 @@ import threading
 import time
 import weakref
 import zipfile
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections import OrderedDict, deque
+from collections.abc import Callable, Generator, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -348,7 +349,8 @@ class RemoteMember:
         """The compressed length of the member from `offset` to the decoded tail, estimated by
         walking back from the tail in steps, each as long as its sample's expansion (output
         per input byte, `abifit.remote.deflate.expansion`) says, until the steps hold the region's
-        uncompressed length. Samples are fetched `SAMPLE_JOBS` at a time."""
+        uncompressed length. Samples are fetched `SAMPLE_JOBS` at a time, and computed as the walk
+        needs them."""
         if self._tail is None:
             raise ValueError("no decoded tail to walk back from")
         member = self._member
@@ -361,30 +363,44 @@ class RemoteMember:
         k = 0
         while (k + 1) * step <= end:
             centres = [end - (k + i) * step - step // 2 for i in range(SAMPLE_JOBS)]
-            for centre, sampled in zip(centres, self._expansions(centres), strict=True):
-                if centre < step // 2:
-                    return end
-                rate = sampled or rate
-                if held + rate * step >= wanted:
-                    return k * step + int((wanted - held) / rate)
-                held += rate * step
-                k += 1
+            with closing(self._expansions(centres)) as expansions:
+                for centre, sampled in zip(centres, expansions, strict=True):
+                    if centre < step // 2:
+                        return end
+                    rate = sampled or rate
+                    if held + rate * step >= wanted:
+                        return k * step + int((wanted - held) / rate)
+                    held += rate * step
+                    k += 1
         return end
 
-    def _expansions(self, centres: list[int]) -> list[float | None]:
-        """Output per input byte around each compressed offset, fetched and computed at once."""
+    def _expansions(self, centres: list[int]) -> Generator[float | None, None, None]:
+        """Output per input byte around each compressed offset, in order: the samples are
+        fetched at once and computed only a few ahead of the walk, which mostly stops before
+        the last of them (computing all of them cost torch's members a third more)."""
         raw = self._archive.base if isinstance(self._archive, Layered) else self._archive
         size = self._member.compressed_size
 
-        def sampled(centre: int) -> float | None:
+        def fetched(centre: int) -> bytes:
             lo = max(0, centre - SAMPLE_BYTES // 2)
-            data = raw.read_at(self._start + lo, min(size - 1, lo + SAMPLE_BYTES) - lo)
+            return raw.read_at(self._start + lo, min(size - 1, lo + SAMPLE_BYTES) - lo)
+
+        def computed(sample: Future[bytes]) -> float | None:
+            data = sample.result()
             if len(data) < SAMPLE_BYTES // 2:
                 return None
             return cores.run(expansion, data, priority=self._priority)
 
+        ahead = max(1, cores.workers_wanted())
         with ThreadPoolExecutor(max_workers=len(centres)) as pool:
-            return list(pool.map(sampled, centres))
+            samples = [pool.submit(fetched, centre) for centre in centres]
+            pending: deque[Future[float | None]] = deque()
+            for sample in samples:
+                pending.append(pool.submit(computed, sample))
+                if len(pending) > ahead:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
 
     def _stored(self, lo: int, hi: int) -> bytes:
         """The member's compressed bytes `[lo, hi)`, fetching only what no earlier read holds;
@@ -577,6 +593,7 @@ class RemoteWheel:
         self._opened: tuple[WheelArchive, ReadAhead] | None = None
         self._members: tuple[Member, ...] | None = None
         self._same: dict[tuple[int, int, int], ElfImage] = {}
+        self._entries: set[str] = set()  # cache entries of the views in `_same`
         self._lock = threading.Lock()
         self._member_locks: dict[tuple[int, int, int], threading.Lock] = {}
         self._no_gpu_code: set[str] = set()  # members whose section headers show no fat binary
@@ -644,13 +661,16 @@ class RemoteWheel:
     def _view(self, member: Member) -> ElfImage | FormatError | None:
         key = (member.crc, member.size, member.compressed_size)
         entry = _entry(member, _RELOCATIONS if self.relocations else "")
-        cached = _cached(self.ctx, self.file, entry)
         twin = self._same.get(key)
-        if twin is not None and not isinstance(cached, ElfImage):
-            cached = twin
-            _remember(self.ctx, self.file, entry, twin)
+        if twin is not None:  # read in this run already: no second decode of its cache entry
+            if entry not in self._entries:  # a twin under another path
+                _remember(self.ctx, self.file, entry, twin)
+                self._entries.add(entry)
+            return twin
+        cached = _cached(self.ctx, self.file, entry)
         if isinstance(cached, ElfImage):
             self._same[key] = cached
+            self._entries.add(entry)
             return cached
         if cached == _NOT_ELF:
             return None
@@ -668,6 +688,7 @@ class RemoteWheel:
             return e
         _remember(self.ctx, self.file, entry, image)
         self._same[key] = image
+        self._entries.add(entry)
         return image
 
     def _note_gpu_code(self, opened: ByteSource, member: Member) -> None:
