@@ -27,6 +27,7 @@ worker processes (`abifit.remote.cores`), the largest members' first.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import time
@@ -63,7 +64,7 @@ from abifit.formats.wheel import (
 )
 from abifit.remote import cores
 from abifit.remote.cache import Cache
-from abifit.remote.deflate import TailView, WindowView, decode_tail, decode_window, expansion
+from abifit.remote.deflate import TailView, decode_tail, decode_window, expansion
 from abifit.remote.http import HttpClient
 from abifit.remote.index import Fetch, IndexFile, PackageIndex, Target, local_file, select_one
 from abifit.remote.middle import dynamic_site, place
@@ -84,6 +85,11 @@ MIDDLE_OUTPUT = 384 << 20  # output of one window, at most
 MIDDLE_STEPS = 32  # steps in the first guess of the distance to the dynamic array
 SAMPLE_JOBS = 16  # samples fetched at once
 SAMPLE_BYTES = 64 << 10  # compressed bytes of one
+# Large members of remote wheels read at once in the whole process (each holds its decoded tail
+# and windows, megabytes to tens of megabytes, until it is parsed): a matrix of three torch
+# releases held 29 at its peak, 188 MB of decoded output
+DECODED_AT_ONCE = 4
+_DECODED_MEMBERS = threading.BoundedSemaphore(DECODED_AT_ONCE)
 
 
 class ReadAhead(Layered):
@@ -223,7 +229,8 @@ class RemoteMember:
         self._max_tail = max(FIRST_TAIL, int(member.compressed_size * max_tail_fraction))
         self._middle_tried = False
         self._tail_cap: int | None = None  # while widening the tail only where cheap
-        self._placed: tuple[int, WindowView] | None = None  # a window and its data's offset
+        # the dynamic array's bytes, from a placed window (certain there), and their offset
+        self._placed: tuple[int, bytes] | None = None
 
     @property
     def name(self) -> str:
@@ -249,9 +256,9 @@ class RemoteMember:
                 if data is not None:
                     return data
             if self._placed is not None:
-                base, view = self._placed
-                if view.known(offset - base, offset - base + length):
-                    return view.data[offset - base : offset - base + length]
+                at, array = self._placed
+                if at <= offset and offset + length <= at + len(array):
+                    return array[offset - at : offset - at + length]
             if self._look_in_middle(offset, length):
                 continue
             if self._tail_cap is not None and self._tail_bytes >= self._tail_cap:
@@ -325,7 +332,9 @@ class RemoteMember:
                 view = None
             base = place(site, view) if view is not None else None
             if view is not None and base is not None:
-                self._placed = (base, view)
+                # only the array is kept: the rest of the window (tens of MB) is not read
+                lo = site.offset - base
+                self._placed = (site.offset, view.data[lo : lo + site.size])
                 return True
             half *= 2
         return False
@@ -675,13 +684,15 @@ class RemoteWheel:
         if cached == _NOT_ELF:
             return None
         where = f"{self.file.filename}!{member.path}"
+        decoded = not self.local and member.compressed_size > WHOLE_MEMBER
         try:
-            reader = self._archive() if self.local else self._reader(member)
-            opened = open_member(reader, member, where, local=self.local)
-            if not is_elf_member(opened):
-                _remember(self.ctx, self.file, entry, _NOT_ELF)
-                return None
-            image = parse_elf(opened, relocations=self.relocations, sections=False)
+            with _DECODED_MEMBERS if decoded else contextlib.nullcontext():
+                reader = self._archive() if self.local else self._reader(member)
+                opened = open_member(reader, member, where, local=self.local)
+                if not is_elf_member(opened):
+                    _remember(self.ctx, self.file, entry, _NOT_ELF)
+                    return None
+                image = parse_elf(opened, relocations=self.relocations, sections=False)
             if self.local:
                 self._note_gpu_code(opened, member)
         except FormatError as e:
