@@ -11,10 +11,12 @@ symbol versions it requires.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import compress
 from typing import TYPE_CHECKING
 
 from abifit.errors import FormatError, UsageError
@@ -135,7 +137,7 @@ def _chosen(requirement: Requirement, files: list[IndexFile], target: Target
 
 def _needs(image: ElfImage) -> tuple[set[str], set[str], set[str]]:
     table = image.symbols
-    undefined = {name for i, name in enumerate(table.names) if not table.is_defined(i)}
+    undefined = set(compress(table.names, map(operator.not_, table.section_indexes)))
     versions = {f"{n.file}:{v.name}" for n in image.version_needs for v in n.versions}
     return set(image.needed), undefined, versions
 
@@ -173,29 +175,30 @@ def variants(text: str, ctx: RemoteContext, progress: Progress, *,
     if not every:
         files, left_out = _chosen(requirement, files, ctx.target)
     wheels = {f.filename: RemoteWheel(f, ctx) for f in files}
-    keys: dict[str, dict[str, tuple[int, int]]] = {}
     members: dict[str, dict[str, Member]] = {}
-    with ThreadPoolExecutor(max_workers=READ_JOBS) as pool:  # the directories, at once
-        listings = pool.map(lambda w: w.members(), [wheels[f] for f in sorted(wheels)])
+    grouped: dict[tuple[tuple[str, tuple[int, int]], ...], list[str]] = {}
+    references: dict[str, str] = {}  # architecture -> the first wheel of its first group
+    pending: list[list[Pending]] = []
+    # the directories are read at once, and taken in the order of the wheels' names: a wheel
+    # that starts a group sends its differing members to `pool` at once, while the directories
+    # after it are still coming
+    with ThreadPoolExecutor(max_workers=READ_JOBS) as lister, \
+            ThreadPoolExecutor(max_workers=READ_JOBS) as pool:
+        listings = lister.map(lambda w: w.members(), [wheels[f] for f in sorted(wheels)])
         for n, (filename, listing) in enumerate(zip(sorted(wheels), listings, strict=True), 1):
             progress(f"directory {n}/{len(wheels)} {filename}")
             listed = {normalized(m.path): m for m in listing}
             members[filename] = listed
-            keys[filename] = {p: (m.crc, m.size) for p, m in listed.items()}
-    grouped: dict[tuple[tuple[str, tuple[int, int]], ...], list[str]] = {}
-    for filename in sorted(keys):
-        grouped.setdefault(tuple(sorted(keys[filename].items())), []).append(filename)
+            key = tuple(sorted((p, (m.crc, m.size)) for p, m in listed.items()))
+            names = grouped.setdefault(key, [])
+            names.append(filename)
+            if len(names) == 1:  # a group starts: its wheel is compared with the reference
+                ref = references.setdefault(architecture(filename), filename)
+                if ref != filename:
+                    pending.append(_group_diff(wheels, members, ref, filename, pool))
+        differences = [d for diffs in pending for d in _finished(diffs, progress)]
     groups = tuple(Group(tuple(names), architecture(names[0]), len(members[names[0]]))
                    for names in grouped.values())
-    references: dict[str, str] = {}
-    pairs = []
-    for group in groups:
-        ref = references.setdefault(group.architecture, group.filenames[0])
-        if ref != group.filenames[0]:
-            pairs.append((ref, group.filenames[0]))
-    with ThreadPoolExecutor(max_workers=READ_JOBS) as pool:  # every group's members at once
-        pending = [_group_diff(wheels, members, ref, other, pool) for ref, other in pairs]
-        differences = [d for diffs in pending for d in _finished(diffs, progress)]
     return VariantsReport(requirement.name, version, groups, tuple(differences),
                           None if every else str(ctx.target), left_out)
 

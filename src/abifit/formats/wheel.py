@@ -129,6 +129,8 @@ def refuse_escaping(members: tuple[Member, ...], where: str) -> None:
     """Raise `WheelRefused` for a member that would be installed outside the install tree (an
     absolute name, or one whose `..` parts climb out of it), as pip refuses such a wheel."""
     for member in members:
+        if not member.path.startswith("/") and ".." not in member.path:
+            continue  # without "..", a relative path stays inside
         normal = posixpath.normpath(member.path)
         if member.path.startswith("/") or normal == ".." or normal.startswith("../"):
             raise WheelRefused(where, f"member {member.path!r} would be installed outside the "
@@ -188,6 +190,9 @@ _EOCD_MAGIC = b"PK\x05\x06"
 _ZIP64_LOCATOR = struct.Struct("<4sLQL")  # the ZIP64 record is taken to sit just before it
 _ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
 _CENTRAL = struct.Struct("<4s6H3L5H2L")  # a central directory entry's fixed part
+# the fields of it that are read: signature, flags, method, CRC-32, sizes, the lengths of the
+# name, extra field and comment, the local header's offset
+_CENTRAL_FIELDS = struct.Struct("<4s4xHH4x3L3H8xL")
 _CENTRAL_MAGIC = b"PK\x01\x02"
 _MAX_COMMENT = 0xFFFF
 
@@ -232,14 +237,16 @@ def _end_record(tail: bytes) -> int:
 def _central_entries(directory: bytes, count: int, shift: int) -> list[Member]:
     entries = []
     at = 0
+    unpack = _CENTRAL_FIELDS.unpack_from
     for _ in range(count):
-        (magic, _made, _needed, flags, method, _time, _date, crc, csize, usize, name_length,
-         extra_length, comment_length, _disk, _internal, _external, offset) = \
-            _CENTRAL.unpack_from(directory, at)
+        (magic, flags, method, crc, csize, usize, name_length, extra_length, comment_length,
+         offset) = unpack(directory, at)
         if magic != _CENTRAL_MAGIC:
             raise ValueError("bad magic number for central directory")
         start = at + _CENTRAL.size
-        name = _member_name(directory[start : start + name_length], flags)
+        raw = directory[start : start + name_length]
+        name = raw.decode("ascii") if raw.isascii() and b"\x00" not in raw \
+            else _member_name(raw, flags)
         if 0xFFFFFFFF in (usize, csize, offset):
             extra = directory[start + name_length : start + name_length + extra_length]
             usize, csize, offset = _zip64_sizes(extra, usize, csize, offset)

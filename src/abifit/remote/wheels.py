@@ -27,14 +27,16 @@ worker processes (`abifit.remote.cores`), the largest members' first.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import time
 import weakref
 import zipfile
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections import OrderedDict, deque
+from collections.abc import Callable, Generator, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -62,7 +64,7 @@ from abifit.formats.wheel import (
 )
 from abifit.remote import cores
 from abifit.remote.cache import Cache
-from abifit.remote.deflate import TailView, WindowView, decode_tail, decode_window, expansion
+from abifit.remote.deflate import TailView, decode_tail, decode_window, expansion
 from abifit.remote.http import HttpClient
 from abifit.remote.index import Fetch, IndexFile, PackageIndex, Target, local_file, select_one
 from abifit.remote.middle import dynamic_site, place
@@ -89,6 +91,11 @@ MIDDLE_OUTPUT = 384 << 20  # output of one window, at most
 MIDDLE_STEPS = 32  # steps in the first guess of the distance to the dynamic array
 SAMPLE_JOBS = 16  # samples fetched at once
 SAMPLE_BYTES = 64 << 10  # compressed bytes of one
+# Large members of remote wheels read at once in the whole process (each holds its decoded tail
+# and windows, megabytes to tens of megabytes, until it is parsed): a matrix of three torch
+# releases held 29 at its peak, 188 MB of decoded output
+DECODED_AT_ONCE = 4
+_DECODED_MEMBERS = threading.BoundedSemaphore(DECODED_AT_ONCE)
 
 
 class ReadAhead(Layered):
@@ -228,7 +235,8 @@ class RemoteMember:
         self._max_tail = max(FIRST_TAIL, int(member.compressed_size * max_tail_fraction))
         self._middle_tried = False
         self._tail_cap: int | None = None  # while widening the tail only where cheap
-        self._placed: tuple[int, WindowView] | None = None  # a window and its data's offset
+        # the dynamic array's bytes, from a placed window (certain there), and their offset
+        self._placed: tuple[int, bytes] | None = None
 
     @property
     def name(self) -> str:
@@ -254,9 +262,9 @@ class RemoteMember:
                 if data is not None:
                     return data
             if self._placed is not None:
-                base, view = self._placed
-                if view.known(offset - base, offset - base + length):
-                    return view.data[offset - base : offset - base + length]
+                at, array = self._placed
+                if at <= offset and offset + length <= at + len(array):
+                    return array[offset - at : offset - at + length]
             if self._look_in_middle(offset, length):
                 continue
             if self._tail_cap is not None and self._tail_bytes >= self._tail_cap:
@@ -330,7 +338,9 @@ class RemoteMember:
                 view = None
             base = place(site, view) if view is not None else None
             if view is not None and base is not None:
-                self._placed = (base, view)
+                # only the array is kept: the rest of the window (tens of MB) is not read
+                lo = site.offset - base
+                self._placed = (site.offset, view.data[lo : lo + site.size])
                 return True
             half *= 2
         return False
@@ -354,7 +364,8 @@ class RemoteMember:
         """The compressed length of the member from `offset` to the decoded tail, estimated by
         walking back from the tail in steps, each as long as its sample's expansion (output
         per input byte, `abifit.remote.deflate.expansion`) says, until the steps hold the region's
-        uncompressed length. Samples are fetched `SAMPLE_JOBS` at a time."""
+        uncompressed length. Samples are fetched `SAMPLE_JOBS` at a time, and computed as the walk
+        needs them."""
         if self._tail is None:
             raise ValueError("no decoded tail to walk back from")
         member = self._member
@@ -367,30 +378,44 @@ class RemoteMember:
         k = 0
         while (k + 1) * step <= end:
             centres = [end - (k + i) * step - step // 2 for i in range(SAMPLE_JOBS)]
-            for centre, sampled in zip(centres, self._expansions(centres), strict=True):
-                if centre < step // 2:
-                    return end
-                rate = sampled or rate
-                if held + rate * step >= wanted:
-                    return k * step + int((wanted - held) / rate)
-                held += rate * step
-                k += 1
+            with closing(self._expansions(centres)) as expansions:
+                for centre, sampled in zip(centres, expansions, strict=True):
+                    if centre < step // 2:
+                        return end
+                    rate = sampled or rate
+                    if held + rate * step >= wanted:
+                        return k * step + int((wanted - held) / rate)
+                    held += rate * step
+                    k += 1
         return end
 
-    def _expansions(self, centres: list[int]) -> list[float | None]:
-        """Output per input byte around each compressed offset, fetched and computed at once."""
+    def _expansions(self, centres: list[int]) -> Generator[float | None, None, None]:
+        """Output per input byte around each compressed offset, in order: the samples are
+        fetched at once and computed only a few ahead of the walk, which mostly stops before
+        the last of them (computing all of them cost torch's members a third more)."""
         raw = self._archive.base if isinstance(self._archive, Layered) else self._archive
         size = self._member.compressed_size
 
-        def sampled(centre: int) -> float | None:
+        def fetched(centre: int) -> bytes:
             lo = max(0, centre - SAMPLE_BYTES // 2)
-            data = raw.read_at(self._start + lo, min(size - 1, lo + SAMPLE_BYTES) - lo)
+            return raw.read_at(self._start + lo, min(size - 1, lo + SAMPLE_BYTES) - lo)
+
+        def computed(sample: Future[bytes]) -> float | None:
+            data = sample.result()
             if len(data) < SAMPLE_BYTES // 2:
                 return None
             return cores.run(expansion, data, priority=self._priority)
 
+        ahead = max(1, cores.workers_wanted())
         with ThreadPoolExecutor(max_workers=len(centres)) as pool:
-            return list(pool.map(sampled, centres))
+            samples = [pool.submit(fetched, centre) for centre in centres]
+            pending: deque[Future[float | None]] = deque()
+            for sample in samples:
+                pending.append(pool.submit(computed, sample))
+                if len(pending) > ahead:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
 
     def _stored(self, lo: int, hi: int) -> bytes:
         """The member's compressed bytes `[lo, hi)`, fetching only what no earlier read holds;
@@ -612,6 +637,7 @@ class RemoteWheel:
         self._members: tuple[Member, ...] | None = None
         self._same: dict[tuple[int, int, int], ElfImage] = {}
         self._known: dict[str, ElfImage | None] = {}  # views by cache entry, once read
+        self._entries: set[str] = set()  # cache entries of the views in `_same`
         self._lock = threading.Lock()
         self._member_locks: dict[tuple[int, int, int], threading.Lock] = {}
         self._no_gpu_code: set[str] = set()  # members whose section headers show no fat binary
@@ -696,31 +722,34 @@ class RemoteWheel:
 
     def _read_view(self, member: Member, entry: str) -> ElfImage | FormatError | None:
         key = (member.crc, member.size, member.compressed_size)
-        cached = _cached(self.ctx, self.file, entry)
         twin = self._same.get(key)
-        if twin is not None and not isinstance(cached, ElfImage):
-            cached = twin
-            _remember(self.ctx, self.file, entry, twin)
+        if twin is not None:  # read in this run already: no second decode of its cache entry
+            if entry not in self._entries:  # a twin under another path
+                _remember(self.ctx, self.file, entry, twin)
+                self._entries.add(entry)
+            return twin
+        cached = _cached(self.ctx, self.file, entry)
         if isinstance(cached, ElfImage):
             self._same[key] = cached
+            self._entries.add(entry)
             return cached
         if cached == _NOT_ELF:
             return None
         where = f"{self.file.filename}!{member.path}"
         path = local_file(self._given.url)
+        decoded = not self.local and member.compressed_size > WHOLE_MEMBER
         try:
             if path is not None and member.compressed_size >= LOCAL_WORKER_MIN:
-                # CPU-bound from end to end: on another core, off this process's GIL
-                read = cores.run(read_local_view, str(path), member, where, self.relocations,
-                                 priority=member.compressed_size)
-                found, no_gpu_code = read
-                # built again here: a pickled SymbolTable skips __post_init__ (its interning)
-                image = None if found is None else replace(found, symbols=replace(found.symbols))
+                # CPU-bound from end to end: on another core, off this process's GIL (a
+                # SymbolTable is built again where it is unpickled, its names interned)
+                image, no_gpu_code = cores.run(read_local_view, str(path), member, where,
+                                               self.relocations, priority=member.compressed_size)
             else:
-                reader = self._archive() if self.local else self._reader(member)
-                opened = open_member(reader, member, where, local=self.local)
-                image = None if not is_elf_member(opened) else parse_elf(
-                    opened, relocations=self.relocations, sections=False)
+                with _DECODED_MEMBERS if decoded else contextlib.nullcontext():
+                    reader = self._archive() if self.local else self._reader(member)
+                    opened = open_member(reader, member, where, local=self.local)
+                    image = None if not is_elf_member(opened) else parse_elf(
+                        opened, relocations=self.relocations, sections=False)
                 no_gpu_code = self.local and image is not None and shows_no_gpu_code(opened)
             if image is None:
                 _remember(self.ctx, self.file, entry, _NOT_ELF)
@@ -731,6 +760,7 @@ class RemoteWheel:
             return e
         _remember(self.ctx, self.file, entry, image)
         self._same[key] = image
+        self._entries.add(entry)
         return image
 
     def summary(self, member: Member) -> ImageSummary | FormatError | None:
