@@ -14,6 +14,7 @@ half-written entry, whatever process is killed when; an entry that cannot be rea
 from __future__ import annotations
 
 import os
+import pickle
 import stat
 from collections.abc import Iterable
 from concurrent.futures import Future
@@ -155,13 +156,21 @@ def parse_file(path: str, cache_root: str | None) -> ElfImage:
     return image
 
 
+def parse_file_pickled(path: str, cache_root: str | None) -> bytes:
+    """`parse_file`, its image pickled: the thread that waits for a worker then takes in bytes,
+    and the image is rebuilt by the thread that uses it. Rebuilding a large image holds the
+    interpreter lock for milliseconds at a time, and done in waiting threads, it made every
+    read of the main thread wait that long to go on."""
+    return pickle.dumps(parse_file(path, cache_root), protocol=pickle.HIGHEST_PROTOCOL)
+
+
 class LocalObjects:
     """`ObjectSource` over this machine's files."""
 
     def __init__(self, cache: ElfCache | None = None) -> None:
         self._cache = cache
         self._images: dict[str, ElfImage] = {}
-        self._coming: dict[str, Future[ElfImage]] = {}
+        self._coming: dict[str, Future[bytes]] = {}
 
     def prefetch(self, paths: Iterable[str]) -> None:
         """Start parsing the ELF files at `paths` on the other cores (`abifit.remote.cores`),
@@ -181,7 +190,7 @@ class LocalObjects:
                 wanted[key] = (st.st_size, path)
         root = str(self._cache.base) if self._cache is not None else None
         for key, (_size, path) in sorted(wanted.items(), key=lambda kv: -kv[1][0]):
-            self._coming[key] = cores.submit(parse_file, path, root)
+            self._coming[key] = cores.submit(parse_file_pickled, path, root)
 
     def is_file(self, path: str) -> bool:
         return observe.isfile(path)
@@ -217,6 +226,7 @@ class LocalObjects:
         if coming is None:
             return None
         try:
-            return coming.result()
+            image = pickle.loads(coming.result())  # from abifit's own worker process
         except Exception:  # whatever it was, parsing here says it again
             return None
+        return image if isinstance(image, ElfImage) else None
