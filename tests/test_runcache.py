@@ -297,7 +297,7 @@ def test_glob_matches_glob_and_pathlib(tree: Path) -> None:
 def test_unchanged_sees_changes(tree: Path) -> None:
     with observe.recording() as recorder:
         observe.isfile(str(tree / "a" / "f.so"))
-        observe.listdir(str(tree / "a" / "b"))
+        observe.scandir(str(tree / "a" / "b"))
         observe.exists(str(tree / "a" / "nothing"))
     kept = recorder.observations()
     assert observe.unchanged(kept)

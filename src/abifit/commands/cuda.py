@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from abifit.commands.doctor import check_gpu_codes
+from abifit.commands.doctor import GpuReads, check_gpu_codes
 from abifit.formats.elf import ElfImage
 from abifit.host.cudastack import CudaStack, cuda_major_of_soname, probe_cuda_stack
 from abifit.host.environment import list_distributions, query_interpreter
@@ -119,8 +119,8 @@ def cuda_report(
         gpu_reason = None if gpus else stack.gpus.reason or "no GPU found"
     checks: tuple[GpuCheck, ...] = ()
     if gpus:
-        checks = check_gpu_codes(natives, image, name, progress, gpus,
-                                 FileCache(cache_dir, GPU_BUCKET) if cache_dir else None)
+        reads = GpuReads(gpus, FileCache(cache_dir, GPU_BUCKET) if cache_dir else None)
+        checks = check_gpu_codes(natives, image, name, progress, reads)
         findings += [f for c in checks for f in c.findings]
     return CudaReport(facts.executable, facts.version, stack, runtime_sonames(needed, provided),
                       tuple(findings), tuple(w for c in checks for w in c.warnings), checks,

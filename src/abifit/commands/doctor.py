@@ -406,7 +406,8 @@ class GpuReads:
                     or (self.cache is not None and self.cache.holds(native.path, key))):
                 continue
             try:
-                wanted.append((os.stat(native.path).st_size, native.path, Sections.of(img)))
+                wanted.append((observe.stat(native.path).st_size, native.path,
+                               Sections.of(img)))
             except OSError:
                 continue
         for _size, path, sections in sorted(wanted, key=lambda w: -w[0]):
@@ -436,13 +437,11 @@ def gpu_verdicts_at(path: str, sections: Sections, targets: tuple[GpuTarget, ...
 
 def check_gpu_codes(natives: Iterable[NativeFile], image: Callable[[str], ElfImage | None],
                     name: Callable[[NativeFile], str], progress: Progress,
-                    targets: tuple[GpuTarget, ...], cache: FileCache | None,
-                    reads: GpuReads | None = None) -> tuple[GpuCheck, ...]:
-    """The GPU code of `natives` against each target, as `sim.gpu.check_gpu_code` finds it:
-    each file's verdicts come from `cache` while the file is unchanged, and its fat binaries are
-    read only when they do not (a cached reading would cost more to decode than to read again:
-    cuFFT's has tens of thousands of entries). `reads` holds those started ahead."""
-    reads = reads or GpuReads(targets, cache)
+                    reads: GpuReads) -> tuple[GpuCheck, ...]:
+    """The GPU code of `natives` against each of `reads.targets`, as `sim.gpu.check_gpu_code`
+    finds it: each file's verdicts come from `reads.cache` while the file is unchanged, and its
+    fat binaries are read only when they do not (a cached reading would cost more to decode than
+    to read again: cuFFT's has tens of thousands of entries), unless `reads` started them."""
     rows: list[tuple[str, str, tuple[GpuVerdict, ...]]] = []
     for native in natives:
         img = image(native.path)
@@ -452,7 +451,7 @@ def check_gpu_codes(natives: Iterable[NativeFile], image: Callable[[str], ElfIma
         if verdicts is not None:
             rows.append((name(native), native.path, verdicts))
     return tuple(gpu_check(target, [(n, path, found[i]) for n, path, found in rows])
-                 for i, target in enumerate(targets))
+                 for i, target in enumerate(reads.targets))
 
 
 def _gpu_verdicts(path: str, image: Sectioned, targets: tuple[GpuTarget, ...],
@@ -494,8 +493,7 @@ def _gpu_check(natives: list[NativeFile], statuses: list[ModuleStatus], roots: l
     """The GPU code of the checked modules' distributions and their prerequisites."""
     keys = {s.distribution for s in statuses} | {k for s in statuses for k in s.prerequisites}
     return check_gpu_codes([n for n in natives if n.distribution in keys], image,
-                           lambda n: short_name(n, roots), progress, reads.targets, reads.cache,
-                           reads)
+                           lambda n: short_name(n, roots), progress, reads)
 
 
 def doctor(
@@ -517,8 +515,9 @@ def doctor(
     if gpus is None:
         gpus, gpu_reason = detect_targets(environ)
     runs = RunCache(cache_dir, "doctor") if cache_dir and not verify and not save_host else None
-    key = run_key(facts, host, gpus, gpu_reason, tuple(packages), remote is None)
+    key = ""
     if runs is not None:
+        key = run_key(facts, host, gpus, gpu_reason, tuple(packages), remote is None)
         kept = runs.get(key, environ, DoctorReport)
         if isinstance(kept, DoctorReport):
             return kept

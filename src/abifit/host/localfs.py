@@ -123,7 +123,6 @@ class FileCache:
 
     def __init__(self, root: Path, bucket: str) -> None:
         self.base = root  # the cache directory
-        self.bucket = bucket
         self.root = root / bucket
 
     def holds(self, path: str, key: str) -> bool:
@@ -148,11 +147,17 @@ def parse_file(path: str, cache_root: str | None) -> ElfImage:
     """The ELF image of the file at `path`, parsed, and stored in the ELF cache under
     `cache_root` when there is one: what `LocalObjects.image` does for a file it has not seen,
     as a function another process can run. Raises OSError and FormatError."""
-    st = os.stat(path)
+    return _parse_and_keep(path, os.stat(path),
+                           ElfCache(Path(cache_root)) if cache_root is not None else None)
+
+
+def _parse_and_keep(path: str, st: os.stat_result, cache: ElfCache | None) -> ElfImage:
+    """The ELF image of the file at `path` (whose `stat` was `st`), parsed and kept in
+    `cache`."""
     with FileSource(path) as source:
         image = parse_elf(source)
-    if cache_root is not None:
-        ElfCache(Path(cache_root)).put(path, st, image)
+    if cache is not None:
+        cache.put(path, st, image)
     return image
 
 
@@ -212,10 +217,7 @@ class LocalObjects:
         if image is None and self._cache is not None:
             image = self._cache.get(path, st)
         if image is None:
-            with FileSource(path) as source:
-                image = parse_elf(source)
-            if self._cache is not None:
-                self._cache.put(path, st, image)
+            image = _parse_and_keep(path, st, self._cache)
         self._images[key] = image
         return image
 

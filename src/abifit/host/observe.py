@@ -248,10 +248,6 @@ def scandir(path: str) -> list[os.DirEntry[str]]:
     return entries
 
 
-def listdir(path: str) -> list[str]:
-    return [entry.name for entry in scandir(path)]
-
-
 def walk(top: str) -> Iterator[tuple[str, list[str], list[str]]]:
     """`os.walk(top)` (top down, errors ignored, links to directories listed but not
     entered), each directory noted as `scandir` notes it. The caller may prune the list of
