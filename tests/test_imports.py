@@ -175,6 +175,29 @@ def test_only_marked_modules_are_parsed() -> None:
     assert parsed == ["pkg.b"]
 
 
+def test_callers_of_a_function_the_interpreter_calls_are_not_looked_for() -> None:
+    """A module-level `__getattr__` that loads what it is asked for is a wrapper no text calls
+    by name (the interpreter does, with an attribute's name): the modules that mention
+    `__getattr__` are not parsed as its callers. A wrapper called by name still is followed."""
+    parsed: list[str] = []
+
+    def counting(data: bytes, name: str, is_package: bool):  # type: ignore[no-untyped-def]
+        parsed.append(name)
+        return parse(data, name, is_package)
+
+    texts = {f"{SITE}/pkg/__init__.py": (b"import ctypes\n"
+                                        b"def __getattr__(name):\n    return ctypes.CDLL(name)\n"
+                                        b"def load(name):\n    return ctypes.CDLL(name)\n"),
+             f"{SITE}/pkg/a.py": b"class A:\n    def __getattr__(self, name):\n        return 1\n",
+             f"{SITE}/pkg/b.py": b"from pkg import load\nload('libx')\n"}
+    paths = {"pkg": f"{SITE}/pkg/__init__.py", "pkg.a": f"{SITE}/pkg/a.py",
+             "pkg.b": f"{SITE}/pkg/b.py"}
+    plan = plan_distribution("pkg", ("pkg",), PackageCode(paths, texts.get, counting), {},
+                             {"pkg/libx.so": f"{SITE}/pkg/libx.so"})
+    assert sorted(parsed) == ["pkg", "pkg.b"]
+    assert [s.path for s in plan.loads] == [f"{SITE}/pkg/libx.so"]
+
+
 def test_shipped_rules_parse() -> None:
     """The shipped rules name torchvision, sgl-kernel and mpi4py, each with its reason."""
     rules = load_imports_rules()

@@ -51,9 +51,11 @@ from abifit.host.locate import Locator, library_dirs
 from abifit.host.natives import (
     NativeFile,
     NotAFile,
+    executable_file,
     glob_files,
     image_or_none,
     not_files,
+    parse_ahead_names,
     scan_native_files,
     shared_object_names,
     short_name,
@@ -232,26 +234,43 @@ def _read_source(path: str) -> bytes | None:
     return data if len(data) <= MAX_SOURCE else None
 
 
-def installed_plans(dists: list[Distribution], natives: list[NativeFile],
-                    cache: Cache | None = None) -> dict[str, DistributionPlan]:
-    """The import plan of every installed distribution that has native files. The modules
-    whose text names a loading function, which the plans read first, are read ahead on the
-    other cores."""
-    rules = load_imports_rules()
-    by_dist: dict[str, list[NativeFile]] = {}
-    for n in natives:
-        by_dist.setdefault(n.distribution, []).append(n)
-    wanted = [(dist, str(dist.metadata_dir.parent)) for dist in dists if by_dist.get(dist.key)]
-    sources = {dist.key: python_modules(dist.files, site) for dist, site in wanted}
-    read = functools.cache(_read_source)
-    ahead = [(text, name, path.endswith("/__init__.py"))
-             for modules in sources.values() for name, path in modules.items()
-             if (text := read(path)) is not None and marked(text)]
-    parser = ParseAhead(cache, cached_parse(cache))
-    parser.ahead(ahead)
-    return {dist.key: plan_for(dist.key, by_dist[dist.key], sources[dist.key], site,
-                               _declared_names(dist), read, rules, parser, parser.ahead)
-            for dist, site in wanted}
+class InstalledCode:
+    """The Python code of the installed distributions that may have native files, read from
+    the start: `start` reads every module's text and, on the other cores, parses the modules
+    that name a loading function, while the main thread goes on (to the ELF scan); `plans`
+    then makes the import plans."""
+
+    def __init__(self, cache: Cache | None = None) -> None:
+        self._read = functools.cache(_read_source)
+        self._parser = ParseAhead(cache, cached_parse(cache))
+        self._sources: dict[str, dict[str, str]] = {}
+
+    def start(self, dists: Iterable[Distribution]) -> None:
+        """Read the modules of `dists` and start parsing those that name a loading function."""
+        ahead = []
+        for dist in dists:
+            modules = self._modules(dist)
+            ahead += [(text, name, path.endswith("/__init__.py"))
+                      for name, path in modules.items()
+                      if (text := self._read(path)) is not None and marked(text)]
+        self._parser.ahead(ahead)
+
+    def _modules(self, dist: Distribution) -> dict[str, str]:
+        if dist.key not in self._sources:
+            self._sources[dist.key] = python_modules(dist.files, str(dist.metadata_dir.parent))
+        return self._sources[dist.key]
+
+    def plans(self, dists: list[Distribution], natives: list[NativeFile],
+              ) -> dict[str, DistributionPlan]:
+        """The import plan of every distribution in `dists` that has native files."""
+        rules = load_imports_rules()
+        by_dist: dict[str, list[NativeFile]] = {}
+        for n in natives:
+            by_dist.setdefault(n.distribution, []).append(n)
+        return {dist.key: plan_for(dist.key, by_dist[dist.key], self._modules(dist),
+                                   str(dist.metadata_dir.parent), _declared_names(dist),
+                                   self._read, rules, self._parser, self._parser.ahead)
+                for dist in dists if by_dist.get(dist.key)}
 
 
 def _declared_names(dist: Distribution) -> list[str]:
@@ -547,14 +566,16 @@ def _doctor(
     progress("reading distributions")
     dists = list_distributions(facts)
     source = LocalObjects(ElfCache(cache_dir) if cache_dir else None)
-    source.prefetch(shared_object_names(dists))
+    source.prefetch(parse_ahead_names(dists, executable_file))
+    progress("reading the packages' Python code")
+    code = InstalledCode(Cache(cache_dir) if cache_dir else None)
+    code.start(d for d in dists if shared_object_names([d]))  # while the ELF files are parsed
     natives = scan_native_files(facts, dists, image_or_none(source), loose=True)
     roots = [p for p in facts.sys_path if observe.isdir(p)]
     reads = GpuReads(gpus, FileCache(cache_dir, GPU_BUCKET) if cache_dir else None)
     if gpus and not packages:  # every distribution's GPU code is checked: start on it now
         reads.start(natives, image_or_none(source))
-    progress("reading the packages' Python code")
-    plans = installed_plans(dists, natives, Cache(cache_dir) if cache_dir else None)
+    plans = code.plans(dists, natives)
     natives = mark_loaded(natives, plans, roots)
     env = Environment(facts, dists, natives, plans)
     targets = selected(natives, packages, env)

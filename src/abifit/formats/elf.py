@@ -21,9 +21,9 @@ import struct
 import sys
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import IntEnum
-from typing import Literal
+from typing import Literal, TypeVar
 
 from abifit.errors import ElfError, FormatError
 from abifit.formats.sources import ByteSource
@@ -155,6 +155,22 @@ def enum_or_int(kind: type[IntEnum], value: int) -> IntEnum | int:
         return value
 
 
+_T = TypeVar("_T")
+
+
+def _pickled_as_arguments(cls: type[_T]) -> type[_T]:
+    """Pickle instances of a frozen dataclass as the arguments of its constructor. The state
+    that dataclasses pickle otherwise is set again field by field, looking the fields up for
+    each object: a third of the time of taking in a parsed view from a worker process."""
+    names = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+
+    def reduce(self: _T) -> tuple[type[_T], tuple[object, ...]]:
+        return cls, tuple([getattr(self, name) for name in names])
+
+    cls.__reduce__ = reduce  # type: ignore[method-assign,assignment]
+    return cls
+
+
 @dataclass(frozen=True, slots=True)
 class _Layout:
     """Struct formats of one ELF class in one byte order."""
@@ -191,6 +207,7 @@ def _layout(elf_class: ElfClass, order: ByteOrder) -> _Layout:
     )
 
 
+@_pickled_as_arguments
 @dataclass(frozen=True, slots=True)
 class Segment:
     """A program header of interest (PT_LOAD, PT_DYNAMIC, PT_INTERP)."""
@@ -203,6 +220,7 @@ class Segment:
     flags: int
 
 
+@_pickled_as_arguments
 @dataclass(frozen=True, slots=True)
 class Section:
     """A section header, with its name from the section name string table."""
@@ -215,6 +233,7 @@ class Section:
     size: int
 
 
+@_pickled_as_arguments
 @dataclass(frozen=True, slots=True)
 class NeededVersion:
     """One version an object requires from a library (an entry of DT_VERNEED's aux chain)."""
@@ -225,6 +244,7 @@ class NeededVersion:
     hash: int
 
 
+@_pickled_as_arguments
 @dataclass(frozen=True, slots=True)
 class VersionNeed:
     """The versions an object requires from one library (`file` is the library's soname)."""
@@ -233,6 +253,7 @@ class VersionNeed:
     versions: tuple[NeededVersion, ...]
 
 
+@_pickled_as_arguments
 @dataclass(frozen=True, slots=True)
 class VersionDef:
     """One version the object defines; the BASE entry names the object itself."""
@@ -247,6 +268,7 @@ class VersionDef:
         return bool(self.flags & VER_FLG_BASE)
 
 
+@_pickled_as_arguments
 @dataclass(frozen=True, slots=True)
 class VersionName:
     """What a version index means: the version's name and, for a requirement, the library."""
@@ -377,6 +399,7 @@ _BINDING_TABLE = bytes(b >> 4 for b in range(256))
 _WEAK_TABLE = bytes(1 if (b >> 4) == Binding.WEAK else 0 for b in range(256))
 
 
+@_pickled_as_arguments
 @dataclass(frozen=True, slots=True)
 class DynamicInfo:
     """The dynamic entries that name things: needed libraries, own name, search paths, flags."""
@@ -389,6 +412,7 @@ class DynamicInfo:
     flags_1: int
 
 
+@_pickled_as_arguments
 @dataclass(frozen=True, slots=True)
 class ElfImage:
     """The loader's view of one ELF file, plus its section headers when readable."""

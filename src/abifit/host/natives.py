@@ -129,9 +129,27 @@ def scan_native_files(
 
 def shared_object_names(dists: Iterable[Distribution]) -> list[str]:
     """The files the distributions list that are named like shared objects (`x.so`,
-    `libx.so.1`): nearly all that `scan_native_files` will parse, to be read ahead."""
+    `libx.so.1`)."""
     return [path for dist in dists for path in dist.files
             if ".so" in os.path.basename(path) and might_be_elf(path)]
+
+
+def parse_ahead_names(dists: Iterable[Distribution],
+                      executable: Callable[[str], bool]) -> list[str]:
+    """The files the distributions list that are named like shared objects, or have no dot in
+    their name and are `executable` (`bin/protoc`, not `zoneinfo/Europe/Paris`): nearly all
+    that `scan_native_files` will parse, to be read ahead."""
+    return [path for dist in dists for path in dist.files if might_be_elf(path)
+            and (".so" in (base := os.path.basename(path))
+                 or ("." not in base and executable(path)))]
+
+
+def executable_file(path: str) -> bool:
+    """Whether `path` is a file someone may execute (False when it cannot be read)."""
+    try:
+        return bool(observe.stat(path).st_mode & 0o111)
+    except OSError:
+        return False
 
 
 def not_files(facts: InterpreterFacts, dists: list[Distribution]) -> list[NotAFile]:
@@ -140,10 +158,11 @@ def not_files(facts: InterpreterFacts, dists: list[Distribution]) -> list[NotAFi
     import system skips them (so the module is not found), unless a regular file beside it
     provides the module (another extension suffix, a `.py`, a package), which leaves it out."""
     roots = [p for p in facts.sys_path if observe.isdir(p)]
+    ends = tuple(facts.extension_suffixes)
     out = []
     for dist in dists:
         for path in dist.files:
-            module = module_name(path, roots, facts.extension_suffixes)
+            module = module_name(path, roots, ends) if path.endswith(ends) else None
             what = None if module is None else _not_regular(path)
             if module is not None and what is not None and \
                     not _provided(path, module, facts.extension_suffixes):

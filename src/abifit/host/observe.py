@@ -288,14 +288,21 @@ def read_bytes(path: str, size: int = -1) -> bytes:
             _note(STAT, os.fspath(path), stamp_of(st))
         if stat_module.S_ISDIR(st.st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        # ask for the size the file has, one byte more (a file that grew is read on): asking
+        # for `size` would allocate that much for every small file, and give it back
+        regular = stat_module.S_ISREG(st.st_mode)
         chunks = []
         left = size
         while left != 0:
-            chunk = os.read(fd, max(st.st_size, 1 << 16) if left < 0 else left)
+            want = max(st.st_size + 1, 1 << 16)
+            want = want if left < 0 else min(want, left)
+            chunk = os.read(fd, want)
             if not chunk:
                 break
             chunks.append(chunk)
             left = left if left < 0 else left - len(chunk)
+            if regular and len(chunk) < want:  # a short read of a regular file: its end
+                break
         return b"".join(chunks)
     finally:
         os.close(fd)

@@ -42,6 +42,8 @@ DATA = Path(__file__).parent.parent / "data"
 
 # Words whose presence in a module's text means it may load a library itself.
 LOAD_MARKERS = (b"load_library", b"CDLL", b"LoadLibrary", b"PyDLL")
+_MARKER_PARTS = tuple((part, tuple(m for m in LOAD_MARKERS if part in m))
+                      for part in (b"DLL", b"ibrary"))
 SEARCH_DEPTH = 8  # how many modules back a place is searched
 
 
@@ -374,9 +376,10 @@ def _match_file(hints: Sequence[str], files: Mapping[str, str]) -> str | None:
 
 def marked(text: bytes | None) -> bool:
     """Whether a module's text names a loading function (`LOAD_MARKERS`)."""
-    # every marker holds "DLL" or "ibrary": one or two passes over most texts, not four
-    return (text is not None and (b"DLL" in text or b"ibrary" in text)
-            and any(marker in text for marker in LOAD_MARKERS))
+    # two passes over most texts, not four: every marker holds "DLL" or "ibrary"
+    return text is not None and any(
+        part in text and any(marker in text for marker in markers)
+        for part, markers in _MARKER_PARTS)
 
 
 def load_steps(code: PackageCode, files: Mapping[str, str]) -> tuple[Step, ...]:
@@ -388,7 +391,8 @@ def load_steps(code: PackageCode, files: Mapping[str, str]) -> tuple[Step, ...]:
     for name in loading:
         module = code.code(name)
         for w in module.wrappers if module else ():
-            wrappers.setdefault(w.name, (w.param, w.kind))
+            if not _implicit(w.name):
+                wrappers.setdefault(w.name, (w.param, w.kind))
     callers = sorted({m for w in wrappers for m in code.mentioning(w)} | set(loading))
     code.coming(callers)
     steps: dict[str, Step] = {}
@@ -401,6 +405,12 @@ def load_steps(code: PackageCode, files: Mapping[str, str]) -> tuple[Step, ...]:
                 if known is None or _rank(step.reach) < _rank(known.reach):
                     steps[step.path] = step
     return tuple(steps.values())
+
+
+def _implicit(function: str) -> bool:
+    """Whether the interpreter calls `function` itself (`__getattr__`, `__init__`): its
+    arguments are never string constants in a caller's text, so no caller is looked for."""
+    return len(function) > 4 and function.startswith("__") and function.endswith("__")
 
 
 def _load_step(what: Import | Load | Call, reach: Reachability, masked: str | None,
