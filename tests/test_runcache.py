@@ -169,6 +169,18 @@ def test_kept_result_follows_every_change(env: Env, tmp_path: Path) -> None:
     report = check_change(env, cache, with_path)
     assert loads(report)["extpkg._ext"] is True
 
+    # hostpkg's code comes to load its library itself, which makes the library a file to
+    # check: a change seen only in a text that worker processes read
+    _build_host(env, HOST_C)
+    (env.site / "hostpkg" / "__init__.py").write_text("from hostpkg import _load\n")
+    (env.site / "hostpkg" / "_load.py").write_text("x = 1\n")
+    _dist_info(env.site, "hostpkg", ["hostpkg/__init__.py", "hostpkg/_load.py",
+                                     "hostpkg/libhost.so"])
+    check_change(env, cache)
+    (env.site / "hostpkg" / "_load.py").write_text("import ctypes\nctypes.CDLL('libhost.so')\n")
+    report = check_change(env, cache)
+    assert str(env.library) in {m.path for m in report.modules}
+
 
 def test_a_change_too_recent_is_not_kept(env: Env, tmp_path: Path) -> None:
     """A run that observed a file changed in the last second stores nothing: a change in the

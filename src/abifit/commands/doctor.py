@@ -22,10 +22,13 @@ from typing import TYPE_CHECKING
 from abifit.commands.gpus import detect_targets
 from abifit.commands.plans import (
     ParseAhead,
+    Survey,
     cached_parse,
     mark_loaded,
     plan_for,
     python_modules,
+    read_source,
+    survey,
 )
 from abifit.errors import FormatError, UsageError
 from abifit.formats.elf import ElfImage
@@ -71,7 +74,6 @@ from abifit.sim.imports import (
     DistributionPlan,
     load_import_rules,
     load_imports_rules,
-    marked,
 )
 from abifit.sim.loader import LoadResult
 from abifit.sim.process import (
@@ -223,54 +225,73 @@ def _import_names(dist: Distribution) -> list[str]:
     return sorted(set(names))
 
 
-MAX_SOURCE = 8 << 20  # a Python file larger than this is not read for its imports
-
-
-def _read_source(path: str) -> bytes | None:
-    try:
-        data = observe.read_bytes(path, MAX_SOURCE + 1)
-    except OSError:
-        return None
-    return data if len(data) <= MAX_SOURCE else None
-
-
 class InstalledCode:
     """The Python code of the installed distributions that may have native files, read from
-    the start: `start` reads every module's text and, on the other cores, parses the modules
-    that name a loading function, while the main thread goes on (to the ELF scan); `plans`
-    then makes the import plans."""
+    the start: `start` has the other cores read every module's text and the code of those that
+    name a loading function (`abifit.commands.plans.survey`) while the main thread goes on
+    (to the ELF scan); `plans` then makes the import plans. Without worker processes the
+    texts are read when the plans are made."""
+
+    BATCH = 256  # modules read by one call of a worker
 
     def __init__(self, cache: Cache | None = None) -> None:
-        self._read = functools.cache(_read_source)
+        self._cache = cache
+        self._read = functools.cache(read_source)
         self._parser = ParseAhead(cache, cached_parse(cache))
         self._sources: dict[str, dict[str, str]] = {}
+        self._surveys: list[tuple[list[tuple[str, str]], Future[Survey]]] = []
+        self._surveyed: set[str] = set()  # the paths of the modules read by surveys
+        self._loading: set[str] = set()  # those of them that name a loading function
 
     def start(self, dists: Iterable[Distribution]) -> None:
-        """Read the modules of `dists` and start parsing those that name a loading function."""
-        ahead = []
-        for dist in dists:
-            modules = self._modules(dist)
-            ahead += [(text, name, path.endswith("/__init__.py"))
-                      for name, path in modules.items()
-                      if (text := self._read(path)) is not None and marked(text)]
-        self._parser.ahead(ahead)
+        """Start reading the modules of `dists` on the other cores."""
+        if not cores.parallel():
+            return
+        modules = [(name, path) for dist in dists for name, path in self._modules(dist).items()]
+        root = str(self._cache.root) if self._cache is not None else None
+        for i in range(0, len(modules), self.BATCH):
+            batch = modules[i:i + self.BATCH]
+            self._surveys.append((batch, cores.submit(survey, batch, root)))
+        self._surveyed.update(path for _, path in modules)
 
     def _modules(self, dist: Distribution) -> dict[str, str]:
         if dist.key not in self._sources:
             self._sources[dist.key] = python_modules(dist.files, str(dist.metadata_dir.parent))
         return self._sources[dist.key]
 
+    def _gather(self) -> None:
+        """Take in the surveys started; one whose worker failed is made here."""
+        for batch, coming in self._surveys:
+            try:
+                found = coming.result()
+            except Exception:  # whatever it was, reading here says it again
+                found = survey(batch, None)
+            observe.note_all(found.seen)
+            self._parser.given(found.codes)
+            self._loading.update(found.marked)
+        self._surveys = []
+
     def plans(self, dists: list[Distribution], natives: list[NativeFile],
               ) -> dict[str, DistributionPlan]:
         """The import plan of every distribution in `dists` that has native files."""
+        self._gather()
         rules = load_imports_rules()
         by_dist: dict[str, list[NativeFile]] = {}
         for n in natives:
             by_dist.setdefault(n.distribution, []).append(n)
         return {dist.key: plan_for(dist.key, by_dist[dist.key], self._modules(dist),
                                    str(dist.metadata_dir.parent), _declared_names(dist),
-                                   self._read, rules, self._parser, self._parser.ahead)
+                                   self._read, rules, self._parser, self._parser.ahead,
+                                   self._loading_of(dist))
                 for dist in dists if by_dist.get(dist.key)}
+
+    def _loading_of(self, dist: Distribution) -> list[str] | None:
+        """The modules of `dist` that its survey found naming a loading function; None when
+        it was not surveyed."""
+        modules = self._modules(dist)
+        if not all(path in self._surveyed for path in modules.values()):
+            return None
+        return [name for name, path in modules.items() if path in self._loading]
 
 
 def _declared_names(dist: Distribution) -> list[str]:

@@ -11,17 +11,25 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from abifit.errors import FormatError
 from abifit.formats.pysource import ModuleCode, read_module
+from abifit.host import observe
 from abifit.host.natives import NativeFile
+from abifit.host.observe import Seen
 from abifit.remote import cores
 from abifit.remote.cache import Cache
-from abifit.sim.imports import DistributionPlan, ImportsRule, PackageCode, plan_distribution
+from abifit.sim.imports import (
+    DistributionPlan,
+    ImportsRule,
+    PackageCode,
+    marked,
+    plan_distribution,
+)
 
 ReadText = Callable[[str], bytes | None]
 
@@ -92,6 +100,48 @@ def parse_and_keep(data: bytes, name: str, is_package: bool,
     return code
 
 
+MAX_SOURCE = 8 << 20  # a Python file larger than this is not read for its imports
+
+
+def read_source(path: str) -> bytes | None:
+    """The text of a Python file on this machine (None when unreadable or over MAX_SOURCE)."""
+    try:
+        data = observe.read_bytes(path, MAX_SOURCE + 1)
+    except OSError:
+        return None
+    return data if len(data) <= MAX_SOURCE else None
+
+
+@dataclass(frozen=True, slots=True)
+class Survey:
+    """What reading some modules of this machine found: the observations of the reads (for
+    the run's `abifit.host.observe` record), the paths of the modules whose text names a
+    loading function (`marked`), and those modules read, by the digest of their text
+    (`code_digest`)."""
+
+    seen: tuple[tuple[tuple[str, str], Seen], ...]
+    marked: tuple[str, ...]
+    codes: tuple[tuple[str, ModuleCode | None], ...]
+
+
+def survey(modules: Sequence[tuple[str, str]], cache_dir: str | None) -> Survey:
+    """Read the modules (name, path), and read the code of those that name a loading
+    function, taking it from the cache under `cache_dir` and storing it there: a function
+    another process can run, so that the main thread need not pass over every text."""
+    parser = cached_parse(Cache(Path(cache_dir)) if cache_dir is not None else None)
+    marked_paths: list[str] = []
+    codes: list[tuple[str, ModuleCode | None]] = []
+    with observe.recording() as recorder:
+        for name, path in modules:
+            data = read_source(path)
+            if data is not None and marked(data):
+                is_package = path.endswith("/__init__.py")
+                marked_paths.append(path)
+                codes.append((code_digest(data, name, is_package),
+                              parser(data, name, is_package)))
+    return Survey(tuple(recorder.seen.items()), tuple(marked_paths), tuple(codes))
+
+
 class ParseAhead:
     """A parser that reads modules on the other cores (`abifit.remote.cores`) once told of
     them (`ahead`), the longest first, and asks `then` for any other module (or one whose
@@ -116,6 +166,13 @@ class ParseAhead:
                 self._coming[digest] = cores.submit(parse_and_keep, data, name, is_package,
                                                     where)
 
+    def given(self, codes: Iterable[tuple[str, ModuleCode | None]]) -> None:
+        """Take modules read elsewhere (a `Survey`'s), by the digest of their text."""
+        for digest, code in codes:
+            done: Future[ModuleCode | None] = Future()
+            done.set_result(code)
+            self._coming[digest] = done
+
     def __call__(self, data: bytes, name: str, is_package: bool) -> ModuleCode | None:
         found = self._coming.pop(code_digest(data, name, is_package), None)
         if found is not None:
@@ -130,14 +187,16 @@ def plan_for(key: str, natives: list[NativeFile], sources: Mapping[str, str], si
              declared: Iterable[str], read: ReadText,
              rules: Mapping[str, ImportsRule], parser: Parse = parse,
              ahead: Callable[[list[tuple[bytes, str, bool]]], None] | None = None,
+             loading: Iterable[str] | None = None,
              ) -> DistributionPlan:
-    """The import plan of distribution `key` (its native files, Python files and site)."""
+    """The import plan of distribution `key` (its native files, Python files and site);
+    `loading`, when known, names its modules whose text names a loading function."""
     prefix = site.rstrip("/") + "/"
     files = {n.path[len(prefix):]: n.path for n in natives if n.path.startswith(prefix)}
     modules = {n.module: n.path for n in natives if n.module}
     tops = top_names(declared, [*sources, *modules])
-    return plan_distribution(key, tops, PackageCode(sources, read, parser, ahead), modules, files,
-                             rules.get(key))
+    return plan_distribution(key, tops, PackageCode(sources, read, parser, ahead, loading),
+                             modules, files, rules.get(key))
 
 
 def mark_loaded(natives: list[NativeFile], plans: Mapping[str, DistributionPlan],

@@ -102,7 +102,7 @@ def scan_native_files(
     claimed: set[str] = set()
 
     def add(path: str, key: str) -> None:
-        if (path in claimed or not might_be_elf(os.path.basename(path))
+        if (path in claimed or not might_be_elf(path.rpartition("/")[2])
                 or observe.islink(path) or not _regular(path)):
             return
         name = module_name(path, roots, facts.extension_suffixes)
@@ -118,8 +118,9 @@ def scan_native_files(
         found.append(NativeFile(path, key, name))
 
     for dist in sorted(dists, key=lambda d: d.inferred):
+        key = dist.key
         for path in dist.files:
-            add(path, dist.key)
+            add(path, key)
     if loose:
         owned = {f for dist in dists for f in dist.files}
         for path in loose_files(search_dirs(facts), facts.extension_suffixes, owned):
@@ -140,7 +141,7 @@ def parse_ahead_names(dists: Iterable[Distribution],
     their name and are `executable` (`bin/protoc`, not `zoneinfo/Europe/Paris`): nearly all
     that `scan_native_files` will parse, to be read ahead."""
     return [path for dist in dists for path in dist.files if might_be_elf(path)
-            and (".so" in (base := os.path.basename(path))
+            and (".so" in (base := path.rpartition("/")[2])
                  or ("." not in base and executable(path)))]
 
 

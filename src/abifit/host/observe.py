@@ -22,7 +22,7 @@ import fnmatch
 import os
 import stat as stat_module
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -97,6 +97,14 @@ def recording() -> Iterator[Recorder]:
 def _note(kind: str, path: str, seen: Seen) -> None:
     for recorder in _recorders:
         recorder.note(kind, path, seen)
+
+
+def note_all(seen: Iterable[tuple[tuple[str, str], Seen]]) -> None:
+    """Note observations made elsewhere for this run (a worker process's reads, its
+    `Recorder.seen`)."""
+    if _recorders:
+        for (kind, path), answer in seen:
+            _note(kind, path, answer)
 
 
 def stamp_of(st: os.stat_result) -> Stamp:

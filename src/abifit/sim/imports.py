@@ -155,8 +155,11 @@ class PackageCode:
 
     def __init__(self, sources: Mapping[str, str], read: Callable[[str], bytes | None],
                  parse: Callable[[bytes, str, bool], ModuleCode | None],
-                 ahead: Callable[[list[tuple[bytes, str, bool]]], None] | None = None) -> None:
+                 ahead: Callable[[list[tuple[bytes, str, bool]]], None] | None = None,
+                 loading: Iterable[str] | None = None) -> None:
         self.sources = dict(sources)
+        # the modules whose text names a loading function, when told (else found by reading)
+        self._loading = None if loading is None else sorted(set(loading) & set(sources))
         self._read = read
         self._parse = parse
         self._ahead = ahead  # told of modules about to be parsed, to start on them at once
@@ -169,6 +172,12 @@ class PackageCode:
             path = self.sources.get(name)
             self._text[name] = self._read(path) if path is not None else None
         return self._text[name]
+
+    def loading(self) -> list[str]:
+        """The modules whose text names a loading function (`marked`), in name order."""
+        if self._loading is None:
+            self._loading = [m for m in sorted(self.sources) if marked(self.text(m))]
+        return self._loading
 
     def code(self, name: str) -> ModuleCode | None:
         if name not in self._code:
@@ -386,7 +395,7 @@ def load_steps(code: PackageCode, files: Mapping[str, str]) -> tuple[Step, ...]:
     """The native files the package loads itself (not by import), in module and line order,
     each with the reach of its load within its module. Only modules whose text names a loading
     function (`LOAD_MARKERS`), or a wrapper of one, are parsed."""
-    loading = [m for m in sorted(code.sources) if marked(code.text(m))]
+    loading = code.loading()
     wrappers: dict[str, tuple[int, LoadKind]] = {}
     for name in loading:
         module = code.code(name)
