@@ -160,9 +160,10 @@ def install_wrappers(recorder: Recorder) -> None:
     open_member = remote.open_member
     read_at = HttpSource.read_at
 
-    def recording_open(archive: ByteSource, member: Member, where: str) -> ByteSource:
+    def recording_open(archive: ByteSource, member: Member, where: str,
+                       local: bool = False) -> ByteSource:
         phase = recorder.start(f"member {member.path}", member)
-        opened = open_member(archive, member, where)
+        opened = open_member(archive, member, where, local=local)
         phase.how = ("stored" if member.method == zipfile.ZIP_STORED
                      else "whole" if member.compressed_size <= remote.WHOLE_MEMBER
                      else "prefix+tail")
