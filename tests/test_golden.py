@@ -25,6 +25,7 @@ import pytest
 from abifit.commands.check import CheckReport, Role, Wheel
 from abifit.commands.cuda import CudaReport, SonameUse
 from abifit.commands.doctor import DoctorReport, ImportCheck, Verification
+from abifit.commands.explain import ExplainReport, Explanation, Verdict, history_pointer
 from abifit.commands.inspect import (
     InspectReport,
     ObjectReport,
@@ -34,6 +35,7 @@ from abifit.commands.inspect import (
 )
 from abifit.commands.matrix import Cell, MatrixReport
 from abifit.commands.variants import Group, MemberDiff, VariantsReport
+from abifit.formats.errortext import CudaMajorMismatch, UndefinedSymbol, UnsupportedArch
 from abifit.formats.fatbin import (
     Arch,
     Compression,
@@ -64,6 +66,7 @@ from abifit.host.cudastack import (
 from abifit.report.check import check_json, check_text
 from abifit.report.cuda import cuda_json, cuda_text
 from abifit.report.doctor import doctor_json, doctor_text
+from abifit.report.explain import explain_json, explain_text
 from abifit.report.inspect import inspect_json, inspect_text
 from abifit.report.json import JsonObject, dumps
 from abifit.report.matrix import matrix_html, matrix_json, matrix_text
@@ -1224,6 +1227,45 @@ class Case:
     html: Callable[[], str] | None = None
 
 
+def explain_mixed() -> ExplainReport:
+    """An undefined c10:: symbol confirmed, an unsupported GPU and torchvision's CUDA check."""
+    site = "/home/u/.venv/lib/python3.12/site-packages"
+    path = f"{site}/sgl_kernel/common_ops.abi3.so"
+    symbol = "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib"
+    text = "c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, bool)"
+    error = f"{path}: undefined symbol: {symbol}"
+    status = ModuleStatus("sgl_kernel.common_ops", "extension", path, "sgl-kernel", False, error,
+                          ("torch",), 1, "sgl_kernel", "always")
+    finding = Finding(
+        kind=FindingKind.UNDEFINED_SYMBOL, object=path, module="sgl_kernel.common_ops",
+        message=error, symbol=symbol,
+        explanation=f"Because {path} (sgl-kernel 0.3.21) needs `{text}` and none of the 31 "
+        "objects in its lookup scope defines it, the import fails.",
+    )
+    return ExplainReport("/home/u/.venv/bin/python", "3.12.3", (
+        Explanation(
+            UndefinedSymbol(path, symbol), Verdict.CONFIRMED, f"{symbol} needed by {path}",
+            text, text, path, "path", "sgl-kernel 0.3.21", status, (finding,),
+            history_pointer(symbol, "torch"),
+            "install the torch release that defines it, or rebuild sgl-kernel against the "
+            "installed torch 2.10.0", ("torch 2.10.0 is installed",)),
+        Explanation(
+            UnsupportedArch("sm_120", ("sm_75", "sm_80", "sm_86", "sm_90")), Verdict.EXPLAINED,
+            "torch's kernels do not cover the GPU's sm_120", distribution="torch 2.10.0",
+            fix="install a torch build whose CUDA release compiles for sm_120 (for a Blackwell "
+            "GPU, CUDA 12.8 or newer: `pip install torch --index-url "
+            "https://download.pytorch.org/whl/cu128`)",
+            notes=("the installed torch's kernels cover sm_75 sm_80 sm_86 sm_90",)),
+        Explanation(
+            CudaMajorMismatch("12.8", "13.0"), Verdict.EXPLAINED,
+            "torchvision is built for CUDA 13.0, torch for CUDA 12.8",
+            provider="a torchvision build for CUDA 12.8",
+            fix="`pip install --force-reinstall torch==2.10.0 torchvision --index-url "
+            "https://download.pytorch.org/whl/cu128`",
+            notes=("installed: torch 2.10.0+cu128, torchvision 0.25.0+cu130",)),
+    ))
+
+
 TRANSFER = {"bytes_fetched": 3_482_113, "requests": 41, "wheel_bytes": 1_480_832_311}
 
 CASES = (
@@ -1254,6 +1296,8 @@ CASES = (
          lambda: cuda_json(cuda_nothing())),
     Case("matrix_torch", "matrix", lambda: matrix_text(matrix_torch()),
          lambda: matrix_json(matrix_torch(), TRANSFER), lambda: matrix_html(matrix_torch())),
+    Case("explain_mixed", "explain", lambda: explain_text(explain_mixed()),
+         lambda: explain_json(explain_mixed())),
     Case("variants_pyzmq", "variants", lambda: variants_text(variants_pyzmq()),
          lambda: variants_json(variants_pyzmq(), None)),
 )

@@ -56,16 +56,17 @@ EXIT_INTERRUPTED = 130
 EXIT_STATUS = """\
 exit status:
   0    fits: every module checked loads, no problem found (matrix: a host release fits);
-       inspect, variants, cache: done
+       inspect, variants, cache: done; explain: no message confirmed in the environment
   1    problems found: a module that does not load, a GPU without a kernel image, a CUDA
-       problem (matrix: no host release fits)
+       problem (matrix: no host release fits; explain: a message confirmed)
   2    usage or analysis error: a bad option or input; a file, interpreter or index that could
-       not be read (inspect: an object; matrix: every host release)
+       not be read (inspect: an object; matrix: every host release; explain: no message
+       recognised in the text)
   3    internal error: a bug in abifit (--verbose shows its traceback)
   130  interrupted (Ctrl-C)"""
 
 # Commands whose text report ends with its verdict line: all that --quiet prints of them.
-_VERDICT_COMMANDS = frozenset({"check", "doctor", "cuda", "matrix"})
+_VERDICT_COMMANDS = frozenset({"check", "doctor", "cuda", "matrix", "explain"})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -144,6 +145,27 @@ def _parser() -> argparse.ArgumentParser:
                    help="check the GPU code of the environment for this GPU (sm_120, 9.0, "
                    "9.0@12.4), instead of this machine's GPUs")
     d.add_argument("--json", action="store_true", help="print one JSON document")
+    e = sub.add_parser(
+        "explain",
+        help="from a pasted error message to what is wrong and the fix",
+        description="Read a pasted error message or traceback for the loader's and CUDA's "
+        "messages (undefined symbol, cannot open shared object file, version not found, no "
+        "kernel image, an unsupported GPU architecture, an old driver, torchvision's masks of a "
+        "failed load and its CUDA major check), find the object each names in the environment, "
+        "simulate it as doctor does, and say who provides what is missing and the fix. Exit "
+        "status: 0 when no message is confirmed in the environment (each is explained, or the "
+        "object loads there), 1 when one is confirmed, 2 when the text holds none abifit "
+        "recognises.",
+    )
+    e.add_argument("text", nargs="?", metavar="TEXT",
+                   help="the error text; '-' or nothing reads it from stdin (when stdin is not "
+                   "a terminal)")
+    e.add_argument("--python", metavar="PATH",
+                   help="interpreter of the environment (default: $VIRTUAL_ENV, $CONDA_PREFIX, "
+                   "python3 on PATH)")
+    e.add_argument("--cache-dir", metavar="DIR", help="cache directory")
+    e.add_argument("--no-cache", action="store_true", help="do not read or write the ELF cache")
+    e.add_argument("--json", action="store_true", help="print one JSON document")
     u = sub.add_parser(
         "cuda",
         help="the CUDA stack: toolkits, driver, GPUs, and what the environment needs of them",
@@ -446,6 +468,34 @@ def _run_cuda(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_PROBLEMS if report.findings else EXIT_OK
 
 
+def _run_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from abifit.commands.explain import explain
+    from abifit.formats.errortext import read_clues
+    from abifit.report.explain import explain_json, explain_text
+    from abifit.report.json import dumps
+
+    if args.text is not None and args.text != "-":
+        text = args.text
+    elif args.text == "-" or not sys.stdin.isatty():
+        text = sys.stdin.read()
+    else:
+        raise UsageError("explain: give the error text as an argument, or '-' and pipe it in",
+                         "abifit explain \"$(cat error.log)\"")
+    clues = read_clues(text)
+    if not clues:
+        raise UsageError("explain: no loader or CUDA error message abifit recognises in the "
+                         "text (undefined symbol, cannot open shared object file, version ... "
+                         "not found, no kernel image, ...)")
+    cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
+    try:
+        report = explain(clues, args.python or default_interpreter(os.environ),
+                         environ=dict(os.environ), cache_dir=cache, progress=_progress(err))
+    finally:
+        _clear_progress(err)
+    out.write(dumps(explain_json(report)) + "\n" if args.json else explain_text(report))
+    return EXIT_PROBLEMS if report.problems else EXIT_OK
+
+
 def _doctor_index(args: argparse.Namespace) -> Callable[[], RemoteContext]:
     """The index doctor asks which wheel ships a missing library: pip's configuration, the
     target environment's Python on this machine's platform."""
@@ -544,6 +594,8 @@ def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _run_check(args, out, err)
     if args.command == "cuda":
         return _run_cuda(args, out, err)
+    if args.command == "explain":
+        return _run_explain(args, out, err)
     if args.command == "matrix":
         return _run_matrix(args, out, err)
     if args.command == "variants":

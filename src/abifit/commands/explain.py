@@ -1,0 +1,504 @@
+"""`abifit explain`: from a pasted error message to what is wrong and the fix.
+
+The text is read for the messages abifit recognises (`abifit.formats.errortext`). For each, the
+object it names is found in the environment (by its path, else by its file name among the
+distributions' files), the distribution that owns it is simulated as `abifit doctor PKG` does,
+and the explanation gathers doctor's findings about that object (the loader's error, the
+symbol or library, its providers, the fix) with the demangled name. GPU and CUDA messages are
+checked as `doctor --gpu` and `abifit cuda` check them.
+
+Which releases of a package define a symbol is not known here: `SymbolHistory` is the seam
+where that answer is plugged in; until then an undefined symbol of a package abifit knows by
+its C++ namespace points at `abifit history`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from abifit.errors import UsageError
+from abifit.formats.errortext import (
+    Clue,
+    CouldNotLoad,
+    CudaMajorMismatch,
+    DriverTooOld,
+    MissingLibrary,
+    MissingOperator,
+    MissingVersion,
+    NoKernelImage,
+    UndefinedSymbol,
+    UnsupportedArch,
+    clue_kind,
+)
+from abifit.host.environment import Distribution, list_distributions, query_interpreter
+from abifit.sim.findings import Finding, FindingKind
+from abifit.sim.gpu import GpuCheck, GpuTarget, parse_gpu_option
+from abifit.sim.imports import load_imports_rules
+from abifit.sim.process import ModuleStatus, Progress, load_soname_packages
+
+if TYPE_CHECKING:
+    from abifit.commands.cuda import CudaReport
+    from abifit.commands.doctor import DoctorReport
+
+# The package whose C++ namespace a symbol's owner is: a symbol of these namespaces that an
+# object needs and nothing defines comes from another release of that package.
+NAMESPACE_PACKAGES = {"c10": "torch", "at": "torch", "torch": "torch", "caffe2": "torch"}
+
+# (symbol, package) -> what is known of the releases of the package that define the symbol;
+# None when nothing is. `abifit history` plugs in here.
+SymbolHistory = Callable[[str, str], str | None]
+
+
+def history_pointer(symbol: str, package: str) -> str:
+    """The answer of `SymbolHistory` until `abifit history` is plugged in: where to ask."""
+    return (f"defined by {package}; the release that defines it is found by "
+            f"`abifit history {symbol} --in {package}`")
+
+
+class Verdict(str, Enum):
+    """What the environment says of a clue."""
+
+    CONFIRMED = "confirmed"  # the simulation (or the GPU/CUDA check) shows the problem here
+    FAILS_OTHERWISE = "fails-otherwise"  # the object fails here, for another reason
+    LOADS_HERE = "loads-here"  # the object is here and loads: the error came from elsewhere
+    NOT_IN_ENVIRONMENT = "not-in-environment"  # the object named is not in this environment
+    EXPLAINED = "explained"  # nothing here to check it against: the message alone explains it
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """One recognised message: what it means, what the environment says of it, the fix."""
+
+    clue: Clue
+    verdict: Verdict
+    summary: str  # one line: what the message says
+    demangled: str | None = None  # the symbol's C++ (or Rust) name
+    signature: str | None = None  # for a C++ function: its name and parameter types
+    object: str | None = None  # the object named, as found in the environment
+    located_by: str | None = None  # "path" or "file name"
+    distribution: str | None = None  # "name version" of the distribution that owns it
+    status: ModuleStatus | None = None  # the simulation of the module, when it is one
+    findings: tuple[Finding, ...] = ()  # doctor's findings about it
+    provider: str | None = None  # who should provide the symbol or library
+    fix: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return clue_kind(self.clue)
+
+
+@dataclass(frozen=True, slots=True)
+class ExplainReport:
+    """Everything `abifit explain` found in the text and the environment."""
+
+    python: str
+    python_version: str
+    explanations: tuple[Explanation, ...]
+
+    @property
+    def problems(self) -> bool:
+        return any(e.verdict in (Verdict.CONFIRMED, Verdict.FAILS_OTHERWISE)
+                   for e in self.explanations)
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """An object named in a message, in the environment."""
+
+    path: str
+    how: str  # "path" or "file name"
+    distribution: Distribution | None
+
+
+class Environment:
+    """The environment of `python` as explain asks it: its distributions, where an object is,
+    and doctor's reports, each made once."""
+
+    def __init__(self, python: str, *, environ: Mapping[str, str], cache_dir: Path | None,
+                 progress: Progress, history: SymbolHistory | None) -> None:
+        self.facts = query_interpreter(python)
+        self.dists = list_distributions(self.facts)
+        self.environ = environ
+        self.cache_dir = cache_dir
+        self.progress = progress
+        self.history: SymbolHistory = history or (lambda s, p: history_pointer(s, p))
+        self._doctors: dict[tuple[tuple[str, ...], tuple[GpuTarget, ...] | None],
+                            DoctorReport | None] = {}
+        self._cuda: CudaReport | None = None
+
+    @functools.cached_property
+    def _owners(self) -> dict[str, Distribution]:
+        return {os.path.realpath(f): d for d in self.dists for f in d.files}
+
+    def dist(self, name: str) -> Distribution | None:
+        from packaging.utils import canonicalize_name
+
+        return next((d for d in self.dists if d.key == canonicalize_name(name)), None)
+
+    def locate(self, named: str) -> Located | None:
+        """The object `named` (a path or a file name) in the environment."""
+        if "/" in named and os.path.isfile(named):
+            return Located(named, "path", self._owners.get(os.path.realpath(named)))
+        base = os.path.basename(named)
+        for d in self.dists:
+            for f in d.files:
+                if os.path.basename(f) == base and os.path.isfile(f):
+                    return Located(f, "file name", d)
+        return None
+
+    def locate_glob(self, pattern: str) -> Located | None:
+        """The file of a distribution whose path below site-packages matches `pattern`."""
+        for d in self.dists:
+            site = str(d.metadata_dir.parent) + "/"
+            for f in d.files:
+                if f.startswith(site) and fnmatch.fnmatchcase(f[len(site):], pattern):
+                    return Located(f, "file name", d)
+        return None
+
+    def doctor(self, packages: tuple[str, ...],
+               gpus: tuple[GpuTarget, ...] | None = ()) -> DoctorReport | None:
+        """`abifit doctor PACKAGES` of the environment (every module when empty); None when
+        those distributions have no native modules."""
+        from abifit.commands.doctor import doctor
+
+        key = (packages, gpus)
+        if key not in self._doctors:
+            try:
+                self._doctors[key] = doctor(
+                    self.facts.executable, list(packages), verify=False, cache_dir=self.cache_dir,
+                    environ=self.environ, progress=self.progress, gpus=gpus)
+            except UsageError:  # no native modules in them
+                self._doctors[key] = None
+        return self._doctors[key]
+
+    def cuda(self) -> CudaReport:
+        from abifit.commands.cuda import cuda_report
+
+        if self._cuda is None:
+            self._cuda = cuda_report(self.facts.executable, environ=self.environ,
+                                     cache_dir=self.cache_dir, progress=self.progress, gpus=())
+        return self._cuda
+
+
+def explain(clues: tuple[Clue, ...], python: str, *, environ: Mapping[str, str],
+            cache_dir: Path | None, progress: Progress,
+            history: SymbolHistory | None = None) -> ExplainReport:
+    """Explain each clue against the environment of `python`; `history` says which releases
+    of a package define a symbol (default: a pointer to `abifit history`)."""
+    env = Environment(python, environ=environ, cache_dir=cache_dir, progress=progress,
+                      history=history)
+    return ExplainReport(env.facts.executable, env.facts.version,
+                         tuple(explain_clue(clue, env) for clue in clues))
+
+
+def explain_clue(clue: Clue, env: Environment) -> Explanation:
+    """The explanation of one clue."""
+    if isinstance(clue, UndefinedSymbol):
+        return _undefined_symbol(clue, env)
+    if isinstance(clue, MissingLibrary):
+        return _missing_library(clue, env)
+    if isinstance(clue, MissingVersion):
+        return _missing_version(clue, env)
+    if isinstance(clue, (MissingOperator, CouldNotLoad)):
+        return _masked(clue, env)
+    if isinstance(clue, (NoKernelImage, UnsupportedArch)):
+        return _gpu(clue, env)
+    if isinstance(clue, DriverTooOld):
+        return _driver(clue, env)
+    return _cuda_majors(clue, env)
+
+
+# ---------------------------------------------------------------------------------------------
+# The loader's messages
+
+
+@dataclass(frozen=True, slots=True)
+class Simulated:
+    """What doctor says of an object: where it is, its status, the findings about it."""
+
+    located: Located | None
+    status: ModuleStatus | None
+    findings: tuple[Finding, ...]
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.located is None:
+            return Verdict.NOT_IN_ENVIRONMENT
+        if any(f.breaks for f in self.findings):
+            return Verdict.CONFIRMED
+        if self.status is not None and not self.status.loads:
+            return Verdict.FAILS_OTHERWISE
+        return Verdict.LOADS_HERE
+
+    def explanation(self, clue: Clue, summary: str, *, demangled: str | None = None,
+                    signature: str | None = None, provider: str | None = None,
+                    fix: str | None = None, notes: tuple[str, ...] = ()) -> Explanation:
+        """The explanation of `clue` with what the simulation found."""
+        where = self.located
+        dist = where.distribution if where else None
+        return Explanation(clue, self.verdict, summary, demangled, signature,
+                           where.path if where else None, where.how if where else None,
+                           f"{dist.name} {dist.version}" if dist else None, self.status,
+                           self.findings, provider, fix, notes)
+
+
+def _same(a: str, b: str) -> bool:
+    return a == b or os.path.realpath(a) == os.path.realpath(b)
+
+
+def simulate(located: Located | None, env: Environment,
+             relevant: Callable[[Finding], bool]) -> Simulated:
+    """Doctor's verdict on the located object: the distribution that owns it simulated, its
+    module status, and the `relevant` findings about it (about the object, or the module)."""
+    if located is None:
+        return Simulated(None, None, ())
+    report = env.doctor((located.distribution.key,) if located.distribution else ())
+    if report is None:
+        return Simulated(located, None, ())
+    status = next((s for s in report.modules if _same(s.path, located.path)), None)
+    findings = tuple(f for f in report.findings
+                     if relevant(f) and (_same(f.object, located.path)
+                                         or (status is not None and f.module == status.module)))
+    return Simulated(located, status, findings)
+
+
+def _search_all(env: Environment, relevant: Callable[[Finding], bool]) -> Simulated:
+    """For a message that names no object: the first object of the whole environment with a
+    `relevant` finding, as doctor finds it."""
+    report = env.doctor(())
+    found = [f for f in report.findings if relevant(f)] if report else []
+    if not found or report is None:
+        return Simulated(None, None, ())
+    first = found[0]
+    located = env.locate(first.object)
+    status = next((s for s in report.modules if _same(s.path, first.object)
+                   or s.module == first.module), None)
+    return Simulated(located, status, tuple(f for f in found if f.object == first.object))
+
+
+def _symbol_names(symbol: str) -> tuple[str | None, str | None, str | None]:
+    """(demangled name, function signature, owner namespace) of a symbol; Nones for a C name."""
+    from abifit.formats.demangle import demangle, parse_signature
+
+    text = demangle(symbol)
+    if text == symbol:
+        return None, None, None
+    sig = parse_signature(symbol)
+    signature = None
+    name = text
+    if sig is not None:
+        name = sig.qualified_name
+        if sig.is_function and sig.parameters is not None:
+            signature = f"{sig.qualified_name}({', '.join(sig.parameters)})"
+    top = re.match(r"(\w+)::", name)
+    return text, signature, top[1] if top else None
+
+
+def _undefined_symbol(clue: UndefinedSymbol, env: Environment) -> Explanation:
+    demangled, signature, namespace = _symbol_names(clue.symbol)
+
+    def relevant(f: Finding) -> bool:
+        return f.kind is FindingKind.UNDEFINED_SYMBOL and f.symbol == clue.symbol
+
+    sim = (simulate(env.locate(clue.obj), env, relevant) if clue.obj
+           else _search_all(env, relevant))
+    package = NAMESPACE_PACKAGES.get(namespace or "")
+    notes: list[str] = []
+    provider = None
+    if package is not None:
+        provider = env.history(clue.symbol, package)
+        installed = env.dist(package)
+        notes.append(f"{package} {installed.version} is installed" if installed
+                     else f"{package} is not installed in this environment")
+    hint = next((f.hint for f in sim.findings if f.hint), None)
+    fix = hint
+    if fix is None and package is not None:
+        dist = sim.located.distribution if sim.located else None
+        obj = dist.name if dist else "the extension"
+        installed = env.dist(package)
+        fix = (f"install the {package} release that defines it, or rebuild {obj} against the "
+               f"installed {package}" + (f" {installed.version}" if installed else ""))
+    return sim.explanation(
+        clue, clue.symbol + (f" needed by {clue.obj}" if clue.obj else ""),
+        demangled=demangled, signature=signature, provider=provider, fix=fix,
+        notes=tuple(notes))
+
+
+def _missing_library(clue: MissingLibrary, env: Environment) -> Explanation:
+    library = os.path.basename(clue.library)
+
+    def relevant(f: Finding) -> bool:
+        return f.kind is FindingKind.MISSING_LIBRARY and f.library == library
+
+    sim = (simulate(env.locate(clue.obj), env, relevant) if clue.obj
+           else _search_all(env, relevant))
+    package = load_soname_packages().get(library)
+    provider = f"the pip package {package}" if package else None
+    hint = next((f.hint for f in sim.findings if f.hint), None)
+    fix = hint or (f"`pip install {package}`" if package else None)
+    notes: tuple[str, ...] = ()
+    if sim.located is None and "/" in clue.library:
+        notes = (f"{clue.library} is the file that was asked for: it is not there",)
+    return sim.explanation(clue, f"{library} was not found"
+                           + (f" (needed by {clue.obj})" if clue.obj else ""),
+                           provider=provider, fix=fix, notes=notes)
+
+
+_VERSION_OWNERS = (("GLIBCXX_", "libstdc++ (GCC's C++ runtime)"),
+                   ("CXXABI_", "libstdc++ (GCC's C++ runtime)"),
+                   ("GLIBC_", "glibc, the system's C library"),
+                   ("GCC_", "libgcc_s (GCC's runtime)"))
+
+
+def _missing_version(clue: MissingVersion, env: Environment) -> Explanation:
+    def relevant(f: Finding) -> bool:
+        return f.kind is FindingKind.MISSING_VERSION and f.version == clue.version
+
+    sim = (simulate(env.locate(clue.obj), env, relevant) if clue.obj
+           else _search_all(env, relevant))
+    provider = next((owner for prefix, owner in _VERSION_OWNERS
+                     if clue.version.startswith(prefix)), None)
+    if provider is None and clue.library:
+        provider = f"a newer {os.path.basename(clue.library)}"
+    fix = next((f.hint for f in sim.findings if f.hint), None)
+    if fix is None and clue.version.startswith(("GLIBCXX_", "CXXABI_")):
+        fix = ("use a libstdc++.so.6 that defines it: `conda install -c conda-forge "
+               "'libstdcxx-ng>=13'` in a conda environment, or a newer GCC's on the system")
+    elif fix is None and clue.version.startswith("GLIBC_"):
+        fix = "use a wheel built for this system's glibc (an older manylinux tag), or a newer OS"
+    return sim.explanation(clue, f"version {clue.version} not found"
+                           + (f" in {clue.library}" if clue.library else "")
+                           + (f" (required by {clue.obj})" if clue.obj else ""),
+                           provider=provider, fix=fix)
+
+
+def _masked_file(clue: MissingOperator) -> str | None:
+    """The file whose failed load a package rewrites into this operator's error
+    (`data/import_rules.json`)."""
+    said = f"operator {clue.namespace}::{clue.name} does not exist"
+    for rule in load_imports_rules().values():
+        for pattern, error in (*rule.fails_import, *rule.loads):
+            if error and said in error:
+                return pattern
+    return None
+
+
+def _masked(clue: MissingOperator | CouldNotLoad, env: Environment) -> Explanation:
+    if isinstance(clue, CouldNotLoad):
+        located = env.locate(clue.path)
+        summary = f"torch.ops.load_library could not load {clue.path}"
+        hidden = "torch.ops.load_library hides the loader's error"
+    else:
+        pattern = _masked_file(clue)
+        located = env.locate_glob(pattern) if pattern else None
+        summary = f"operator {clue.namespace}::{clue.name} is not registered"
+        hidden = (f"{clue.namespace} registers it from {pattern}; when that file does not "
+                  "load, the package goes on and fails later with this error"
+                  if pattern else f"the library of {clue.namespace} that registers it did "
+                  "not load")
+    sim = simulate(located, env, lambda f: True)
+    cause = sim.status.error if sim.status and not sim.status.loads else None
+    notes = [hidden] + ([f"the loader's error underneath: {cause}"] if cause else [])
+    fix = next((f.hint for f in sim.findings if f.hint), None)
+    return sim.explanation(clue, summary, notes=tuple(notes), fix=fix)
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU and CUDA messages
+
+
+def _gpu_fields(checks: tuple[GpuCheck, ...], reason: str | None) -> tuple[list[str], bool]:
+    """Lines on what the GPU check found in torch's code, and whether it found no kernel."""
+    notes: list[str] = []
+    broken = False
+    for check in checks:
+        for o in check.objects:
+            if o.coverage is not None and not o.coverage.verdict.startswith("runs"):
+                broken = broken or o.coverage.verdict == "no-kernel-image"
+                notes.append(f"{o.name}: {o.coverage.verdict}: {o.coverage.reason}")
+        if not check.objects:
+            notes.append(f"none of the objects checked carries GPU code (checked for "
+                         f"{check.target.arch})")
+    if reason:
+        notes.append(f"no GPU checked: {reason}")
+    return notes, broken
+
+
+def _gpu(clue: NoKernelImage | UnsupportedArch, env: Environment) -> Explanation:
+    torch = env.dist("torch")
+    packages = ("torch",) if torch is not None else ()
+    notes: list[str] = []
+    if isinstance(clue, UnsupportedArch):
+        targets: tuple[GpuTarget, ...] | None = (parse_gpu_option(clue.arch),)
+        summary = f"torch's kernels do not cover the GPU's {clue.arch}"
+        if clue.supported:
+            notes.append("the installed torch's kernels cover " + " ".join(clue.supported))
+        fix = (f"install a torch build whose CUDA release compiles for {clue.arch} (for a "
+               "Blackwell GPU, CUDA 12.8 or newer: `pip install torch --index-url "
+               "https://download.pytorch.org/whl/cu128`)" if clue.arch.startswith("sm_12")
+               or clue.arch.startswith("sm_10") else
+               f"install a torch build with kernels for {clue.arch} (see "
+               "https://pytorch.org/get-started/locally/)")
+    else:
+        targets = None  # this machine's GPUs
+        summary = "no kernel for this GPU in the code that was run"
+        fix = ("install builds of the packages with GPU code that carry SASS or PTX for this "
+               "GPU (`abifit doctor` names them)")
+    report = env.doctor(packages, gpus=targets)
+    checks = report.gpu if report else ()
+    found, broken = _gpu_fields(checks, report.gpu_reason if report else None)
+    notes += found
+    findings = tuple(f for f in (report.findings if report else ())
+                     if f.kind is FindingKind.NO_KERNEL_IMAGE)
+    fix = next((f.hint for f in findings if f.hint), fix)
+    verdict = Verdict.CONFIRMED if broken or findings else Verdict.EXPLAINED
+    return Explanation(clue, verdict, summary, findings=findings, fix=fix,
+                       distribution=f"torch {torch.version}" if torch else None,
+                       notes=tuple(notes))
+
+
+def _driver(clue: DriverTooOld, env: Environment) -> Explanation:
+    report = env.cuda()
+    findings = tuple(f for f in report.findings if f.kind is FindingKind.DRIVER_TOO_OLD)
+    driver = report.stack.driver
+    notes = [f"driver: {driver.version or driver.reason or 'not found'}"
+             + (f", supports CUDA up to {driver.cuda_version}" if driver.cuda_version else "")]
+    fix = next((f.hint for f in findings if f.hint),
+               "upgrade the NVIDIA driver, or install builds made for the CUDA release the "
+               "driver supports (`abifit cuda` shows both)")
+    return Explanation(clue, Verdict.CONFIRMED if findings else Verdict.EXPLAINED,
+                       "the NVIDIA driver is older than the CUDA runtime the code needs",
+                       findings=findings, provider="the NVIDIA driver (not a pip package)",
+                       fix=fix, notes=tuple(notes))
+
+
+def _cuda_majors(clue: CudaMajorMismatch, env: Environment) -> Explanation:
+    torch = env.dist("torch")
+    major, _, minor = clue.torch_cuda.partition(".")
+    index = f"https://download.pytorch.org/whl/cu{major}{minor.split('.')[0] or '0'}"
+    pin = f"torch=={torch.version.split('+')[0]} " if torch else ""
+    report = env.cuda()
+    findings = tuple(f for f in report.findings if f.kind is FindingKind.CUDA_MAJOR_MIX)
+    vision = env.dist("torchvision")
+    notes = [f"installed: {', '.join(f'{d.name} {d.version}' for d in (torch, vision) if d)}"]
+    return Explanation(
+        clue, Verdict.CONFIRMED if findings else Verdict.EXPLAINED,
+        f"torchvision is built for CUDA {clue.vision_cuda}, torch for CUDA {clue.torch_cuda}",
+        findings=findings, provider=f"a torchvision build for CUDA {clue.torch_cuda}",
+        fix=f"`pip install --force-reinstall {pin}torchvision --index-url {index}`",
+        notes=tuple(notes))

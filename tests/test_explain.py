@@ -1,0 +1,273 @@
+"""`abifit explain` on the real loader's messages: tiny extension modules built from
+tests/fixtures/explain/ are installed in a fresh venv, loaded with `ctypes.CDLL(path,
+RTLD_NOW)` in a subprocess for the genuine text of glibc's loader, and that text is explained
+against the venv; `--json` validates against explain.schema.json."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from abifit.cli import main
+from fixtures.build import compile_c
+
+FIXTURES = Path(__file__).parent / "fixtures" / "explain"
+SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
+SCHEMA = json.loads((Path(__file__).parent.parent / "src/abifit/report/schemas"
+                     / "explain.schema.json").read_text("utf-8"))
+CXX_SYMBOL = "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib"
+
+
+@dataclass(frozen=True, slots=True)
+class Venv:
+    """The venv, its package directory and the real loader's message for each module."""
+
+    python: str
+    package: Path
+    messages: dict[str, str]
+
+
+def _real_error(path: Path) -> str:
+    """What `ctypes.CDLL(path, RTLD_NOW)` raises in a fresh process: the loader's own text."""
+    code = ("import ctypes, os, sys\ntry:\n    ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW)\n"
+            "except OSError as e:\n    print(f'OSError: {e}')\nelse:\n    print('loaded')\n")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                          text=True, check=True, env={"PATH": os.defpath})
+    return done.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """A venv without pip holding `explpkg` (recorded in its dist-info): `_undef` needs a C
+    function nothing defines, `_cxx` a c10:: function, `_needs` a library that is not there,
+    `_usever` version VERS_2 of a libexplver.so that has only VERS_1."""
+    root = tmp_path_factory.mktemp("explain")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")],
+                   check=True)
+    site = next((root / "venv" / "lib").glob("python3*/site-packages"))
+    package = site / "explpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    build = root / "build"
+    compile_c(FIXTURES / "undef.c", package / f"_undef{SUFFIX}")
+    compile_c(FIXTURES / "cxx_undef.cpp", package / f"_cxx{SUFFIX}", cxx=True)
+    gone = compile_c(FIXTURES / "gone.c", build / "libexplgone.so", soname="libexplgone.so")
+    compile_c(FIXTURES / "needs.c", package / f"_needs{SUFFIX}", libs=[gone])
+    ver2 = compile_c(FIXTURES / "ver.c", build / "libexplver.so", soname="libexplver.so",
+                     flags=[f"-Wl,--version-script={FIXTURES / 'ver2.map'}"])
+    compile_c(FIXTURES / "usever.c", package / f"_usever{SUFFIX}", libs=[ver2],
+              rpath=["$ORIGIN"])
+    compile_c(FIXTURES / "ver.c", package / "libexplver.so", soname="libexplver.so",
+              flags=[f"-Wl,--version-script={FIXTURES / 'ver1.map'}"])
+    info = site / "explpkg-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: explpkg\nVersion: 1.0\n")
+    listed = ["explpkg/__init__.py", "explpkg/libexplver.so",
+              *(f"explpkg/_{n}{SUFFIX}" for n in ("undef", "cxx", "needs", "usever"))]
+    (info / "RECORD").write_text("".join(f"{p},,\n" for p in listed))
+    messages = {n: _real_error(package / f"_{n}{SUFFIX}")
+                for n in ("undef", "cxx", "needs", "usever")}
+    return Venv(str(root / "venv" / "bin" / "python"), package, messages)
+
+
+def _explain(venv: Venv, text: str, capsys: pytest.CaptureFixture[str],
+             *extra: str) -> tuple[int, dict[str, object], str]:
+    code = main(["explain", text, "--python", venv.python, "--json", "--no-cache", *extra])
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    jsonschema.validate(doc, SCHEMA)
+    return code, doc, captured.err
+
+
+def _only(doc: dict[str, object]) -> dict[str, object]:
+    explanations = doc["explanations"]
+    assert isinstance(explanations, list) and len(explanations) == 1, explanations
+    found = explanations[0]
+    assert isinstance(found, dict)
+    return found
+
+
+def test_real_undefined_symbol_is_confirmed(venv: Venv,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """glibc's `OBJ: undefined symbol: explain_missing_fn`: the object found by its path in the
+    venv, doctor's simulation confirms it, the finding names the symbol."""
+    message = venv.messages["undef"]
+    assert "undefined symbol: explain_missing_fn" in message
+    code, doc, _ = _explain(venv, f"Traceback (most recent call last):\n  ...\n{message}", capsys)
+    e = _only(doc)
+    assert code == 1 and doc["verdict"] == "problems"
+    assert e["kind"] == "undefined-symbol" and e["verdict"] == "confirmed"
+    assert e["object"] == str(venv.package / f"_undef{SUFFIX}") and e["located_by"] == "path"
+    assert e["distribution"] == "explpkg 1.0"
+    assert e["module"]["loads"] is False  # type: ignore[index]
+    assert [f["symbol"] for f in e["findings"]] == ["explain_missing_fn"]  # type: ignore[index]
+    assert e["demangled"] is None
+
+
+def test_real_cxx_symbol_of_torch_points_at_history(venv: Venv,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A c10:: symbol nothing defines: demangled with its signature, confirmed, and torch named
+    as the package that defines it, with the `abifit history` command (the seam's default)."""
+    message = venv.messages["cxx"]
+    assert f"undefined symbol: {CXX_SYMBOL}" in message
+    code, doc, _ = _explain(venv, message, capsys)
+    e = _only(doc)
+    assert code == 1 and e["verdict"] == "confirmed"
+    assert e["signature"] == ("c10::cuda::c10_cuda_check_implementation(int, char const*, "
+                              "char const*, int, bool)")
+    assert e["provider"] == (f"defined by torch; the release that defines it is found by "
+                             f"`abifit history {CXX_SYMBOL} --in torch`")
+    assert "torch is not installed in this environment" in e["notes"]  # type: ignore[operator]
+    assert str(e["fix"]).startswith("install the torch release that defines it, or rebuild "
+                                    "explpkg against the installed torch")
+
+
+def test_symbol_history_seam_is_used(venv: Venv) -> None:
+    """A `history` given to `explain` answers who defines the symbol."""
+    from abifit.commands.explain import explain
+    from abifit.formats.errortext import read_clues
+
+    report = explain(read_clues(venv.messages["cxx"]), venv.python, environ=dict(os.environ),
+                     cache_dir=None, progress=lambda _s: None,
+                     history=lambda s, p: f"{p} 2.9.0 to 2.10.0 define {s[:6]}")
+    assert report.explanations[0].provider == "torch 2.9.0 to 2.10.0 define _ZN3c1"
+
+
+def test_real_missing_library_names_the_module_that_needs_it(
+        venv: Venv, capsys: pytest.CaptureFixture[str]) -> None:
+    """glibc's `libexplgone.so: cannot open shared object file` names no object: the module of
+    the venv that needs it is found by the simulation, and the finding's hint is the fix."""
+    message = venv.messages["needs"]
+    assert "libexplgone.so: cannot open shared object file: No such file or directory" in message
+    code, doc, _ = _explain(venv, message, capsys)
+    e = _only(doc)
+    assert code == 1 and e["kind"] == "missing-library" and e["verdict"] == "confirmed"
+    assert e["clue"] == {"library": "libexplgone.so", "obj": None}
+    assert e["object"] == str(venv.package / f"_needs{SUFFIX}")
+    assert [f["library"] for f in e["findings"]] == ["libexplgone.so"]  # type: ignore[index]
+    assert e["fix"]
+
+
+def test_real_missing_version_node(venv: Venv, capsys: pytest.CaptureFixture[str]) -> None:
+    """glibc's ``version `VERS_2' not found (required by OBJ)`` for a library rebuilt without
+    that node: the object and the library named, confirmed by the simulation."""
+    message = venv.messages["usever"]
+    assert "version `VERS_2' not found (required by " in message
+    code, doc, _ = _explain(venv, message, capsys)
+    e = _only(doc)
+    assert code == 1 and e["kind"] == "missing-version" and e["verdict"] == "confirmed"
+    assert e["clue"]["version"] == "VERS_2"  # type: ignore[index]
+    assert e["object"] == str(venv.package / f"_usever{SUFFIX}")
+    assert [f["version"] for f in e["findings"]] == ["VERS_2"]  # type: ignore[index]
+
+
+def test_object_found_by_file_name_from_another_machine(
+        venv: Venv, capsys: pytest.CaptureFixture[str]) -> None:
+    """A message pasted from another machine: its path is not here, the object is found by its
+    file name among the venv's files."""
+    text = f"ImportError: /elsewhere/explpkg/_undef{SUFFIX}: undefined symbol: explain_missing_fn"
+    code, doc, _ = _explain(venv, text, capsys)
+    e = _only(doc)
+    assert code == 1 and e["located_by"] == "file name" and e["verdict"] == "confirmed"
+
+
+def test_object_that_loads_here_and_object_not_here(
+        venv: Venv, capsys: pytest.CaptureFixture[str]) -> None:
+    """A library that loads here: not reproduced (exit 0); an object no file of the venv is:
+    not in this environment."""
+    text = (f"OSError: {venv.package}/libexplver.so: undefined symbol: other_fn\n"
+            "ImportError: /x/nothere.so: undefined symbol: foo")
+    code, doc, _ = _explain(venv, text, capsys)
+    verdicts = [e["verdict"] for e in doc["explanations"]]  # type: ignore[attr-defined]
+    assert verdicts == ["loads-here", "not-in-environment"] and code == 0
+
+
+def test_object_that_fails_for_another_reason(venv: Venv,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The module fails here, but for another symbol than the message's: said so, exit 1."""
+    text = f"ImportError: {venv.package}/_undef{SUFFIX}: undefined symbol: other_fn"
+    code, doc, _ = _explain(venv, text, capsys)
+    e = _only(doc)
+    assert code == 1 and e["verdict"] == "fails-otherwise" and e["findings"] == []
+    assert "explain_missing_fn" in str(e["module"]["error"])  # type: ignore[index]
+
+
+def test_text_output(venv: Venv, capsys: pytest.CaptureFixture[str]) -> None:
+    """The text report: the demangled name, the object, the verdict, the fix, a summary line."""
+    code = main(["explain", venv.messages["cxx"], "--python", venv.python, "--no-cache"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert f"undefined-symbol: {CXX_SYMBOL} needed by {venv.package}/_cxx{SUFFIX}" in out
+    assert "demangled: c10::cuda::c10_cuda_check_implementation(int, char const*" in out
+    assert "confirmed: abifit's simulation of this environment fails the same way" in out
+    assert "fix: " in out
+    assert out.rstrip().endswith("1 message(s) recognised, 1 confirmed in this environment")
+
+
+def test_reads_stdin(venv: Venv, capsys: pytest.CaptureFixture[str],
+                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-` (and no argument, with stdin not a terminal) reads the text from stdin."""
+    for argv in (["explain", "-"], ["explain"]):
+        monkeypatch.setattr(sys, "stdin", io.StringIO(venv.messages["undef"]))
+        code = main([*argv, "--python", venv.python, "--json", "--no-cache"])
+        doc = json.loads(capsys.readouterr().out)
+        assert code == 1 and _only(doc)["kind"] == "undefined-symbol"
+
+
+def test_nothing_recognised_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """Text without a recognised message: exit 2 and one `error:` line, nothing on stdout."""
+    code = main(["explain", "Segmentation fault (core dumped)"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert [line for line in captured.err.splitlines() if line.startswith("error:")] == [
+        line for line in captured.err.splitlines() if "error" in line]
+    assert captured.err.count("error:") == 1
+
+
+def test_gpu_and_cuda_messages_are_explained(venv: Venv,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """GPU and CUDA messages in an environment without torch or a GPU: each explained with a
+    fix, none confirmed (exit 0); the JSON validates."""
+    text = ("RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+            "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the "
+            "current PyTorch installation.\nThe current PyTorch install supports CUDA "
+            "capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.\n"
+            "CUDA driver version is insufficient for CUDA runtime version\n"
+            "RuntimeError: Detected that PyTorch and torchvision were compiled with different "
+            "CUDA major versions. PyTorch has CUDA Version=12.8 and torchvision has CUDA "
+            "Version=13.0. Please reinstall the torchvision that matches your PyTorch install.")
+    code, doc, _ = _explain(venv, text, capsys)
+    kinds = [(e["kind"], e["verdict"]) for e in doc["explanations"]]  # type: ignore[attr-defined]
+    assert code == 0 and kinds == [("no-kernel-image", "explained"),
+                                   ("unsupported-arch", "explained"),
+                                   ("driver-too-old", "explained"),
+                                   ("cuda-major-mismatch", "explained")]
+    arch, mismatch = doc["explanations"][1], doc["explanations"][3]  # type: ignore[index]
+    assert "the installed torch's kernels cover sm_50 sm_60" in " ".join(arch["notes"])
+    assert "sm_120" in arch["fix"]
+    assert "https://download.pytorch.org/whl/cu128" in mismatch["fix"]
+
+
+def test_masked_messages_point_at_the_hidden_file(venv: Venv,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """torchvision's `operator torchvision::nms does not exist` names the file import_rules.json
+    says it masks; `Could not load this library: PATH` the file it names, simulated."""
+    text = ("RuntimeError: operator torchvision::nms does not exist\n"
+            f"OSError: Could not load this library: {venv.package}/_undef{SUFFIX}")
+    code, doc, _ = _explain(venv, text, capsys)
+    operator, could = doc["explanations"]  # type: ignore[misc]
+    assert operator["kind"] == "missing-operator"
+    assert operator["verdict"] == "not-in-environment"
+    assert "torchvision/_C.so" in " ".join(operator["notes"])
+    assert could["kind"] == "could-not-load" and could["verdict"] == "confirmed"
+    assert "undefined symbol: explain_missing_fn" in " ".join(could["notes"])
+    assert code == 1
