@@ -125,7 +125,7 @@ class Located:
     distribution: Distribution | None
 
 
-class Environment:
+class TargetEnvironment:
     """The environment of `python` as explain asks it: its distributions, where an object is,
     and doctor's reports, each made once."""
 
@@ -151,15 +151,21 @@ class Environment:
         return next((d for d in self.dists if d.key == canonicalize_name(name)), None)
 
     def locate(self, named: str) -> Located | None:
-        """The object `named` (a path or a file name) in the environment."""
+        """The object `named` (a path or a file name) in the environment: the file at that
+        path, else the distributions' file of that name whose directories match the most of
+        the path's (`/x/sgl_kernel/common_ops.so` is sgl_kernel's, not another package's)."""
         if "/" in named and os.path.isfile(named):
             return Located(named, "path", self._owners.get(os.path.realpath(named)))
-        base = os.path.basename(named)
+        parts = named.split("/")
+        best: tuple[int, str, Distribution] | None = None
         for d in self.dists:
             for f in d.files:
-                if os.path.basename(f) == base and os.path.isfile(f):
-                    return Located(f, "file name", d)
-        return None
+                if os.path.basename(f) != parts[-1] or not os.path.isfile(f):
+                    continue
+                shared = _common_tail(f.split("/"), parts)
+                if best is None or shared > best[0]:
+                    best = (shared, f, d)
+        return Located(best[1], "file name", best[2]) if best else None
 
     def locate_glob(self, pattern: str) -> Located | None:
         """The file of a distribution whose path below site-packages matches `pattern`."""
@@ -195,18 +201,28 @@ class Environment:
         return self._cuda
 
 
+def _common_tail(left: list[str], right: list[str]) -> int:
+    """How many path components two paths share at their ends."""
+    count = 0
+    for a, b in zip(reversed(left), reversed(right), strict=False):
+        if a != b:
+            break
+        count += 1
+    return count
+
+
 def explain(clues: tuple[Clue, ...], python: str, *, environ: Mapping[str, str],
             cache_dir: Path | None, progress: Progress,
             history: SymbolHistory | None = None) -> ExplainReport:
     """Explain each clue against the environment of `python`; `history` says which releases
     of a package define a symbol (default: a pointer to `abifit history`)."""
-    env = Environment(python, environ=environ, cache_dir=cache_dir, progress=progress,
+    env = TargetEnvironment(python, environ=environ, cache_dir=cache_dir, progress=progress,
                       history=history)
     return ExplainReport(env.facts.executable, env.facts.version,
                          tuple(explain_clue(clue, env) for clue in clues))
 
 
-def explain_clue(clue: Clue, env: Environment) -> Explanation:
+def explain_clue(clue: Clue, env: TargetEnvironment) -> Explanation:
     """The explanation of one clue."""
     if isinstance(clue, UndefinedSymbol):
         return _undefined_symbol(clue, env)
@@ -261,7 +277,7 @@ def _same(a: str, b: str) -> bool:
     return a == b or os.path.realpath(a) == os.path.realpath(b)
 
 
-def simulate(located: Located | None, env: Environment,
+def simulate(located: Located | None, env: TargetEnvironment,
              relevant: Callable[[Finding], bool]) -> Simulated:
     """Doctor's verdict on the located object: the distribution that owns it simulated, its
     module status, and the `relevant` findings about it (about the object, or the module)."""
@@ -277,7 +293,7 @@ def simulate(located: Located | None, env: Environment,
     return Simulated(located, status, findings)
 
 
-def _search_all(env: Environment, relevant: Callable[[Finding], bool]) -> Simulated:
+def _search_all(env: TargetEnvironment, relevant: Callable[[Finding], bool]) -> Simulated:
     """For a message that names no object: the first object of the whole environment with a
     `relevant` finding, as doctor finds it."""
     report = env.doctor(())
@@ -309,7 +325,7 @@ def _symbol_names(symbol: str) -> tuple[str | None, str | None, str | None]:
     return text, signature, top[1] if top else None
 
 
-def _undefined_symbol(clue: UndefinedSymbol, env: Environment) -> Explanation:
+def _undefined_symbol(clue: UndefinedSymbol, env: TargetEnvironment) -> Explanation:
     demangled, signature, namespace = _symbol_names(clue.symbol)
 
     def relevant(f: Finding) -> bool:
@@ -339,7 +355,7 @@ def _undefined_symbol(clue: UndefinedSymbol, env: Environment) -> Explanation:
         notes=tuple(notes))
 
 
-def _missing_library(clue: MissingLibrary, env: Environment) -> Explanation:
+def _missing_library(clue: MissingLibrary, env: TargetEnvironment) -> Explanation:
     library = os.path.basename(clue.library)
 
     def relevant(f: Finding) -> bool:
@@ -365,7 +381,7 @@ _VERSION_OWNERS = (("GLIBCXX_", "libstdc++ (GCC's C++ runtime)"),
                    ("GCC_", "libgcc_s (GCC's runtime)"))
 
 
-def _missing_version(clue: MissingVersion, env: Environment) -> Explanation:
+def _missing_version(clue: MissingVersion, env: TargetEnvironment) -> Explanation:
     def relevant(f: Finding) -> bool:
         return f.kind is FindingKind.MISSING_VERSION and f.version == clue.version
 
@@ -398,7 +414,7 @@ def _masked_file(clue: MissingOperator) -> str | None:
     return None
 
 
-def _masked(clue: MissingOperator | CouldNotLoad, env: Environment) -> Explanation:
+def _masked(clue: MissingOperator | CouldNotLoad, env: TargetEnvironment) -> Explanation:
     if isinstance(clue, CouldNotLoad):
         located = env.locate(clue.path)
         summary = f"torch.ops.load_library could not load {clue.path}"
@@ -439,7 +455,7 @@ def _gpu_fields(checks: tuple[GpuCheck, ...], reason: str | None) -> tuple[list[
     return notes, broken
 
 
-def _gpu(clue: NoKernelImage | UnsupportedArch, env: Environment) -> Explanation:
+def _gpu(clue: NoKernelImage | UnsupportedArch, env: TargetEnvironment) -> Explanation:
     torch = env.dist("torch")
     packages = ("torch",) if torch is not None else ()
     notes: list[str] = []
@@ -472,7 +488,7 @@ def _gpu(clue: NoKernelImage | UnsupportedArch, env: Environment) -> Explanation
                        notes=tuple(notes))
 
 
-def _driver(clue: DriverTooOld, env: Environment) -> Explanation:
+def _driver(clue: DriverTooOld, env: TargetEnvironment) -> Explanation:
     report = env.cuda()
     findings = tuple(f for f in report.findings if f.kind is FindingKind.DRIVER_TOO_OLD)
     driver = report.stack.driver
@@ -487,7 +503,7 @@ def _driver(clue: DriverTooOld, env: Environment) -> Explanation:
                        fix=fix, notes=tuple(notes))
 
 
-def _cuda_majors(clue: CudaMajorMismatch, env: Environment) -> Explanation:
+def _cuda_majors(clue: CudaMajorMismatch, env: TargetEnvironment) -> Explanation:
     torch = env.dist("torch")
     major, _, minor = clue.torch_cuda.partition(".")
     index = f"https://download.pytorch.org/whl/cu{major}{minor.split('.')[0] or '0'}"
