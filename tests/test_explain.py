@@ -191,6 +191,16 @@ def test_object_that_loads_here_and_object_not_here(
     assert verdicts == ["loads-here", "not-in-environment"] and code == 0
 
 
+def test_message_without_object_that_nothing_here_shows(
+        venv: Venv, capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing library that no object of the venv needs: the whole venv simulated, nothing
+    fails that way, so not reproduced (exit 0)."""
+    text = "ImportError: libnothing.so.3: cannot open shared object file: No such file or directory"
+    code, doc, _ = _explain(venv, text, capsys)
+    e = _only(doc)
+    assert code == 0 and e["verdict"] == "loads-here" and e["object"] is None
+
+
 def test_object_that_fails_for_another_reason(venv: Venv,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     """The module fails here, but for another symbol than the message's: said so, exit 1."""

@@ -250,11 +250,12 @@ class Simulated:
     located: Located | None
     status: ModuleStatus | None
     findings: tuple[Finding, ...]
+    searched: bool = False  # the whole environment was simulated for a message naming no object
 
     @property
     def verdict(self) -> Verdict:
         if self.located is None:
-            return Verdict.NOT_IN_ENVIRONMENT
+            return Verdict.LOADS_HERE if self.searched else Verdict.NOT_IN_ENVIRONMENT
         if any(f.breaks for f in self.findings):
             return Verdict.CONFIRMED
         if self.status is not None and not self.status.loads:
@@ -299,7 +300,7 @@ def _search_all(env: TargetEnvironment, relevant: Callable[[Finding], bool]) -> 
     report = env.doctor(())
     found = [f for f in report.findings if relevant(f)] if report else []
     if not found or report is None:
-        return Simulated(None, None, ())
+        return Simulated(None, None, (), searched=True)
     first = found[0]
     located = env.locate(first.object)
     status = next((s for s in report.modules if _same(s.path, first.object)
