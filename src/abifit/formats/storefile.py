@@ -51,7 +51,7 @@ HEADER = struct.Struct(">8sHB5xQ32s")
 CODEC_ZSTD = 1
 CODEC_ZLIB = 2
 FORMAT_NAME = "abifit-symbols"
-MAX_BODY = 16 << 30  # a declared decompressed length above this is refused
+MAX_BODY = 4 << 30  # a declared decompressed length above this is refused
 
 
 @dataclass(frozen=True, slots=True)

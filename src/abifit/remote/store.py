@@ -108,10 +108,6 @@ class StoreInfo:
     symbols: int  # symbol rows
 
 
-class _Damaged(Exception):
-    """The file at the store's path is not a store of this schema version."""
-
-
 class SymbolStore:
     """The store at `root / STORE_NAME` (see the module's docstring). Methods may be called
     from several threads; each takes the store's lock."""
@@ -138,11 +134,12 @@ class SymbolStore:
             return None
         for attempt in range(2):
             try:
-                return cls(_connect(path), path)
-            except _Damaged:
-                if attempt or not _set_aside(path):
-                    return None
+                db = _connect(path)
             except (sqlite3.Error, OSError):
+                return None
+            if db is not None:
+                return cls(db, path)
+            if attempt or not _set_aside(path):
                 return None
         return None
 
@@ -397,23 +394,27 @@ def _delete_wheel(cursor: sqlite3.Cursor, key: str) -> None:
     cursor.execute("DELETE FROM wheels WHERE id = ?", row)
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    """A connection to the store at `path`, its schema made when the file is new; `_Damaged`
-    when the file is not a database of this schema version."""
+def _connect(path: Path) -> sqlite3.Connection | None:
+    """A connection to the store at `path`, its schema made when the file is new; None when
+    the file is not a database of this schema version (sqlite3.OperationalError when it
+    cannot be opened, is read-only or stays locked: that is no damage)."""
     db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None,
                          check_same_thread=False)
     try:
-        _prepare(db)
-    except sqlite3.OperationalError:  # locked, read-only, cannot be opened: not damage
+        usable = _prepare(db)
+    except sqlite3.OperationalError:
         db.close()
         raise
-    except (sqlite3.DatabaseError, _Damaged) as e:
+    except sqlite3.DatabaseError:  # not a database, or a damaged one
+        usable = False
+    if not usable:
         db.close()
-        raise _Damaged(str(e)) from e
+        return None
     return db
 
 
-def _prepare(db: sqlite3.Connection) -> None:
+def _prepare(db: sqlite3.Connection) -> bool:
+    """Make the schema in an empty database; False for a database of another schema."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version != SCHEMA_VERSION:
         db.execute("BEGIN IMMEDIATE")
@@ -424,7 +425,8 @@ def _prepare(db: sqlite3.Connection) -> None:
                     db.execute(statement)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             elif version != SCHEMA_VERSION:
-                raise _Damaged(f"schema version {version}, not {SCHEMA_VERSION}")
+                db.execute("ROLLBACK")
+                return False
         except BaseException:
             db.execute("ROLLBACK")
             raise
@@ -433,6 +435,7 @@ def _prepare(db: sqlite3.Connection) -> None:
     db.execute("PRAGMA synchronous = NORMAL")
     db.execute("PRAGMA temp_store = MEMORY")
     db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+    return True
 
 
 def _set_aside(path: Path) -> bool:

@@ -45,9 +45,11 @@ def index_add_text(report: IndexAddReport) -> str:
             lines.append(f"{head}in the store already")
         else:
             lines.append(f"{head}failed: {w.error}")
-    recorded = sum(1 for w in report.wheels if w.status == "recorded")
-    lines.append(f"{recorded} wheel(s) recorded, {len(report.wheels) - recorded} not; "
-                 f"{report.bytes_fetched:,} bytes fetched; store {report.store}")
+    counts = {s: sum(1 for w in report.wheels if w.status == s)
+              for s in ("recorded", "present", "failed")}
+    lines.append(f"{counts['recorded']} wheel(s) recorded, {counts['present']} in the store "
+                 f"already, {counts['failed']} failed; {report.bytes_fetched:,} bytes fetched; "
+                 f"store {report.store}")
     return "\n".join(lines) + "\n"
 
 
