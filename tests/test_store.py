@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -182,3 +184,34 @@ def test_damaged_exports_are_refused(store: SymbolStore, damage: str) -> None:
     }[damage]
     with pytest.raises(FormatError, match=r"^dump\.bin: "):
         decode_store(broken, "dump.bin")
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from abifit.formats.elf import parse_elf
+from abifit.formats.sources import BytesSource
+from abifit.remote.store import SymbolStore
+
+root, lib, tag = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+image = parse_elf(BytesSource(lib.read_bytes()), relocations=False, sections=False)
+store = SymbolStore.open(root)
+assert store is not None
+for i in range(8):
+    store.record(f"{tag}-{i}", "fpkg", f"{i}.{tag}", f"fpkg-{i}.whl", [("libf.so", image)])
+"""
+
+
+def test_two_processes_write_at_once(tmp_path: Path, libraries: dict[str, bytes]) -> None:
+    """Two abifit processes recording into one store at the same time both succeed, and every
+    wheel of each is there after."""
+    lib = tmp_path / "libf.so"
+    lib.write_bytes(libraries["v1"])
+    src = str(Path(__file__).resolve().parent.parent / "src")
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "c"), str(lib),
+                                 str(n)], env={"PYTHONPATH": src}) for n in (1, 2)]
+    assert [w.wait(timeout=120) for w in writers] == [0, 0]
+    store = SymbolStore.open(tmp_path / "c")
+    assert store is not None
+    assert len(store.releases("fpkg")) == 16
+    assert len(store.symbols("fpkg", "_Z1fi")) == 16
