@@ -191,20 +191,13 @@ class SymbolStore:
     def _insert_wheel(self, cursor: sqlite3.Cursor, key: str, package: str, version: str,
                       wheel: str, objects: list[tuple[str, str | None, list[_Row]]]) -> None:
         """Replace the wheel of `key` with these objects, inside the caller's transaction."""
-        _delete_wheel(cursor, key)
-        cursor.execute("INSERT INTO wheels (key, package, version, wheel) VALUES (?, ?, ?, ?)",
-                       (key, package, version, wheel))
-        wheel_id = cursor.lastrowid
         names = self._id_of(cursor, "names", (n for _m, _s, rows in objects for n, _v, _d in rows))
         versions = self._id_of(cursor, "versions", {v for _m, _s, rows in objects
                                                     for _n, v, _d in rows if v is not None})
+        wheel_id = _new_wheel(cursor, key, package, version, wheel)
         for member, soname, rows in objects:
-            cursor.execute("INSERT INTO objects (wheel_id, member, soname) VALUES (?, ?, ?)",
-                           (wheel_id, member, soname))
-            oid = cursor.lastrowid
-            ids = [(oid, names[n], 0 if v is None else versions[v], d) for n, v, d in rows]
-            ids.sort()  # in key order: appended to the table's end, not spread over it
-            cursor.executemany("INSERT OR IGNORE INTO symbols VALUES (?, ?, ?, ?)", ids)
+            _add_object(cursor, wheel_id, member, soname,
+                        [(names[n], 0 if v is None else versions[v], d) for n, v, d in rows])
 
     def has_wheel(self, wheel_key: str) -> bool:
         """Whether the wheel of this key (`abifit.remote.wheels.view_key`) is recorded."""
@@ -354,16 +347,20 @@ class SymbolStore:
         (wheels recorded, wheels already there)."""
         added = skipped = 0
         with self._writing() as cursor:
+            known = self._id_of(cursor, "names", dump.names)
+            names = [known[n] for n in dump.names]
+            known = self._id_of(cursor, "versions", dump.versions)
+            versions = [0, *(known[v] for v in dump.versions)]
             for w in dump.wheels:
                 if cursor.execute("SELECT 1 FROM wheels WHERE key = ?", (w.key,)).fetchone():
                     skipped += 1
                     continue
-                objects = [(o.member, o.soname,
-                            [(dump.names[n], dump.versions[v - 1] if v else None, d)
-                             for n, v, d in zip(o.names, o.versions, o.defined, strict=True)])
-                           for o in w.objects]
-                self._insert_wheel(cursor, w.key, canonicalize_name(w.package), w.version,
-                                   w.wheel, objects)
+                wheel_id = _new_wheel(cursor, w.key, canonicalize_name(w.package), w.version,
+                                      w.wheel)
+                for o in w.objects:
+                    _add_object(cursor, wheel_id, o.member, o.soname,
+                                [(names[n], versions[v], d) for n, v, d
+                                 in zip(o.names, o.versions, o.defined, strict=True)])
                 added += 1
         return added, skipped
 
@@ -382,6 +379,27 @@ def _symbol_rows(image: ElfImage) -> list[_Row]:
 
 def _text(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _new_wheel(cursor: sqlite3.Cursor, key: str, package: str, version: str,
+               wheel: str) -> int:
+    """The id of a new row for the wheel of `key` (a wheel recorded under it before is
+    removed)."""
+    _delete_wheel(cursor, key)
+    cursor.execute("INSERT INTO wheels (key, package, version, wheel) VALUES (?, ?, ?, ?)",
+                   (key, package, version, wheel))
+    return int(cursor.lastrowid or 0)
+
+
+def _add_object(cursor: sqlite3.Cursor, wheel_id: int, member: str, soname: str | None,
+                symbols: list[tuple[int, int, int]]) -> None:
+    """An object of a wheel and its symbols: (name id, version id, defined) each."""
+    cursor.execute("INSERT INTO objects (wheel_id, member, soname) VALUES (?, ?, ?)",
+                   (wheel_id, member, soname))
+    oid = cursor.lastrowid
+    rows = [(oid, n, v, d) for n, v, d in symbols]
+    rows.sort()  # in key order: appended to the table's end, not spread over it
+    cursor.executemany("INSERT OR IGNORE INTO symbols VALUES (?, ?, ?, ?)", rows)
 
 
 def _delete_wheel(cursor: sqlite3.Cursor, key: str) -> None:
