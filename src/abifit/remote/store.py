@@ -175,13 +175,13 @@ class SymbolStore:
     def _id_of(self, cursor: sqlite3.Cursor, table: str, wanted: Iterable[str]) -> dict[str, int]:
         """The ids of `wanted` in `table` (names, versions), rows added for those missing;
         inside a write transaction, so that no other process adds rows meanwhile."""
-        ids = self._ids[table]
+        ids, needed = self._ids[table], set(wanted)
         for _round in range(2):
             new = cursor.execute(f"SELECT id, name FROM {table} WHERE id > ?",
                                  (self._last[table],)).fetchall()
             ids.update((name, i) for i, name in new)
             self._last[table] = max([self._last[table], *(i for i, _n in new)])
-            missing = sorted(set(wanted).difference(ids))
+            missing = sorted(needed.difference(ids))
             if not missing:
                 break
             cursor.executemany(f"INSERT OR IGNORE INTO {table} (name) VALUES (?)",
