@@ -26,6 +26,7 @@ from abifit.commands.check import CheckReport, Role, Wheel
 from abifit.commands.cuda import CudaReport, SonameUse
 from abifit.commands.doctor import DoctorReport, ImportCheck, Verification
 from abifit.commands.explain import ExplainReport, Explanation, Verdict, history_pointer
+from abifit.commands.index import IndexAddReport, IndexedWheel, IndexTransferReport
 from abifit.commands.inspect import (
     InspectReport,
     ObjectReport,
@@ -63,10 +64,12 @@ from abifit.host.cudastack import (
     ToolkitOrigin,
     VersionSource,
 )
+from abifit.remote.store import StoredPackage, StoreInfo
 from abifit.report.check import check_json, check_text
 from abifit.report.cuda import cuda_json, cuda_text
 from abifit.report.doctor import doctor_json, doctor_text
 from abifit.report.explain import explain_json, explain_text
+from abifit.report.index import index_json, index_text
 from abifit.report.inspect import inspect_json, inspect_text
 from abifit.report.json import JsonObject, dumps
 from abifit.report.matrix import matrix_html, matrix_json, matrix_text
@@ -1211,6 +1214,34 @@ def variants_pyzmq() -> VariantsReport:
     )
 
 
+STORE = Path("/home/user/.cache/abifit/symbols-v1.sqlite")
+
+
+def index_add() -> IndexAddReport:
+    """`index add torch --versions '>=2.9,<2.11'`: one release recorded (a member unreadable),
+    one in the store already, one whose wheel could not be read."""
+    torch = "torch-{}-cp312-cp312-manylinux_2_28_x86_64.whl"
+    return IndexAddReport(STORE, (
+        IndexedWheel("torch", "2.9.0", torch.format("2.9.0"), "present"),
+        IndexedWheel("torch", "2.9.1", torch.format("2.9.1"), "failed", bytes_fetched=65_536,
+                     error=f"{torch.format('2.9.1')}: not a zip file (no end of central "
+                     "directory)"),
+        IndexedWheel("torch", "2.10.0", torch.format("2.10.0"), "recorded", members=41,
+                     symbols=312_877, bytes_fetched=21_802_404,
+                     unreadable=(f"{torch.format('2.10.0')}!torch/lib/libbroken.so: "
+                                 "truncated ELF header",)),
+    ), 21_901_312)
+
+
+def index_info() -> StoreInfo:
+    return StoreInfo(STORE, 58_413_056, (StoredPackage("sgl-kernel", 3, 3),
+                                         StoredPackage("torch", 20, 24)), 301_448, 2_904_112)
+
+
+def index_import() -> IndexTransferReport:
+    return IndexTransferReport("import", Path("torch.abifit-symbols"), STORE, 18, 2, 3_036_069)
+
+
 # ---------------------------------------------------------------------------------------------
 # The cases and the tests
 
@@ -1300,6 +1331,12 @@ CASES = (
          lambda: explain_json(explain_mixed())),
     Case("variants_pyzmq", "variants", lambda: variants_text(variants_pyzmq()),
          lambda: variants_json(variants_pyzmq(), None)),
+    Case("index_add", "index", lambda: index_text(index_add()),
+         lambda: index_json(index_add())),
+    Case("index_info", "index", lambda: index_text(index_info()),
+         lambda: index_json(index_info())),
+    Case("index_import", "index", lambda: index_text(index_import()),
+         lambda: index_json(index_import())),
 )
 
 

@@ -56,12 +56,13 @@ EXIT_INTERRUPTED = 130
 EXIT_STATUS = """\
 exit status:
   0    fits: every module checked loads, no problem found (matrix: a host release fits);
-       inspect, variants, cache: done; explain: no message confirmed in the environment
+       inspect, variants, cache, index: done; explain: no message confirmed in the
+       environment
   1    problems found: a module that does not load, a GPU without a kernel image, a CUDA
        problem (matrix: no host release fits; explain: a message confirmed)
   2    usage or analysis error: a bad option or input; a file, interpreter or index that could
-       not be read (inspect: an object; matrix: every host release; explain: no message
-       recognised in the text)
+       not be read (inspect: an object; matrix: every host release; index: a wheel, or
+       a file to import; explain: no message recognised in the text)
   3    internal error: a bug in abifit (--verbose shows its traceback)
   130  interrupted (Ctrl-C)"""
 
@@ -119,6 +120,41 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--cache-dir", metavar="DIR",
                    help="cache directory (default: $ABIFIT_CACHE_DIR, else the user cache)")
     c.add_argument("--json", action="store_true", help="with `info`: print one JSON document")
+    x = sub.add_parser(
+        "index",
+        help="the symbol store: fill it from an index, export, import, show it",
+        description="Fill, share and show the symbol store: the defined and required symbols "
+        "of wheels' ELF members, kept in one SQLite database in the cache directory. `add` "
+        "records the wheel each requirement selects (or every release --versions selects); "
+        "`export FILE` writes the store to a file that `import FILE` reads on another machine "
+        "(checked whole before anything is recorded); `info` shows what it holds.",
+    )
+    actions = x.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    xa = actions.add_parser("add", help="record the wheels of requirements",
+                            description="Record the ELF members of the wheel each requirement "
+                            "selects for the target; wheels the store holds are skipped.")
+    xa.add_argument("requirements", nargs="+", metavar="REQ",
+                    help="a requirement (torch==2.10.0), or with --versions one package name")
+    xa.add_argument("--versions", metavar="SPEC",
+                    help="every release of the one package named that SPEC selects, e.g. "
+                    "'>=2.6,<2.11'")
+    xa.add_argument("--jobs", type=_positive, default=4, metavar="N",
+                    help="wheels read at once (default 4)")
+    xa.add_argument("--json", action="store_true", help="print one JSON document")
+    _index_options(xa)
+    for name, helptext in (("export", "write the store to FILE"),
+                           ("import", "record the wheels of an export FILE")):
+        xf = actions.add_parser(name, help=helptext, description=helptext[0].upper()
+                                + helptext[1:] + ".")
+        xf.add_argument("file", metavar="FILE")
+        xf.add_argument("--cache-dir", metavar="DIR",
+                        help="cache directory (default: $ABIFIT_CACHE_DIR, else the user cache)")
+        xf.add_argument("--json", action="store_true", help="print one JSON document")
+    xi = actions.add_parser("info", help="what the store holds",
+                            description="The store's file, size, packages and releases.")
+    xi.add_argument("--cache-dir", metavar="DIR",
+                    help="cache directory (default: $ABIFIT_CACHE_DIR, else the user cache)")
+    xi.add_argument("--json", action="store_true", help="print one JSON document")
     d = sub.add_parser(
         "doctor",
         help="will every native module of an environment load?",
@@ -233,6 +269,8 @@ def _parser() -> argparse.ArgumentParser:
     _index_options(v)
     for command in sub.choices.values():  # the output options also after the command's name
         _output_options(command, on_command=True)
+    for action in actions.choices.values():
+        _output_options(action, on_command=True)
     return parser
 
 
@@ -433,6 +471,34 @@ def _run_cache(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def _run_index(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from abifit.commands.index import index_add, index_export, index_import, open_store
+    from abifit.report.index import IndexReport, index_json, index_text
+    from abifit.report.json import dumps
+
+    root = cache_root(args.cache_dir, os.environ)
+    with open_store(root) as store:
+        report: IndexReport
+        if args.action == "add":
+            remote = _remote(args)
+            try:
+                report = index_add(args.requirements, args.versions, remote(), store,
+                                   _progress(err), args.jobs)
+            finally:
+                _clear_progress(err)
+        elif args.action == "export":
+            report = index_export(store, Path(args.file))
+        elif args.action == "import":
+            report = index_import(store, Path(args.file))
+        else:
+            report = store.info()
+    out.write(dumps(index_json(report)) + "\n" if args.json else index_text(report))
+    failed = getattr(report, "failed", ())
+    for wheel in failed:
+        err.write(f"error: {wheel.wheel}: {wheel.error}\n")
+    return EXIT_ERROR if failed else EXIT_OK
+
+
 def _run_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from abifit.commands.doctor import doctor
     from abifit.report.doctor import doctor_json, doctor_text
@@ -590,6 +656,8 @@ def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _run_doctor(args, out, err)
     if args.command == "cache":
         return _run_cache(args, out, err)
+    if args.command == "index":
+        return _run_index(args, out, err)
     if args.command == "check":
         return _run_check(args, out, err)
     if args.command == "cuda":

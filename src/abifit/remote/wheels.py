@@ -71,6 +71,7 @@ from abifit.remote.middle import dynamic_site, place
 
 if TYPE_CHECKING:
     from abifit.formats.fatbin import GpuCode
+    from abifit.remote.store import SymbolStore
 
 R = TypeVar("R")
 
@@ -821,6 +822,11 @@ class RemoteWheel:
             _remember(self.ctx, self.file, _PYTHON, found)
             return found
 
+    def record_views(self, store: SymbolStore,
+                     progress: Callable[[str], None] = lambda _m: None) -> Recorded:
+        """Record every ELF member's dynamic view in the symbol store (`record_views`)."""
+        return record_views(self, store, progress)
+
     def metadata(self) -> str:
         """The wheel's core metadata (METADATA): from the index (PEP 658) when offered, else
         from the wheel's `*.dist-info/METADATA` member."""
@@ -842,6 +848,44 @@ class RemoteWheel:
             text = data.decode("utf-8", "replace")
             _remember(self.ctx, self.file, _METADATA, text)
             return text
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What `RemoteWheel.record_views` put in the symbol store for one wheel."""
+
+    key: str
+    members: int  # ELF members recorded
+    symbols: int  # their dynamic symbols
+    unreadable: tuple[str, ...]  # members that could not be read, with why
+
+
+def record_views(wheel: RemoteWheel, store: SymbolStore, progress: Callable[[str], None],
+                 jobs: int = READ_JOBS) -> Recorded:
+    """Read the dynamic view of every ELF member of `wheel` (through the cache of views: a
+    warm cache fetches nothing) and record them in `store` at once, under the wheel's
+    `view_key` (its URL when the index gives no sha256). Package and version come from the
+    wheel's file name."""
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+
+    file = wheel.file
+    name, version, _build, _tags = parse_wheel_filename(file.filename)
+    views: list[tuple[str, ElfImage]] = []
+    unreadable: list[str] = []
+    for path, found in _member_reads(wheel, wheel.view, progress, jobs):
+        if isinstance(found, FormatError):
+            unreadable.append(str(found))
+        else:
+            views.append((path, found))
+    key = store_key(file)
+    store.record(key, canonicalize_name(name), str(version), file.filename, views)
+    return Recorded(key, len(views), sum(len(v.symbols) for _p, v in views), tuple(unreadable))
+
+
+def store_key(file: IndexFile) -> str:
+    """What the symbol store knows a wheel by: its `view_key`, else (no sha256 given) its
+    URL."""
+    return view_key(file) or "url:" + file.url.split("#", 1)[0]
 
 
 def member_views(

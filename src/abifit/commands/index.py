@@ -1,0 +1,175 @@
+"""`abifit index add|export|import|info`: the symbol store (`abifit.remote.store`), filled ahead
+of time from an index and shared between machines.
+
+`index add REQ...` records the wheel each requirement selects for the target; `index add NAME
+--versions SPEC` every release (and wheel variant) SPEC selects, `jobs` wheels read at once.
+A wheel the store holds already is not read again. Each wheel is read through its own HTTP
+client, so that the bytes fetched for it are its own, and through the cache of views, so that a
+wheel read before by any command fetches nothing. `index export FILE` writes the store in
+`abifit.formats.storefile`'s format; `index import FILE` checks a whole file before it records
+anything, and records only the wheels the store lacks.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from abifit.errors import AbifitError, CacheError, FormatError, UsageError
+from abifit.formats.storefile import decode_store, encode_store
+from abifit.remote.store import SymbolStore
+
+if TYPE_CHECKING:
+    from abifit.remote.http import HttpClient
+    from abifit.remote.index import IndexFile
+    from abifit.remote.wheels import RemoteContext
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedWheel:
+    """One wheel `index add` looked at."""
+
+    package: str
+    version: str
+    wheel: str
+    status: str  # "recorded", "present" (in the store already) or "failed"
+    members: int = 0  # ELF members recorded
+    symbols: int = 0  # their dynamic symbols
+    bytes_fetched: int = 0  # fetched over HTTP to read it
+    error: str | None = None  # why it failed
+    unreadable: tuple[str, ...] = ()  # members that could not be read (not recorded)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexAddReport:
+    store: Path
+    wheels: tuple[IndexedWheel, ...]
+    bytes_fetched: int  # in all, index pages included
+
+    @property
+    def failed(self) -> tuple[IndexedWheel, ...]:
+        return tuple(w for w in self.wheels if w.status == "failed")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexTransferReport:
+    """What `index export` wrote or `index import` read."""
+
+    action: str  # "export" or "import"
+    file: Path
+    store: Path
+    wheels: int  # written, or recorded
+    skipped: int  # import: wheels the store held already
+    bytes: int  # the file's size
+
+
+def open_store(root: Path) -> SymbolStore:
+    """The symbol store of the cache directory `root`; `CacheError` when it cannot be opened."""
+    store = SymbolStore.open(root)
+    if store is None:
+        raise CacheError(f"{root}: cannot open or create the symbol store there")
+    return store
+
+
+def index_add(requirements: Sequence[str], versions: str | None, ctx: RemoteContext,
+              store: SymbolStore, progress: Progress, jobs: int = 4) -> IndexAddReport:
+    """Record the wheels of `requirements` (or of every release `versions` selects of the one
+    package named) that the store does not hold."""
+    files = _wheels(requirements, versions, ctx)
+
+    def one(file: IndexFile) -> IndexedWheel:
+        return _add_one(file, ctx, store, progress)
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        done = tuple(pool.map(one, files))
+    fetched = ctx.client.transfer.bytes_fetched if ctx.client is not None else 0
+    return IndexAddReport(store.path, done, fetched + sum(w.bytes_fetched for w in done))
+
+
+def _wheels(requirements: Sequence[str], versions: str | None,
+            ctx: RemoteContext) -> list[IndexFile]:
+    from abifit.remote.wheels import resolve
+
+    if versions is None:
+        return [resolve(text, ctx) for text in requirements]
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from abifit.commands.matrix import host_wheels
+
+    if len(requirements) != 1:
+        raise UsageError(f"--versions: name one package, not {len(requirements)}")
+    try:
+        bare = Requirement(requirements[0])
+    except InvalidRequirement as e:
+        raise UsageError(f"invalid requirement {requirements[0]!r}") from e
+    if bare.specifier or bare.url or bare.extras:
+        raise UsageError(f"--versions: name the package alone, not {requirements[0]!r}")
+    _name, files = host_wheels(f"{bare.name}{versions}", ctx)
+    return list(reversed(files))  # oldest first
+
+
+def _add_one(file: IndexFile, ctx: RemoteContext, store: SymbolStore,
+             progress: Progress) -> IndexedWheel:
+    from packaging.utils import canonicalize_name
+
+    from abifit.remote.http import HttpClient
+    from abifit.remote.wheels import RemoteWheel, content_addressed, store_key
+
+    wheel = file.wheel()
+    assert wheel is not None
+    base = IndexedWheel(canonicalize_name(wheel[0]), str(wheel[1]), file.filename, "failed")
+    client = HttpClient() if ctx.client is not None else None
+    own = replace(ctx, client=client)
+    try:
+        if store.has_wheel(store_key(content_addressed(file, ctx.cache))):
+            return replace(base, status="present")
+        progress(f"{file.filename}: reading")
+        recorded = RemoteWheel(file, own).record_views(store, progress)
+    except AbifitError as e:
+        return replace(base, error=str(e).splitlines()[0], bytes_fetched=_fetched(client))
+    finally:
+        if client is not None:
+            client.close()
+    return replace(base, status="recorded", members=recorded.members,
+                   symbols=recorded.symbols, bytes_fetched=_fetched(client),
+                   unreadable=recorded.unreadable)
+
+
+def _fetched(client: HttpClient | None) -> int:
+    return client.transfer.bytes_fetched if client is not None else 0
+
+
+def index_export(store: SymbolStore, path: Path) -> IndexTransferReport:
+    """Write the whole store to `path` (through a temporary file renamed into place)."""
+    dump = store.dump()
+    data = encode_store(dump)
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return IndexTransferReport("export", path, store.path, len(dump.wheels), 0, len(data))
+
+
+def index_import(store: SymbolStore, path: Path) -> IndexTransferReport:
+    """Record the wheels of the export file `path` that the store lacks. The whole file is
+    checked first: `FormatError` (nothing recorded) when it is not a whole export of this
+    format."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise FormatError(str(path), f"cannot read it ({e.strerror or e})") from e
+    dump = decode_store(data, str(path))
+    added, skipped = store.load(dump)
+    return IndexTransferReport("import", path, store.path, added, skipped, len(data))
