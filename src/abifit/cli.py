@@ -55,11 +55,12 @@ EXIT_INTERRUPTED = 130
 
 EXIT_STATUS = """\
 exit status:
-  0    fits: every module checked loads, no problem found (matrix: a host release fits);
-       inspect, variants, cache, index: done; explain: no message confirmed in the
-       environment
+  0    fits: every module checked loads, no problem found (matrix: a host release fits;
+       history: a release defines the symbol); inspect, variants, cache, index: done;
+       explain: no message confirmed in the environment
   1    problems found: a module that does not load, a GPU without a kernel image, a CUDA
-       problem (matrix: no host release fits; explain: a message confirmed)
+       problem (matrix: no host release fits; explain: a message confirmed; history: no
+       release examined defines the symbol)
   2    usage or analysis error: a bad option or input; a file, interpreter or index that could
        not be read (inspect: an object; matrix: every host release; index: a wheel, or
        a file to import; explain: no message recognised in the text)
@@ -267,6 +268,26 @@ def _parser() -> argparse.ArgumentParser:
                    "interpreter) accepts")
     v.add_argument("--json", action="store_true", help="print one JSON document")
     _index_options(v)
+    h = sub.add_parser(
+        "history",
+        help="which releases of a package define a symbol?",
+        description="List the releases of a package that define a symbol (mangled, demangled, "
+        "or a glob over either), under each form its name took, and where its signature "
+        "changed. Releases not yet in the symbol store of the cache directory are read by "
+        "range requests and recorded; after that, history is a query.",
+    )
+    h.add_argument("symbol", metavar="SYMBOL",
+                   help="e.g. _ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib, "
+                   "'c10::cuda::c10_cuda_check_implementation', or a glob")
+    h.add_argument("--in", dest="package", required=True, metavar="PACKAGE",
+                   help="the package whose releases are searched, e.g. torch")
+    h.add_argument("--versions", metavar="SPEC",
+                   help="the releases, e.g. '>=2.6,<2.11' (default: those in the symbol "
+                   "store, else the newest few on the index)")
+    h.add_argument("--jobs", type=_positive, default=4, metavar="N",
+                   help="releases read at once (default 4)")
+    h.add_argument("--json", action="store_true", help="print one JSON document")
+    _index_options(h)
     for command in sub.choices.values():  # the output options also after the command's name
         _output_options(command, on_command=True)
     for action in actions.choices.values():
@@ -651,6 +672,33 @@ def _run_variants(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def _run_history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from abifit.commands.history import history
+    from abifit.remote.store import SymbolStore
+    from abifit.report.history import history_json, history_text
+    from abifit.report.json import dumps
+
+    cache = _cache(args)
+    if cache is None:
+        raise UsageError("history keeps what it reads in the symbol store of the cache "
+                         "directory: it cannot run with --no-cache")
+    store = SymbolStore.open(cache.root)
+    if store is None:
+        raise UsageError(f"history: the symbol store under {cache.root} cannot be opened")
+    remote = _remote(args)
+    try:
+        report = history(args.symbol, args.package, args.versions, remote(), store,
+                         _progress(err), args.jobs)
+    finally:
+        _clear_progress(err)
+        store.close()
+    transfer = _transfer(remote)
+    out.write(dumps(history_json(report, transfer)) + "\n" if args.json
+              else history_text(report))
+    _transfer_line(err, transfer, args, remote)
+    return EXIT_OK if report.found else EXIT_PROBLEMS
+
+
 def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.command == "doctor":
         return _run_doctor(args, out, err)
@@ -668,6 +716,8 @@ def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _run_matrix(args, out, err)
     if args.command == "variants":
         return _run_variants(args, out, err)
+    if args.command == "history":
+        return _run_history(args, out, err)
     return _run_inspect(args, out, err)
 
 

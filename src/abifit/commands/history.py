@@ -1,0 +1,262 @@
+"""`abifit history SYMBOL --in PACKAGE`: which releases of a package define a symbol, and where
+its signature changed.
+
+The releases come from the index (`--versions SPEC`, one wheel per release that the target
+accepts, as `matrix` chooses them) or, without a specifier, from the symbol store. A release
+whose wheel the store does not hold yet is read once, by range requests, and recorded
+(`remote.store`); after that, history is a query. The symbol is given mangled, demangled, or as
+a glob over either: a C++ function is followed under every form its name took, so a mangled
+name that a later release no longer defines shows the form that replaced it, and the parameter
+that changed (`formats.demangle.compare_signatures`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from abifit.errors import UsageError
+from abifit.formats.demangle import compare_signatures, demangle, parse_signature
+from abifit.remote.index import IndexFile
+from abifit.remote.store import StoredSymbol, SymbolStore
+from abifit.remote.wheels import RemoteContext, RemoteWheel, store_key
+
+Progress = Callable[[str], None]
+NEWEST_BY_DEFAULT = 5  # releases read when neither --versions nor the store names any
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_GLOB = re.compile(r"[*?\[]")
+
+
+@dataclass(frozen=True, slots=True)
+class Form:
+    """One mangled name the symbol takes, and the releases (of those examined) that define it."""
+
+    name: str
+    demangled: str
+    releases: tuple[str, ...]  # oldest first
+    versions: tuple[str, ...]  # the symbol version nodes it is defined under ("" for none)
+    members: tuple[str, ...]  # the wheel members that define it
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """Between two releases examined one after the other, a form gone and another come."""
+
+    release: str  # the first release with `new`
+    previous: str  # the release before it, which defines `old`
+    old: str
+    new: str
+    description: str  # `SignatureDiff.describe()`, or what was added or removed
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryReport:
+    """What `abifit history` found."""
+
+    query: str
+    package: str
+    releases: tuple[str, ...]  # the releases examined, oldest first
+    forms: tuple[Form, ...]
+    changes: tuple[Change, ...]
+    read: tuple[str, ...]  # the releases read from the index in this run (not in the store)
+
+    @property
+    def found(self) -> bool:
+        return bool(self.forms)
+
+
+# ---------------------------------------------------------------------------------------------
+# The query
+
+
+def is_mangled(query: str) -> bool:
+    """Whether `query` names symbols as the object files spell them (a C++ `_Z...` name, or a
+    C name such as `PyInit_x`), not as demangled text."""
+    return not any(c in query for c in " :(<,")
+
+
+def candidates(store: SymbolStore, package: str, query: str) -> list[StoredSymbol]:
+    """Every definition in the store of a symbol `query` names, under each form of its name."""
+    if is_mangled(query):
+        rows = store.symbols(package, query, defined=True)
+        names = {r.name for r in rows}
+        for qualified in {q for n in names if (q := _qualified(n))}:
+            rows += _same_function(store, package, qualified, names)
+        asked = _qualified(query) if not _GLOB.search(query) and not rows else None
+        if asked:  # no release defines this form: those the function took
+            rows += _same_function(store, package, asked, set())
+        return rows
+    return _matching_text(store, package, query)
+
+
+def _qualified(name: str) -> str | None:
+    signature = parse_signature(name)
+    return signature.qualified_name if signature is not None and signature.is_function else None
+
+
+def _same_function(store: SymbolStore, package: str, qualified: str,
+                   known: set[str]) -> list[StoredSymbol]:
+    """The definitions of the other forms of the function named `qualified`."""
+    words = _IDENTIFIER.findall(qualified.rsplit("::", 1)[-1])
+    if not words:
+        return []
+    out = []
+    for name in store.names_containing(package, words[0]):
+        if name not in known and _qualified(name) == qualified:
+            out += store.symbols(package, name, defined=True)
+    return out
+
+
+def _matching_text(store: SymbolStore, package: str, query: str) -> list[StoredSymbol]:
+    """Definitions whose demangled text matches `query`: the whole text when the query has a
+    parameter list, else the qualified name; a glob when it holds * ? or [."""
+    head = query.split("(", 1)[0]
+    words = [w for w in _IDENTIFIER.findall(head.rsplit("::", 1)[-1]) if w]
+    if not words:
+        raise UsageError(f"history: {query!r} names no symbol (give a mangled name, a "
+                         "demangled one such as 'c10::cuda::f(int)', or a glob)")
+    glob = bool(_GLOB.search(query))
+    out = []
+    for name in store.names_containing(package, max(words, key=len)):
+        text = demangle(name)
+        subject = text if "(" in query else (_qualified(name) or text)
+        if (fnmatch.fnmatchcase(subject, query) if glob else subject == _normalised(query)):
+            out += store.symbols(package, name, defined=True)
+    return out
+
+
+def _normalised(text: str) -> str:
+    """Demangled text as `c++filt` spaces it: ", " between parameters, no space inside parens."""
+    text = re.sub(r"\s*,\s*", ", ", text.strip())
+    return re.sub(r"\(\s+|\s+\)", lambda m: m.group(0).strip(), text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Forms and changes (pure)
+
+
+def forms_of(rows: Iterable[StoredSymbol], releases: Sequence[str]) -> tuple[Form, ...]:
+    """The forms the rows define, each with the releases (of `releases`, in that order) that
+    define it; ordered by the first release that defines each, then by name."""
+    order = {r: i for i, r in enumerate(releases)}
+    by_name: dict[str, tuple[set[str], set[str], set[str]]] = {}
+    for row in rows:
+        if row.obj.version not in order:
+            continue
+        found, versions, members = by_name.setdefault(row.name, (set(), set(), set()))
+        found.add(row.obj.version)
+        versions.add(row.version or "")
+        members.add(row.obj.member)
+    forms = [Form(name, demangle(name), tuple(sorted(found, key=order.__getitem__)),
+                  tuple(sorted(versions)), tuple(sorted(members)))
+             for name, (found, versions, members) in by_name.items()]
+    return tuple(sorted(forms, key=lambda f: (order[f.releases[0]], f.name)))
+
+
+def changes_of(forms: Sequence[Form], releases: Sequence[str]) -> tuple[Change, ...]:
+    """Where, from one release examined to the next, forms of the symbol went and came: a form
+    gone and one come at the same release are a change of signature, described parameter by
+    parameter; otherwise each is said alone."""
+    defined = [{f.name for f in forms if r in f.releases} for r in releases]
+    out: list[Change] = []
+    for i in range(1, len(releases)):
+        before, after = defined[i - 1], defined[i]
+        if not before or not after:  # not defined at all on one side: nothing to compare
+            continue
+        gone, come = sorted(before - after), sorted(after - before)
+        for old, new in _pairs(gone, come):
+            out.append(Change(releases[i], releases[i - 1], old, new, _describe(old, new)))
+    return tuple(out)
+
+
+def _pairs(gone: list[str], come: list[str]) -> list[tuple[str, str]]:
+    """Each form gone with the form come that is the same function, when there is one; the
+    others with "" on their missing side."""
+    pairs: list[tuple[str, str]] = []
+    left = list(come)
+    for old in gone:
+        same = next((new for new in left if _qualified(new) and _qualified(new) == _qualified(old)),
+                    None)
+        if same is None and len(gone) == 1 and len(left) == 1:
+            same = left[0]
+        if same is not None:
+            left.remove(same)
+        pairs.append((old, same or ""))
+    pairs += [("", new) for new in left]
+    return pairs
+
+
+def _describe(old: str, new: str) -> str:
+    if not new:
+        return f"no longer defined: {demangle(old)}"
+    if not old:
+        return f"defined from here: {demangle(new)}"
+    diff = compare_signatures(old, new)
+    return diff.describe() if diff is not None else f"{old} -> {new}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The releases, read and recorded
+
+
+def history(query: str, package: str, spec: str | None, ctx: RemoteContext,
+            store: SymbolStore, progress: Progress, jobs: int = 4) -> HistoryReport:
+    """Which releases of `package` (those `spec` selects, else those the store holds, else the
+    newest on the index) define the symbol `query`, and where its signature changed."""
+    from abifit.commands.matrix import host_wheels
+
+    name = canonicalize_name(package)
+    if spec is None and store.releases(name):
+        versions = _ordered(v for v, _ in store.releases(name))
+        read: list[str] = []
+    else:
+        _, files = host_wheels(f"{package}{spec or ''}", ctx)  # newest first
+        if spec is None:
+            files = files[:NEWEST_BY_DEFAULT]
+        files.reverse()
+        versions = [_version_of(f) for f in files]
+        missing = [f for f in files if not _recorded(store, f)]
+        read = [_version_of(f) for f in missing]
+        _record(missing, ctx, store, progress, jobs)
+    rows = candidates(store, name, query)
+    forms = forms_of(rows, versions)
+    return HistoryReport(query, name, tuple(versions), forms, changes_of(forms, versions),
+                         tuple(read))
+
+
+def _ordered(versions: Iterable[str]) -> list[str]:
+    def key(v: str) -> tuple[int, Version | str]:
+        try:
+            return (0, Version(v))
+        except InvalidVersion:
+            return (1, v)
+
+    return sorted(set(versions), key=key)
+
+
+def _version_of(file: IndexFile) -> str:
+    wheel = file.wheel()
+    assert wheel is not None  # host_wheels gives wheels only
+    return str(wheel[1])
+
+
+def _recorded(store: SymbolStore, file: IndexFile) -> bool:
+    return store.has_wheel(store_key(file))
+
+
+def _record(files: Sequence[IndexFile], ctx: RemoteContext, store: SymbolStore,
+            progress: Progress, jobs: int) -> None:
+    """Read the ELF members of each wheel (range requests, through the views cache) and record
+    them in the store, `jobs` wheels at a time."""
+    def one(file: IndexFile) -> None:
+        progress(f"reading {file.filename}")
+        RemoteWheel(file, ctx).record_views(store, progress)
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        list(pool.map(one, files))

@@ -1,0 +1,178 @@
+"""`abifit history`: which releases of a package define a symbol, and where its signature changed.
+
+A host library is built at test time in three releases (tests/fixtures/history/hostlib.cpp):
+1.0 and 1.1 define `c10::cuda::check_impl(int, char const*, char const*, int, bool)` and
+`c10::gone(double)`, 2.0 takes an `unsigned int` line and drops `gone`. They are served as wheels
+by the loopback index; the mangled names are checked against `nm -D`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from abifit.cli import main
+from abifit.commands.history import Form, changes_of, is_mangled
+from abifit.report.history import ranges
+from fixtures.build import compile_c
+from httpserver import LoopbackIndex, Projects
+from test_check import make_wheel
+
+SOURCE = Path(__file__).parent / "fixtures" / "history" / "hostlib.cpp"
+SCHEMA = json.loads((Path(__file__).parent.parent / "src/abifit/report/schemas"
+                     / "history.schema.json").read_text())
+TARGET = ("--python-version", "3.10", "--platform", "manylinux_2_28_x86_64")
+OLD = "_ZN3c104cuda10check_implEiPKcS2_ib"
+NEW = "_ZN3c104cuda10check_implEiPKcS2_jb"
+
+
+@pytest.fixture(scope="module")
+def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("history")
+    return {
+        "old": compile_c(SOURCE, root / "old" / "libhost.so", cxx=True, soname="libhost.so",
+                         flags=["-DLINE_TYPE=int", "-DWITH_GONE"]),
+        "new": compile_c(SOURCE, root / "new" / "libhost.so", cxx=True, soname="libhost.so",
+                         flags=["-DLINE_TYPE=unsigned int"]),
+    }
+
+
+@pytest.fixture(scope="module")
+def index_projects(libraries: dict[str, Path]) -> Projects:
+    old, new = libraries["old"].read_bytes(), libraries["new"].read_bytes()
+    tag = "cp310-abi3-linux_x86_64"
+    return {"hostpkg": [
+        make_wheel("hostpkg", version, {"hostpkg/__init__.py": b"",
+                                        "hostpkg/lib/libhost.so": data}, tag=tag)
+        for version, data in (("1.0", old), ("1.1", old), ("2.0", new))]}
+
+
+def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        index: LoopbackIndex, cache: Path, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(var, raising=False)
+    code = main(["history", *args, *TARGET, "--index-url", index.url,
+                 "--cache-dir", str(cache)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_fixture_names_are_those_nm_lists(libraries: dict[str, Path]) -> None:
+    """The two forms the tests look for are the names `nm -D` gives the built libraries."""
+    def defined(path: Path) -> set[str]:
+        out = subprocess.run(["nm", "-D", "--defined-only", str(path)], capture_output=True,
+                             text=True, check=True).stdout
+        return {line.split()[-1] for line in out.splitlines() if line.strip()}
+
+    assert OLD in defined(libraries["old"]) and NEW not in defined(libraries["old"])
+    assert NEW in defined(libraries["new"]) and OLD not in defined(libraries["new"])
+
+
+def test_history_finds_the_release_where_a_parameter_changed(
+        loopback_index: LoopbackIndex, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Given the old mangled name, history lists both forms with their releases and says that
+    2.0 changed parameter 4 from int to unsigned int; JSON follows its schema."""
+    code, out, _err = run(capsys, monkeypatch, loopback_index, tmp_path, OLD, "--in", "hostpkg",
+                          "--versions", ">=1.0", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["releases"] == ["1.0", "1.1", "2.0"]
+    assert doc["read"] == ["1.0", "1.1", "2.0"]
+    forms = {f["name"]: f["releases"] for f in doc["forms"]}
+    assert forms == {OLD: ["1.0", "1.1"], NEW: ["2.0"]}
+    [change] = doc["changes"]
+    assert (change["release"], change["previous"], change["old"], change["new"]) == \
+        ("2.0", "1.1", OLD, NEW)
+    assert "parameter 4: `int` → `unsigned int`" in change["description"]
+    assert doc["transfer"]["bytes_fetched"] > 0
+
+
+def test_a_second_history_is_a_query_of_the_store(
+        loopback_index: LoopbackIndex, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the releases are recorded, history reads no wheel again: by the demangled name,
+    and without --versions (the releases in the store), the same forms, nothing read."""
+    run(capsys, monkeypatch, loopback_index, tmp_path, OLD, "--in", "hostpkg",
+        "--versions", ">=1.0")
+    code, out, _err = run(capsys, monkeypatch, loopback_index, tmp_path,
+                          "c10::cuda::check_impl", "--in", "hostpkg", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["read"] == []
+    assert doc["transfer"] is None or doc["transfer"]["bytes_fetched"] == 0
+    assert {f["name"]: f["releases"] for f in doc["forms"]} == {OLD: ["1.0", "1.1"],
+                                                               NEW: ["2.0"]}
+    code, out, _err = run(capsys, monkeypatch, loopback_index, tmp_path,
+                          "c10::cuda::check_impl", "--in", "hostpkg")
+    assert "1.0-1.1: c10::cuda::check_impl(int, char const*, char const*, int, bool)" in out
+    assert "2.0: c10::cuda::check_impl(int, char const*, char const*, unsigned int, bool)" in out
+    assert "changed in 2.0 (after 1.1): same function c10::cuda::check_impl; parameter 4" in out
+
+
+def test_globs_and_a_symbol_no_release_defines(
+        loopback_index: LoopbackIndex, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A glob over mangled or demangled names finds what it matches; a function dropped by the
+    last release shows where it stopped; a name no release defines exits 1."""
+    code, out, _ = run(capsys, monkeypatch, loopback_index, tmp_path, "_ZN3c104cuda*",
+                       "--in", "hostpkg", "--versions", ">=1.0", "--json")
+    assert code == 0
+    assert {f["name"] for f in json.loads(out)["forms"]} == {OLD, NEW}
+    code, out, _ = run(capsys, monkeypatch, loopback_index, tmp_path, "c10::gone*",
+                       "--in", "hostpkg", "--json")
+    doc = json.loads(out)
+    assert code == 0
+    assert [(f["demangled"], f["releases"]) for f in doc["forms"]] == \
+        [("c10::gone(double)", ["1.0", "1.1"])]
+    code, out, _ = run(capsys, monkeypatch, loopback_index, tmp_path,
+                       "_ZN3c104cuda10check_implEiPKcS2_lb", "--in", "hostpkg", "--json")
+    assert code == 0  # a form no release defines (a long line): the forms the function took
+    assert {f["name"] for f in json.loads(out)["forms"]} == {OLD, NEW}
+    code, out, _ = run(capsys, monkeypatch, loopback_index, tmp_path, "_Z7missingv",
+                       "--in", "hostpkg")
+    assert code == 1
+    assert "defined by no release of hostpkg examined (3 releases, 1.0 to 2.0)" in out
+
+
+def test_history_needs_the_cache(
+        loopback_index: LoopbackIndex, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --no-cache there is no store to keep what is read: one error line, exit 2."""
+    code, out, err = run(capsys, monkeypatch, loopback_index, tmp_path, OLD, "--in", "hostpkg",
+                         "--no-cache")
+    assert code == 2 and out == ""
+    assert err.startswith("error: history keeps what it reads") and err.count("error:") == 1
+
+
+def test_ranges_join_consecutive_releases() -> None:
+    """Runs of consecutive releases read as ranges, the others alone."""
+    releases = ["2.6.0", "2.7.0", "2.8.0", "2.9.1", "2.10.0", "2.11.0"]
+    assert ranges(["2.6.0", "2.7.0", "2.8.0", "2.11.0"], releases) == "2.6.0-2.8.0, 2.11.0"
+    assert ranges(["2.10.0"], releases) == "2.10.0"
+
+
+def test_changes_pair_the_forms_of_one_function() -> None:
+    """Between two releases, the forms gone and come of one function pair up; a function that
+    only goes is said alone; releases that define none are not compared."""
+    releases = ["1", "2", "3", "4"]
+    forms = [Form(OLD, "", ("1", "2"), (), ()), Form(NEW, "", ("3",), (), ()),
+             Form("_ZN3c104goneEd", "", ("1", "2"), (), ())]
+    changes = changes_of(forms, releases)
+    assert [(c.release, c.old, c.new) for c in changes] == [("3", OLD, NEW),
+                                                           ("3", "_ZN3c104goneEd", "")]
+    assert changes[1].description == "no longer defined: c10::gone(double)"
+
+
+@pytest.mark.parametrize(("query", "mangled"), [
+    (OLD, True), ("PyInit_x", True), ("_ZN3c10*", True),
+    ("c10::cuda::check_impl", False), ("f(int, bool)", False), ("c10::gone*", False)])
+def test_mangled_or_demangled(query: str, mangled: bool) -> None:
+    """A name without spaces, colons or parentheses is read as the object files spell it."""
+    assert is_mangled(query) is mangled
