@@ -127,19 +127,40 @@ def test_real_cxx_symbol_of_torch_points_at_history(venv: Venv,
     assert e["provider"] == (f"defined by torch; the release that defines it is found by "
                              f"`abifit history {CXX_SYMBOL} --in torch`")
     assert "torch is not installed in this environment" in e["notes"]  # type: ignore[operator]
-    assert str(e["fix"]).startswith("install the torch release that defines it, or rebuild "
-                                    "explpkg against the installed torch")
+    assert e["fix"] == "install the torch release that defines it, or rebuild explpkg against torch"
 
 
 def test_symbol_history_seam_is_used(venv: Venv) -> None:
-    """A `history` given to `explain` answers who defines the symbol."""
+    """The history `explain` is given says which releases define the symbol, the newest of them
+    to install, and where its signature changed; `standing_in` is the version asked about."""
     from abifit.commands.explain import explain
+    from abifit.commands.history import Change, Form, HistoryReport
     from abifit.formats.errortext import read_clues
 
+    new = CXX_SYMBOL.replace("S2_ib", "S2_jb")
+    asked: list[tuple[str, str, str | None]] = []
+
+    def history(symbol: str, package: str, version: str | None) -> HistoryReport:
+        asked.append((symbol, package, version))
+        releases = ("2.8.0", "2.9.0", "2.9.1", "2.10.0")
+        return HistoryReport(symbol, package, releases,
+                             (Form(CXX_SYMBOL, "", releases[:3], (), ()),
+                              Form(new, "", releases[3:], (), ())),
+                             (Change("2.10.0", "2.9.1", CXX_SYMBOL, new,
+                                     "parameter 4: `int` → `unsigned int`"),), ())
+
     report = explain(read_clues(venv.messages["cxx"]), venv.python, environ=dict(os.environ),
-                     cache_dir=None, progress=lambda _s: None,
-                     history=lambda s, p: f"{p} 2.9.0 to 2.10.0 define {s[:6]}")
-    assert report.explanations[0].provider == "torch 2.9.0 to 2.10.0 define _ZN3c1"
+                     cache_dir=None, progress=lambda _s: None, history=history,
+                     standing_in={"torch": "2.10.0"})
+    e = report.explanations[0]
+    assert asked == [(CXX_SYMBOL, "torch", "2.10.0")]
+    assert e.provider == "torch 2.8.0-2.9.1 define it (of 4 releases, 2.8.0 to 2.10.0)"
+    assert e.fix == ("`pip install torch==2.9.1` (the newest release examined that defines "
+                     "it), or rebuild explpkg against torch 2.10.0")
+    assert "torch 2.10.0 stands in for the environment's (--with)" in e.notes
+    assert any(n.startswith("torch 2.10.0 changed it: parameter 4: `int` → `unsigned int`; "
+                            "from 2.10.0 it is c10::cuda::c10_cuda_check_implementation(int, "
+                            "char const*, char const*, unsigned int, bool)") for n in e.notes)
 
 
 def test_real_missing_library_names_the_module_that_needs_it(

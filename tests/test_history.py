@@ -16,8 +16,7 @@ import jsonschema
 import pytest
 
 from abifit.cli import main
-from abifit.commands.history import Form, changes_of, is_mangled
-from abifit.report.history import ranges
+from abifit.commands.history import Form, changes_of, is_mangled, ranges
 from fixtures.build import compile_c
 from httpserver import LoopbackIndex, Projects
 from test_check import make_wheel

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import logging
 import os
@@ -43,6 +44,7 @@ from abifit.remote.cores import stop_workers
 from abifit.report.terminal import Style, Terminal
 
 if TYPE_CHECKING:
+    from abifit.commands.history import HistoryReport
     from abifit.host.profile import HostProfile
     from abifit.remote.wheels import RemoteContext
     from abifit.sim.gpu import GpuTarget
@@ -200,9 +202,16 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--python", metavar="PATH",
                    help="interpreter of the environment (default: $VIRTUAL_ENV, $CONDA_PREFIX, "
                    "python3 on PATH)")
-    e.add_argument("--cache-dir", metavar="DIR", help="cache directory")
-    e.add_argument("--no-cache", action="store_true", help="do not read or write the ELF cache")
+    e.add_argument("--with", dest="standing_in", action="append", default=[],
+                   metavar="NAME==VERSION",
+                   help="a release that stands in for the installed one, e.g. torch==2.10.0: "
+                   "the releases searched for a symbol and the fix are about it")
+    e.add_argument("--releases", type=_positive, default=6, metavar="N",
+                   help="how many releases of the package that defines an undefined symbol are "
+                   "searched for it, up to the installed (or --with) one; they are read once "
+                   "into the symbol store (default 6)")
     e.add_argument("--json", action="store_true", help="print one JSON document")
+    _index_options(e)
     u = sub.add_parser(
         "cuda",
         help="the CUDA stack: toolkits, driver, GPUs, and what the environment needs of them",
@@ -574,13 +583,69 @@ def _run_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                          "text (undefined symbol, cannot open shared object file, version ... "
                          "not found, no kernel image, ...)")
     cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
+    python = args.python or default_interpreter(os.environ)
+    progress = _progress(err)
     try:
-        report = explain(clues, args.python or default_interpreter(os.environ),
-                         environ=dict(os.environ), cache_dir=cache, progress=_progress(err))
+        report = explain(clues, python, environ=dict(os.environ), cache_dir=cache,
+                         progress=progress, history=_symbol_history(args, python, progress),
+                         standing_in=_standing_in(args.standing_in))
     finally:
         _clear_progress(err)
     out.write(dumps(explain_json(report)) + "\n" if args.json else explain_text(report))
     return EXIT_PROBLEMS if report.problems else EXIT_OK
+
+
+def _standing_in(requirements: list[str]) -> dict[str, str]:
+    """`--with NAME==VERSION` options as canonical name -> version."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    out: dict[str, str] = {}
+    for text in requirements:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement as e:
+            raise UsageError(f"--with {text!r}: {str(e).splitlines()[0]}") from e
+        pinned = [s.version for s in requirement.specifier if s.operator in ("==", "===")]
+        if len(pinned) != 1 or "*" in pinned[0]:
+            raise UsageError(f"--with {text!r}: give one release, as NAME==VERSION")
+        out[canonicalize_name(requirement.name)] = pinned[0]
+    return out
+
+
+def _symbol_history(args: argparse.Namespace, python: str, progress: Callable[[str], None],
+                    ) -> Callable[[str, str, str | None], HistoryReport | None] | None:
+    """`explain`'s seam for the releases that define a symbol: `abifit history` over the
+    `--releases` newest releases up to the version asked about, for the environment's Python
+    (unless --python-version says otherwise), through the symbol store; none with --no-cache
+    (no store to keep them), nor when the index cannot be read."""
+    from abifit.commands.history import history
+    from abifit.remote.store import SymbolStore
+
+    cache = _cache(args)
+    if cache is None:
+        return None
+
+    @functools.cache
+    def remote() -> RemoteContext:
+        if not args.python_version:
+            args.python_version = python_version_of(_facts(python))
+        return _remote(args)()
+
+    def releases(symbol: str, package: str, version: str | None) -> HistoryReport | None:
+        store = SymbolStore.open(cache.root)
+        if store is None:
+            return None
+        public = version.split("+", 1)[0] if version else None
+        try:
+            return history(symbol, package, f"<={public}" if public else None, remote(), store,
+                           progress, newest=args.releases)
+        except AbifitError:  # the index cannot say: the explanation goes on without it
+            return None
+        finally:
+            store.close()
+
+    return releases
 
 
 def _doctor_index(args: argparse.Namespace) -> Callable[[], RemoteContext]:

@@ -7,9 +7,10 @@ and the explanation gathers doctor's findings about that object (the loader's er
 symbol or library, its providers, the fix) with the demangled name. GPU and CUDA messages are
 checked as `doctor --gpu` and `abifit cuda` check them.
 
-Which releases of a package define a symbol is not known here: `SymbolHistory` is the seam
-where that answer is plugged in; until then an undefined symbol of a package abifit knows by
-its C++ namespace points at `abifit history`.
+Which releases of a package define a symbol comes through `SymbolHistory`: the command line
+plugs `abifit history` in (the releases up to the one installed, or the one `--with` names,
+read into the symbol store); without it, an undefined symbol of a package abifit knows by its
+C++ namespace points at `abifit history`.
 """
 
 from __future__ import annotations
@@ -47,14 +48,16 @@ from abifit.sim.process import ModuleStatus, Progress, load_soname_packages
 if TYPE_CHECKING:
     from abifit.commands.cuda import CudaReport
     from abifit.commands.doctor import DoctorReport
+    from abifit.commands.history import HistoryReport
 
 # The package whose C++ namespace a symbol's owner is: a symbol of these namespaces that an
 # object needs and nothing defines comes from another release of that package.
 NAMESPACE_PACKAGES = {"c10": "torch", "at": "torch", "torch": "torch", "caffe2": "torch"}
 
-# (symbol, package) -> what is known of the releases of the package that define the symbol;
-# None when nothing is. `abifit history` plugs in here.
-SymbolHistory = Callable[[str, str], str | None]
+# (symbol, package, the version in the environment or standing in for it) -> the history of
+# the symbol in the package's releases; None when it could not be had. `abifit history`
+# plugs in here.
+SymbolHistory = Callable[[str, str, str | None], "HistoryReport | None"]
 
 
 def history_pointer(symbol: str, package: str) -> str:
@@ -130,13 +133,15 @@ class TargetEnvironment:
     and doctor's reports, each made once."""
 
     def __init__(self, python: str, *, environ: Mapping[str, str], cache_dir: Path | None,
-                 progress: Progress, history: SymbolHistory | None) -> None:
+                 progress: Progress, history: SymbolHistory | None,
+                 standing_in: Mapping[str, str] | None = None) -> None:
         self.facts = query_interpreter(python)
         self.dists = list_distributions(self.facts)
         self.environ = environ
         self.cache_dir = cache_dir
         self.progress = progress
-        self.history: SymbolHistory = history or (lambda s, p: history_pointer(s, p))
+        self.history = history
+        self.standing_in = dict(standing_in or {})  # canonical name -> version (--with)
         self._doctors: dict[tuple[tuple[str, ...], tuple[GpuTarget, ...] | None],
                             DoctorReport | None] = {}
         self._cuda: CudaReport | None = None
@@ -149,6 +154,19 @@ class TargetEnvironment:
         from packaging.utils import canonicalize_name
 
         return next((d for d in self.dists if d.key == canonicalize_name(name)), None)
+
+    def version_of(self, name: str) -> tuple[str | None, str]:
+        """The version of `name` that explanations are about, and how it is known: the one
+        `--with` stands in with, else the installed one."""
+        from packaging.utils import canonicalize_name
+
+        given = self.standing_in.get(canonicalize_name(name))
+        if given is not None:
+            return given, f"{name} {given} stands in for the environment's (--with)"
+        installed = self.dist(name)
+        if installed is not None:
+            return installed.version, f"{name} {installed.version} is installed"
+        return None, f"{name} is not installed in this environment"
 
     def locate(self, named: str) -> Located | None:
         """The object `named` (a path or a file name) in the environment: the file at that
@@ -213,11 +231,13 @@ def _common_tail(left: list[str], right: list[str]) -> int:
 
 def explain(clues: tuple[Clue, ...], python: str, *, environ: Mapping[str, str],
             cache_dir: Path | None, progress: Progress,
-            history: SymbolHistory | None = None) -> ExplainReport:
+            history: SymbolHistory | None = None,
+            standing_in: Mapping[str, str] | None = None) -> ExplainReport:
     """Explain each clue against the environment of `python`; `history` says which releases
-    of a package define a symbol (default: a pointer to `abifit history`)."""
+    of a package define a symbol (default: a pointer to `abifit history`); `standing_in` gives
+    the versions (canonical name -> version) that stand in for the installed ones."""
     env = TargetEnvironment(python, environ=environ, cache_dir=cache_dir, progress=progress,
-                      history=history)
+                            history=history, standing_in=standing_in)
     return ExplainReport(env.facts.executable, env.facts.version,
                          tuple(explain_clue(clue, env) for clue in clues))
 
@@ -337,23 +357,60 @@ def _undefined_symbol(clue: UndefinedSymbol, env: TargetEnvironment) -> Explanat
     package = NAMESPACE_PACKAGES.get(namespace or "")
     notes: list[str] = []
     provider = None
+    releases: ReleasesSay | None = None
     if package is not None:
-        provider = env.history(clue.symbol, package)
-        installed = env.dist(package)
-        notes.append(f"{package} {installed.version} is installed" if installed
-                     else f"{package} is not installed in this environment")
+        version, how = env.version_of(package)
+        notes.append(how)
+        found = env.history(clue.symbol, package, version) if env.history else None
+        if found is not None:
+            releases = releases_say(found, clue.symbol)
+            notes += releases.notes
+        provider = releases.provider if releases else history_pointer(clue.symbol, package)
     hint = next((f.hint for f in sim.findings if f.hint), None)
     fix = hint
     if fix is None and package is not None:
         dist = sim.located.distribution if sim.located else None
         obj = dist.name if dist else "the extension"
-        installed = env.dist(package)
-        fix = (f"install the {package} release that defines it, or rebuild {obj} against the "
-               f"installed {package}" + (f" {installed.version}" if installed else ""))
+        version, _how = env.version_of(package)
+        against = f"{package}" + (f" {version}" if version else "")
+        if releases is not None and releases.newest is not None:
+            fix = (f"`pip install {package}=={releases.newest}` (the newest release examined "
+                   f"that defines it), or rebuild {obj} against {against}")
+        else:
+            fix = (f"install the {package} release that defines it, or rebuild {obj} against "
+                   f"{against}")
     return sim.explanation(
         clue, clue.symbol + (f" needed by {clue.obj}" if clue.obj else ""),
         demangled=demangled, signature=signature, provider=provider, fix=fix,
         notes=tuple(notes))
+
+
+@dataclass(frozen=True, slots=True)
+class ReleasesSay:
+    """What a symbol's history says for an explanation: who provides it, the newest release
+    examined that defines it, and notes on where its signature changed."""
+
+    provider: str
+    newest: str | None
+    notes: tuple[str, ...]
+
+
+def releases_say(found: HistoryReport, symbol: str) -> ReleasesSay:
+    """The provider line, the release to install and the notes that `found` (the history of
+    `symbol` in its package) gives."""
+    from abifit.commands.history import ranges, span
+    from abifit.formats.demangle import demangle
+
+    package, examined = found.package, found.releases
+    form = next((f for f in found.forms if f.name == symbol), None)
+    if form is None:
+        provider = f"no release of {package} examined defines it ({span(examined)})"
+    else:
+        provider = (f"{package} {ranges(form.releases, examined)} define it (of "
+                    f"{span(examined)})")
+    notes = tuple(f"{package} {c.release} changed it: {c.description}; from {c.release} it is "
+                  f"{demangle(c.new)}" for c in found.changes if c.old == symbol and c.new)
+    return ReleasesSay(provider, form.releases[-1] if form else None, notes)
 
 
 def _missing_library(clue: MissingLibrary, env: TargetEnvironment) -> Explanation:

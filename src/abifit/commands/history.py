@@ -175,6 +175,27 @@ def changes_of(forms: Sequence[Form], releases: Sequence[str]) -> tuple[Change, 
     return tuple(out)
 
 
+def ranges(found: Sequence[str], releases: Sequence[str]) -> str:
+    """`found` as runs of consecutive releases of `releases`: "2.6.0-2.9.1, 2.11.0"."""
+    position = {r: i for i, r in enumerate(releases)}
+    runs: list[list[str]] = []
+    for release in sorted(found, key=position.__getitem__):
+        if runs and position[release] == position[runs[-1][-1]] + 1:
+            runs[-1].append(release)
+        else:
+            runs.append([release])
+    return ", ".join(run[0] if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
+
+
+def span(releases: Sequence[str]) -> str:
+    """`3 releases, 2.9.0 to 2.10.0`."""
+    if not releases:
+        return "no releases"
+    if len(releases) == 1:
+        return f"1 release: {releases[0]}"
+    return f"{len(releases)} releases, {releases[0]} to {releases[-1]}"
+
+
 def _pairs(gone: list[str], come: list[str]) -> list[tuple[str, str]]:
     """Each form gone with the form come that is the same function, when there is one; the
     others with "" on their missing side."""
@@ -206,9 +227,11 @@ def _describe(old: str, new: str) -> str:
 
 
 def history(query: str, package: str, spec: str | None, ctx: RemoteContext,
-            store: SymbolStore, progress: Progress, jobs: int = 4) -> HistoryReport:
-    """Which releases of `package` (those `spec` selects, else those the store holds, else the
-    newest on the index) define the symbol `query`, and where its signature changed."""
+            store: SymbolStore, progress: Progress, jobs: int = 4,
+            newest: int | None = None) -> HistoryReport:
+    """Which releases of `package` (those `spec` selects, the `newest` of them when given,
+    else those the store holds, else the newest on the index) define the symbol `query`, and
+    where its signature changed."""
     from abifit.commands.matrix import host_wheels
 
     name = canonicalize_name(package)
@@ -217,8 +240,8 @@ def history(query: str, package: str, spec: str | None, ctx: RemoteContext,
         read: list[str] = []
     else:
         _, files = host_wheels(f"{package}{spec or ''}", ctx)  # newest first
-        if spec is None:
-            files = files[:NEWEST_BY_DEFAULT]
+        if spec is None or newest is not None:
+            files = files[:newest or NEWEST_BY_DEFAULT]
         files.reverse()
         versions = [_version_of(f) for f in files]
         missing = [f for f in files if not _recorded(store, f)]

@@ -4,15 +4,13 @@ report as one versioned document."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from abifit.commands.history import Form, HistoryReport
+from abifit.commands.history import Form, HistoryReport, ranges, span
 from abifit.report.json import SCHEMA_VERSION, JsonObject
 
 
 def history_text(report: HistoryReport) -> str:
     """The text rendering of `abifit history`."""
-    examined = _span(report.releases)
+    examined = span(report.releases)
     if not report.forms:
         return (f"{report.query}: defined by no release of {report.package} examined "
                 f"({examined})\n")
@@ -29,26 +27,6 @@ def history_text(report: HistoryReport) -> str:
     if undefined:
         lines.append(f"  not defined in: {ranges(undefined, report.releases)}")
     return "\n".join(lines) + "\n"
-
-
-def _span(releases: Sequence[str]) -> str:
-    if not releases:
-        return "no releases"
-    if len(releases) == 1:
-        return f"1 release: {releases[0]}"
-    return f"{len(releases)} releases, {releases[0]} to {releases[-1]}"
-
-
-def ranges(found: Sequence[str], releases: Sequence[str]) -> str:
-    """`found` as runs of consecutive releases of `releases`: "2.6.0-2.9.1, 2.11.0"."""
-    position = {r: i for i, r in enumerate(releases)}
-    runs: list[list[str]] = []
-    for release in sorted(found, key=position.__getitem__):
-        if runs and position[release] == position[runs[-1][-1]] + 1:
-            runs[-1].append(release)
-        else:
-            runs.append([release])
-    return ", ".join(run[0] if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
 
 
 def history_json(report: HistoryReport, transfer: dict[str, int] | None) -> JsonObject:
