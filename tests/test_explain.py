@@ -163,6 +163,31 @@ def test_symbol_history_seam_is_used(venv: Venv) -> None:
                             "char const*, char const*, unsigned int, bool)") for n in e.notes)
 
 
+def test_history_of_only_another_form_says_what_changed(venv: Venv) -> None:
+    """When the releases searched define only another form of the function, the explanation
+    names it, the parameter that differs, and that older releases may define the one needed."""
+    from abifit.commands.explain import explain
+    from abifit.commands.history import Form, HistoryReport
+    from abifit.formats.errortext import read_clues
+
+    new = CXX_SYMBOL.replace("S2_ib", "S2_jb")
+    releases = ("2.10.0", "2.11.0")
+    found = HistoryReport(CXX_SYMBOL, "torch", releases,
+                          (Form(new, "c10::cuda::c10_cuda_check_implementation(int, char const*, "
+                                "char const*, unsigned int, bool)", releases, (), ()),), (), ())
+    report = explain(read_clues(venv.messages["cxx"]), venv.python, environ=dict(os.environ),
+                     cache_dir=None, progress=lambda _s: None,
+                     history=lambda _s, _p, _v: found)
+    e = report.explanations[0]
+    assert e.provider == ("no release of torch examined defines it (2 releases, 2.10.0 to "
+                          "2.11.0); torch 2.10.0-2.11.0 define c10::cuda::c10_cuda_check_"
+                          "implementation(int, char const*, char const*, unsigned int, bool) "
+                          "instead")
+    assert ("against the form needed: same function c10::cuda::c10_cuda_check_implementation; "
+            "parameter 4: `int` → `unsigned int`") in e.notes
+    assert e.fix == "install the torch release that defines it, or rebuild explpkg against torch"
+
+
 def test_real_missing_library_names_the_module_that_needs_it(
         venv: Venv, capsys: pytest.CaptureFixture[str]) -> None:
     """glibc's `libexplgone.so: cannot open shared object file` names no object: the module of

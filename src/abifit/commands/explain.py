@@ -399,18 +399,27 @@ def releases_say(found: HistoryReport, symbol: str) -> ReleasesSay:
     """The provider line, the release to install and the notes that `found` (the history of
     `symbol` in its package) gives."""
     from abifit.commands.history import ranges, span
-    from abifit.formats.demangle import demangle
+    from abifit.formats.demangle import compare_signatures, demangle
 
     package, examined = found.package, found.releases
     form = next((f for f in found.forms if f.name == symbol), None)
-    if form is None:
-        provider = f"no release of {package} examined defines it ({span(examined)})"
-    else:
+    notes = [f"{package} {c.release} changed it: {c.description}; from {c.release} it is "
+             f"{demangle(c.new)}" for c in found.changes if c.old == symbol and c.new]
+    if form is not None:
         provider = (f"{package} {ranges(form.releases, examined)} define it (of "
                     f"{span(examined)})")
-    notes = tuple(f"{package} {c.release} changed it: {c.description}; from {c.release} it is "
-                  f"{demangle(c.new)}" for c in found.changes if c.old == symbol and c.new)
-    return ReleasesSay(provider, form.releases[-1] if form else None, notes)
+        return ReleasesSay(provider, form.releases[-1], tuple(notes))
+    provider = f"no release of {package} examined defines it ({span(examined)})"
+    other = found.forms[-1] if found.forms else None
+    if other is not None:  # another form of the function: built against other releases
+        provider += (f"; {package} {ranges(other.releases, examined)} define "
+                     f"{other.demangled} instead")
+        diff = compare_signatures(symbol, other.name)
+        if diff is not None:
+            notes.append(f"against the form needed: {diff.describe()}")
+        notes.append(f"the extension was built against other {package} releases than these: "
+                     "more releases (--releases N) may find those that define it")
+    return ReleasesSay(provider, None, tuple(notes))
 
 
 def _missing_library(clue: MissingLibrary, env: TargetEnvironment) -> Explanation:
