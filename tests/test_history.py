@@ -140,6 +140,26 @@ def test_globs_and_a_symbol_no_release_defines(
     assert "defined by no release of hostpkg examined (3 releases, 1.0 to 2.0)" in out
 
 
+def test_an_imported_store_answers_the_same_with_nothing_fetched(
+        loopback_index: LoopbackIndex, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store exported on one cache and imported into an empty one gives the same history
+    (of the releases it holds) with nothing fetched."""
+    first, second, shared = tmp_path / "one", tmp_path / "two", tmp_path / "store.abifit"
+    _, before, _ = run(capsys, monkeypatch, loopback_index, first, OLD, "--in", "hostpkg",
+                       "--versions", ">=1.0", "--json")
+    assert main(["index", "export", str(shared), "--cache-dir", str(first)]) == 0
+    assert main(["index", "import", str(shared), "--cache-dir", str(second)]) == 0
+    capsys.readouterr()
+    code, after, _ = run(capsys, monkeypatch, loopback_index, second, OLD, "--in", "hostpkg",
+                         "--json")
+    assert code == 0
+    old, new = json.loads(before), json.loads(after)
+    assert new["read"] == [] and (new["transfer"] is None
+                                  or new["transfer"]["bytes_fetched"] == 0)
+    assert (new["forms"], new["changes"]) == (old["forms"], old["changes"])
+
+
 def test_history_needs_the_cache(
         loopback_index: LoopbackIndex, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
