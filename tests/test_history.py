@@ -41,13 +41,28 @@ def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def index_projects(libraries: dict[str, Path]) -> Projects:
+def extensions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """extpkg 1.0, built against the int form, and 2.0, against the unsigned int one."""
+    root = tmp_path_factory.mktemp("history-ext")
+    return {version: compile_c(SOURCE.parent / "ext.cpp", root / version / "_ops.abi3.so",
+                               cxx=True, flags=[f"-DLINE_TYPE={line}"])
+            for version, line in (("1.0", "int"), ("2.0", "unsigned int"))}
+
+
+@pytest.fixture(scope="module")
+def index_projects(libraries: dict[str, Path], extensions: dict[str, Path]) -> Projects:
+    """hostpkg 1.0, 1.1 (the int form) and 2.0 (unsigned int); the same wheels as torch (whose
+    C++ namespace c10 is), and extpkg 1.0 and 2.0."""
     old, new = libraries["old"].read_bytes(), libraries["new"].read_bytes()
     tag = "cp310-abi3-linux_x86_64"
-    return {"hostpkg": [
-        make_wheel("hostpkg", version, {"hostpkg/__init__.py": b"",
-                                        "hostpkg/lib/libhost.so": data}, tag=tag)
-        for version, data in (("1.0", old), ("1.1", old), ("2.0", new))]}
+    return {name: [
+        make_wheel(name, version, {f"{name}/__init__.py": b"",
+                                   f"{name}/lib/libhost.so": data}, tag=tag)
+        for version, data in (("1.0", old), ("1.1", old), ("2.0", new))]
+        for name in ("hostpkg", "torch")} | {"extpkg": [
+            make_wheel("extpkg", version, {"extpkg/__init__.py": b"",
+                                           "extpkg/_ops.abi3.so": path.read_bytes()}, tag=tag)
+            for version, path in extensions.items()]}
 
 
 def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
@@ -158,6 +173,29 @@ def test_an_imported_store_answers_the_same_with_nothing_fetched(
     assert new["read"] == [] and (new["transfer"] is None
                                   or new["transfer"]["bytes_fetched"] == 0)
     assert (new["forms"], new["changes"]) == (old["forms"], old["changes"])
+
+
+def test_explain_names_the_releases_that_define_it_and_the_extensions_that_fit(
+        loopback_index: LoopbackIndex, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pasted error of extpkg 1.0 with torch 2.0 standing in: torch 1.0-1.1 define the
+    symbol, 2.0 changed parameter 4, and extpkg 2.0 needs only what torch 2.0 defines."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(var, raising=False)
+    message = f"ImportError: /venv/lib/site-packages/extpkg/_ops.abi3.so: undefined symbol: {OLD}"
+    code = main(["explain", message, "--with", "torch==2.0", "--releases", "3", *TARGET,
+                 "--index-url", loopback_index.url, "--cache-dir", str(tmp_path), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    [e] = doc["explanations"]
+    assert code == 0 and e["verdict"] == "not-in-environment"
+    assert e["provider"] == "torch 1.0-1.1 define it (of 3 releases, 1.0 to 2.0)"
+    assert "extpkg releases that need only symbols torch 2.0 defines (of the 2 newest): 2.0" \
+        in e["notes"]
+    assert e["fix"] == ("`pip install torch==1.1` (the newest release examined that defines it), "
+                        "or rebuild the extension against torch 2.0, or `pip install "
+                        "extpkg==2.0` (the newest extpkg release that needs only symbols "
+                        "torch 2.0 defines)")
 
 
 def test_history_needs_the_cache(

@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from abifit import __version__
 from abifit.commands.contexts import (
@@ -44,10 +44,13 @@ from abifit.remote.cores import stop_workers
 from abifit.report.terminal import Style, Terminal
 
 if TYPE_CHECKING:
-    from abifit.commands.history import HistoryReport
+    from abifit.commands.explain import ExtensionFits, SymbolHistory
+    from abifit.commands.history import Fit, HistoryReport
     from abifit.host.profile import HostProfile
     from abifit.remote.wheels import RemoteContext
     from abifit.sim.gpu import GpuTarget
+
+T = TypeVar("T")
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -586,8 +589,9 @@ def _run_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     python = args.python or default_interpreter(os.environ)
     progress = _progress(err)
     try:
+        history, fits = _release_seams(args, python, progress)
         report = explain(clues, python, environ=dict(os.environ), cache_dir=cache,
-                         progress=progress, history=_symbol_history(args, python, progress),
+                         progress=progress, history=history, fits=fits,
                          standing_in=_standing_in(args.standing_in))
     finally:
         _clear_progress(err)
@@ -613,18 +617,19 @@ def _standing_in(requirements: list[str]) -> dict[str, str]:
     return out
 
 
-def _symbol_history(args: argparse.Namespace, python: str, progress: Callable[[str], None],
-                    ) -> Callable[[str, str, str | None], HistoryReport | None] | None:
-    """`explain`'s seam for the releases that define a symbol: `abifit history` over the
-    `--releases` newest releases up to the version asked about, for the environment's Python
-    (unless --python-version says otherwise), through the symbol store; none with --no-cache
-    (no store to keep them), nor when the index cannot be read."""
-    from abifit.commands.history import history
+def _release_seams(args: argparse.Namespace, python: str, progress: Callable[[str], None],
+                   ) -> tuple[SymbolHistory | None, ExtensionFits | None]:
+    """`explain`'s seams to the releases on the index, through the symbol store: `abifit
+    history` over the `--releases` newest releases up to the version asked about, and the
+    `--releases` newest releases of the extension that need only what that version defines;
+    for the environment's Python (unless --python-version says otherwise). None with
+    --no-cache (no store to keep them); a seam answers None when the index cannot say."""
+    from abifit.commands.history import fitting_releases, history
     from abifit.remote.store import SymbolStore
 
     cache = _cache(args)
     if cache is None:
-        return None
+        return None, None
 
     @functools.cache
     def remote() -> RemoteContext:
@@ -632,20 +637,31 @@ def _symbol_history(args: argparse.Namespace, python: str, progress: Callable[[s
             args.python_version = python_version_of(_facts(python))
         return _remote(args)()
 
-    def releases(symbol: str, package: str, version: str | None) -> HistoryReport | None:
+    def with_store(ask: Callable[[SymbolStore], T]) -> T | None:
+        assert cache is not None
         store = SymbolStore.open(cache.root)
         if store is None:
             return None
-        public = version.split("+", 1)[0] if version else None
         try:
-            return history(symbol, package, f"<={public}" if public else None, remote(), store,
-                           progress, newest=args.releases)
+            return ask(store)
         except AbifitError:  # the index cannot say: the explanation goes on without it
             return None
         finally:
             store.close()
 
-    return releases
+    def releases(symbol: str, package: str, version: str | None) -> HistoryReport | None:
+        public = version.split("+", 1)[0] if version else None
+        return with_store(lambda store: history(
+            symbol, package, f"<={public}" if public else None, remote(), store, progress,
+            newest=args.releases))
+
+    def fits(extension: str, package: str, version: str,
+             owns: Callable[[str], bool]) -> tuple[Fit, ...] | None:
+        return with_store(lambda store: fitting_releases(
+            extension, package, version, owns, remote(), store, progress,
+            newest=args.releases))
+
+    return releases, fits
 
 
 def _doctor_index(args: argparse.Namespace) -> Callable[[], RemoteContext]:

@@ -48,7 +48,7 @@ from abifit.sim.process import ModuleStatus, Progress, load_soname_packages
 if TYPE_CHECKING:
     from abifit.commands.cuda import CudaReport
     from abifit.commands.doctor import DoctorReport
-    from abifit.commands.history import HistoryReport
+    from abifit.commands.history import Fit, HistoryReport
 
 # The package whose C++ namespace a symbol's owner is: a symbol of these namespaces that an
 # object needs and nothing defines comes from another release of that package.
@@ -58,6 +58,11 @@ NAMESPACE_PACKAGES = {"c10": "torch", "at": "torch", "torch": "torch", "caffe2":
 # the symbol in the package's releases; None when it could not be had. `abifit history`
 # plugs in here.
 SymbolHistory = Callable[[str, str, str | None], "HistoryReport | None"]
+
+# (extension project, package, its version, which symbols are the package's) -> the newest
+# releases of the extension, each with the package's symbols it needs that the version does
+# not define; None when they could not be had. `abifit history`'s `fitting_releases`.
+ExtensionFits = Callable[[str, str, str, Callable[[str], bool]], "tuple[Fit, ...] | None"]
 
 
 def history_pointer(symbol: str, package: str) -> str:
@@ -134,7 +139,8 @@ class TargetEnvironment:
 
     def __init__(self, python: str, *, environ: Mapping[str, str], cache_dir: Path | None,
                  progress: Progress, history: SymbolHistory | None,
-                 standing_in: Mapping[str, str] | None = None) -> None:
+                 standing_in: Mapping[str, str] | None = None,
+                 fits: ExtensionFits | None = None) -> None:
         self.facts = query_interpreter(python)
         self.dists = list_distributions(self.facts)
         self.environ = environ
@@ -142,6 +148,7 @@ class TargetEnvironment:
         self.progress = progress
         self.history = history
         self.standing_in = dict(standing_in or {})  # canonical name -> version (--with)
+        self.fits = fits
         self._doctors: dict[tuple[tuple[str, ...], tuple[GpuTarget, ...] | None],
                             DoctorReport | None] = {}
         self._cuda: CudaReport | None = None
@@ -232,12 +239,14 @@ def _common_tail(left: list[str], right: list[str]) -> int:
 def explain(clues: tuple[Clue, ...], python: str, *, environ: Mapping[str, str],
             cache_dir: Path | None, progress: Progress,
             history: SymbolHistory | None = None,
-            standing_in: Mapping[str, str] | None = None) -> ExplainReport:
+            standing_in: Mapping[str, str] | None = None,
+            fits: ExtensionFits | None = None) -> ExplainReport:
     """Explain each clue against the environment of `python`; `history` says which releases
     of a package define a symbol (default: a pointer to `abifit history`); `standing_in` gives
-    the versions (canonical name -> version) that stand in for the installed ones."""
+    the versions (canonical name -> version) that stand in for the installed ones; `fits`
+    says which releases of the extension need only what the package's version defines."""
     env = TargetEnvironment(python, environ=environ, cache_dir=cache_dir, progress=progress,
-                            history=history, standing_in=standing_in)
+                            history=history, standing_in=standing_in, fits=fits)
     return ExplainReport(env.facts.executable, env.facts.version,
                          tuple(explain_clue(clue, env) for clue in clues))
 
@@ -379,10 +388,55 @@ def _undefined_symbol(clue: UndefinedSymbol, env: TargetEnvironment) -> Explanat
         else:
             fix = (f"install the {package} release that defines it, or rebuild {obj} against "
                    f"{against}")
+        extension = _extension_project(clue.obj, dist)
+        if version is not None and extension is not None and env.fits is not None:
+            fitting = env.fits(extension, package, version, _owned_by(package))
+            if fitting:
+                good = [f.release for f in fitting if f.fits]
+                notes.append(_fits_note(extension, against, fitting, good))
+                if good:
+                    fix += (f", or `pip install {extension}=={good[0]}` (the newest {extension} "
+                            f"release that needs only symbols {against} defines)")
     return sim.explanation(
         clue, clue.symbol + (f" needed by {clue.obj}" if clue.obj else ""),
         demangled=demangled, signature=signature, provider=provider, fix=fix,
         notes=tuple(notes))
+
+
+def _extension_project(obj: str | None, dist: Distribution | None) -> str | None:
+    """The project an object belongs to: its distribution's, else the package directory the
+    path names under site-packages (`.../site-packages/sgl_kernel/x.so` -> sgl-kernel)."""
+    from packaging.utils import canonicalize_name
+
+    if dist is not None:
+        return dist.name
+    parts = (obj or "").split("/")
+    for i, part in enumerate(parts[:-2]):
+        if part in ("site-packages", "dist-packages") and parts[i + 1].isidentifier():
+            return canonicalize_name(parts[i + 1])
+    return None
+
+
+def _owned_by(package: str) -> Callable[[str], bool]:
+    """Whether a symbol is of `package`'s C++ namespaces (`NAMESPACE_PACKAGES`)."""
+    def owns(symbol: str) -> bool:
+        return NAMESPACE_PACKAGES.get(_symbol_names(symbol)[2] or "") == package
+
+    return owns
+
+
+def _fits_note(extension: str, against: str, fitting: tuple[Fit, ...], good: list[str]) -> str:
+    from abifit.formats.demangle import demangle
+
+    newest = f"the {len(fitting)} newest" if len(fitting) > 1 else "the newest"
+    if good:
+        return (f"{extension} releases that need only symbols {against} defines (of {newest}): "
+                f"{', '.join(good)}")
+    last = fitting[0]
+    shown = "; ".join(demangle(m) for m in last.missing[:3])
+    more = f" (+{len(last.missing) - 3} more)" if len(last.missing) > 3 else ""
+    return (f"none of {newest} {extension} releases needs only symbols {against} defines: "
+            f"{extension} {last.release} needs {len(last.missing)} it lacks: {shown}{more}")
 
 
 @dataclass(frozen=True, slots=True)

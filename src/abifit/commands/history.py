@@ -283,3 +283,43 @@ def _record(files: Sequence[IndexFile], ctx: RemoteContext, store: SymbolStore,
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         list(pool.map(one, files))
+
+
+# ---------------------------------------------------------------------------------------------
+# The reverse question: which releases of an extension fit a release of the package it needs
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """One release of an extension against one release of the package whose symbols it needs:
+    how many of those it needs, and those the package's release does not define."""
+
+    release: str
+    needed: int
+    missing: tuple[str, ...]
+
+    @property
+    def fits(self) -> bool:
+        return not self.missing
+
+
+def fitting_releases(extension: str, owner: str, version: str, owns: Callable[[str], bool],
+                     ctx: RemoteContext, store: SymbolStore, progress: Progress,
+                     newest: int = NEWEST_BY_DEFAULT, jobs: int = 4) -> tuple[Fit, ...]:
+    """The `newest` releases of `extension` on the index, newest first, each with the symbols
+    it needs that `owns` says are `owner`'s (its C++ namespaces) and that `owner==version` does
+    not define. The wheels are read into the store first (those it lacks)."""
+    from abifit.commands.matrix import host_wheels
+
+    _, files = host_wheels(extension, ctx)
+    files = files[:newest]
+    _, owner_files = host_wheels(f"{owner}=={version}", ctx)
+    wanted = [f for f in [*owner_files[:1], *files] if not _recorded(store, f)]
+    _record(wanted, ctx, store, progress, jobs)
+    defined = store.defined_names(owner, version)
+    fits = []
+    for file in files:
+        release = _version_of(file)
+        needed = sorted(n for n in store.needed_from(extension, release, ()) if owns(n))
+        fits.append(Fit(release, len(needed), tuple(n for n in needed if n not in defined)))
+    return tuple(fits)
