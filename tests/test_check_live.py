@@ -16,9 +16,7 @@ import pytest
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 
 PYPI = "https://pypi.org/simple"
-SCHEMAS = {command: json.loads(
-    (Path(__file__).parent.parent / f"src/abifit/report/schemas/{command}.schema.json")
-    .read_text("utf-8")) for command in ("check", "matrix")}
+SCHEMAS = Path(__file__).parent.parent / "src/abifit/report/schemas"
 TARGET = ["--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "--index-url", PYPI]
 CHECK_FUNCTION = ("c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, "
                   "bool)")
@@ -39,7 +37,8 @@ def abifit(cache: Path, *args: str) -> tuple[int, dict[str, object]]:
         pytest.skip(f"PyPI is not reachable: {done.stderr.strip()}")
     assert done.returncode in (0, 1), done.stderr
     doc: dict[str, object] = json.loads(done.stdout)
-    jsonschema.validate(doc, SCHEMAS[str(doc["command"])])
+    schema = json.loads((SCHEMAS / f"{doc['command']}.schema.json").read_text("utf-8"))
+    jsonschema.validate(doc, schema)
     return done.returncode, doc
 
 

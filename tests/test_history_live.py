@@ -4,20 +4,14 @@ directory serves the module: the releases history records are what explain then 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import jsonschema
 import pytest
+
+from test_check_live import abifit
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 
-PYPI = "https://pypi.org/simple"
-SCHEMAS = Path(__file__).parent.parent / "src/abifit/report/schemas"
-TARGET = ["--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "--index-url", PYPI]
 OLD = "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib"
 NEW = "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_jb"
 SEED = f"ImportError: /venv/site-packages/sgl_kernel/common_ops.abi3.so: undefined symbol: {OLD}"
@@ -26,21 +20,6 @@ SEED = f"ImportError: /venv/site-packages/sgl_kernel/common_ops.abi3.so: undefin
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("live-history")
-
-
-def abifit(cache: Path, *args: str) -> tuple[int, dict[str, object]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env["PIP_CONFIG_FILE"] = "/dev/null"
-    done = subprocess.run([sys.executable, "-m", "abifit", *args, *TARGET, "--cache-dir",
-                           str(cache), "--json"], capture_output=True, text=True, env=env,
-                          timeout=1200)
-    if done.returncode == 2 and ("pypi.org" in done.stderr or "connect" in done.stderr.lower()):
-        pytest.skip(f"PyPI is not reachable: {done.stderr.strip()}")
-    assert done.returncode in (0, 1), done.stderr
-    doc: dict[str, object] = json.loads(done.stdout)
-    schema = json.loads((SCHEMAS / f"{doc['command']}.schema.json").read_text("utf-8"))
-    jsonschema.validate(doc, schema)
-    return done.returncode, doc
 
 
 def test_history_finds_the_change_at_2_10_within_the_byte_budget(cache: Path) -> None:
