@@ -201,11 +201,17 @@ def test_explain_names_the_releases_that_define_it_and_the_extensions_that_fit(
 def test_history_needs_the_cache(
         loopback_index: LoopbackIndex, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """With --no-cache there is no store to keep what is read: one error line, exit 2."""
+    """With --no-cache there is no store to keep what is read, and --versions must be a
+    specifier: one error line each, exit 2."""
     code, out, err = run(capsys, monkeypatch, loopback_index, tmp_path, OLD, "--in", "hostpkg",
                          "--no-cache")
     assert code == 2 and out == ""
     assert err.startswith("error: history keeps what it reads") and err.count("error:") == 1
+    code, out, err = run(capsys, monkeypatch, loopback_index, tmp_path, OLD, "--in", "hostpkg",
+                         "--versions", ">>2")
+    assert code == 2 and out == ""
+    assert err.startswith("error: --versions '>>2': not a version specifier")
+    assert err.count("error:") == 1
 
 
 def test_ranges_join_consecutive_releases() -> None:

@@ -239,6 +239,7 @@ def history(query: str, package: str, spec: str | None, ctx: RemoteContext,
         versions = _ordered(v for v, _ in store.releases(name))
         read: list[str] = []
     else:
+        _check_specifier(spec)
         _, files = host_wheels(f"{package}{spec or ''}", ctx)  # newest first
         if spec is None or newest is not None:
             files = files[:newest or NEWEST_BY_DEFAULT]
@@ -251,6 +252,17 @@ def history(query: str, package: str, spec: str | None, ctx: RemoteContext,
     forms = forms_of(rows, versions)
     return HistoryReport(query, name, tuple(versions), forms, changes_of(forms, versions),
                          tuple(read))
+
+
+def _check_specifier(spec: str | None) -> None:
+    """A `--versions` that is not a version specifier is a usage error, said as such."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        SpecifierSet(spec or "")
+    except InvalidSpecifier as e:
+        raise UsageError(f"--versions {spec!r}: not a version specifier (e.g. '>=2.6,<2.11')",
+                         ) from e
 
 
 def _ordered(versions: Iterable[str]) -> list[str]:
