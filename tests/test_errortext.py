@@ -13,6 +13,10 @@ and CUDA texts here are the upstream ones:
 - the CUDA runtime's `cudaGetErrorString`: "no kernel image is available for execution on the
   device" (cudaErrorNoKernelImageForDevice), "CUDA driver version is insufficient for CUDA
   runtime version" (cudaErrorInsufficientDriver);
+- glibc 2.36's text for a symbol whose version node the library has but not for it,
+  "undefined symbol: bar, version VERS_1" (produced by a library rebuilt with `bar` moved from
+  VERS_1 to VERS_2), and elf/dl-lookup.c's "symbol %s version %s not defined in file %s with
+  link time reference", which other releases print for a version the file hides;
 - torchvision's mask of a `_C.so` that did not load, "operator torchvision::nms does not exist"
   (src/abifit/data/import_rules.json), and torch/_ops.py `load_library`'s "Could not load this
   library: {path}".
@@ -49,6 +53,10 @@ CASES: list[tuple[str, str, tuple[Clue, ...]]] = [
      (UndefinedSymbol(None, "PyExc_Foo"),)),
     ("symbol-lookup-error", f"python: symbol lookup error: /a/libx.so.1: undefined symbol: "
      f"{SYMBOL}", (UndefinedSymbol("/a/libx.so.1", SYMBOL),)),
+    ("undefined-versioned-symbol", "OSError: /tmp/vs/_use.so: undefined symbol: bar, version "
+     "VERS_1", (UndefinedSymbol("/tmp/vs/_use.so", "bar"),)),
+    ("symbol-not-defined-in-file", "ImportError: /x/_ext.so: symbol bar version VERS_1 not "
+     "defined in file libvs.so with link time reference", (UndefinedSymbol("/x/_ext.so", "bar"),)),
     ("cannot-open", "ImportError: libcudart.so.12: cannot open shared object file: No such file "
      "or directory", (MissingLibrary("libcudart.so.12", None),)),
     ("cannot-open-program", "python3: error while loading shared libraries: "

@@ -198,6 +198,27 @@ def test_explain_names_the_releases_that_define_it_and_the_extensions_that_fit(
                         "torch 2.0 defines)")
 
 
+def test_history_and_explain_as_library_calls(
+        loopback_index: LoopbackIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`abifit.history` and `abifit.explain` return the reports the commands print."""
+    import abifit
+
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(var, raising=False)
+    report = abifit.history(OLD, "hostpkg", versions=">=1.0", python_version="3.10",
+                            index_url=loopback_index.url, cache_dir=tmp_path)
+    assert [(f.name, f.releases) for f in report.forms] == [(OLD, ("1.0", "1.1")),
+                                                            (NEW, ("2.0",))]
+    message = f"ImportError: /venv/lib/site-packages/extpkg/_ops.abi3.so: undefined symbol: {OLD}"
+    explained = abifit.explain(message, with_=["torch==2.0"], releases=3, python_version="3.10",
+                               index_url=loopback_index.url, cache_dir=tmp_path)
+    assert explained.explanations[0].provider == ("torch 1.0-1.1 define it (of 3 releases, 1.0 "
+                                                  "to 2.0)")
+    with pytest.raises(abifit.UsageError):
+        abifit.explain("Segmentation fault (core dumped)", cache_dir=tmp_path)
+
+
 def test_history_needs_the_cache(
         loopback_index: LoopbackIndex, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

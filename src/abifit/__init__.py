@@ -1,6 +1,6 @@
 """abifit: do the pre-built native parts of a Python stack fit together, and if not, why not.
 
-As a library, three functions do what the commands of the same names do and return the report
+As a library, five functions do what the commands of the same names do and return the report
 the command prints (frozen dataclasses; the text and JSON output are made from them):
 
     import abifit
@@ -8,6 +8,9 @@ the command prints (frozen dataclasses; the text and JSON output are made from t
     report = abifit.doctor()                        # the active environment
     report = abifit.check(["sgl-kernel==0.3.21"], with_=["torch==2.9.1"])
     report = abifit.inspect("/usr/lib/x86_64-linux-gnu/libstdc++.so.6", symbols="defined")
+    report = abifit.explain(error_text, with_=["torch==2.10.0"])
+    report = abifit.history("c10::cuda::c10_cuda_check_implementation", "torch",
+                            versions=">=2.8,<2.11")
 
 They raise an `AbifitError` (`UsageError`, `FormatError`, ...) when something cannot be analysed;
 the problems they find are data in the report. Importing abifit is cheap: the commands are
@@ -28,6 +31,8 @@ if TYPE_CHECKING:
 
     from abifit.commands.check import CheckReport
     from abifit.commands.doctor import DoctorReport
+    from abifit.commands.explain import ExplainReport
+    from abifit.commands.history import HistoryReport
     from abifit.commands.inspect import InspectReport
     from abifit.formats.demangle import demangle
     from abifit.remote.wheels import RemoteContext
@@ -38,13 +43,17 @@ __all__ = [
     "AbifitError",
     "CheckReport",
     "DoctorReport",
+    "ExplainReport",
     "FormatError",
+    "HistoryReport",
     "InspectReport",
     "UsageError",
     "__version__",
     "check",
     "demangle",
     "doctor",
+    "explain",
+    "history",
     "inspect",
 ]
 
@@ -52,6 +61,8 @@ __all__ = [
 _LAZY = {
     "CheckReport": "abifit.commands.check",
     "DoctorReport": "abifit.commands.doctor",
+    "ExplainReport": "abifit.commands.explain",
+    "HistoryReport": "abifit.commands.history",
     "InspectReport": "abifit.commands.inspect",
     "demangle": "abifit.formats.demangle",
 }
@@ -176,6 +187,87 @@ def inspect(
     with _closing(make) as remote:
         return inspect_targets(_names(targets), flt, interpreter_facts(python, os.environ),
                                progress or _quiet, remote)
+
+
+def explain(
+    text: str,
+    python: str | None = None,
+    *,
+    with_: str | Sequence[str] = (),
+    releases: int = 6,
+    python_version: str | None = None,
+    index_url: str | None = None,
+    cache_dir: str | Path | None = None,
+    no_cache: bool = False,
+    offline: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> ExplainReport:
+    """What a pasted error message means, in the environment of `python`, and the fix. What
+    `abifit explain` prints, as a report.
+
+    `with_` pins ("torch==2.10.0") stand in for the installed releases; the `releases` newest
+    releases up to them are searched for an undefined symbol's definitions (through the symbol
+    store; not with `no_cache`). UsageError when the text holds no message abifit recognises.
+    """
+    from abifit.commands.contexts import (
+        cache_root,
+        index_context,
+        interpreter_facts,
+        open_cache,
+        python_version_of,
+        standing_in,
+    )
+    from abifit.commands.explain import explain as explain_text
+    from abifit.commands.history import release_seams
+    from abifit.formats.errortext import read_clues
+    from abifit.host.environment import default_interpreter
+
+    clues = read_clues(text)
+    if not clues:
+        raise UsageError("explain: no loader or CUDA error message abifit recognises in the text")
+    python = python or default_interpreter(os.environ)
+    cache = None if no_cache else open_cache(cache_dir, os.environ)
+    make = index_context(
+        lambda: cache, os.environ, offline=offline, index_url=index_url,
+        python_version=python_version or python_version_of(interpreter_facts(python,
+                                                                              os.environ)))
+    with _closing(make) as remote:
+        seams = (release_seams(remote, cache.root, releases, progress or _quiet)
+                 if cache is not None else (None, None))
+        return explain_text(clues, python, environ=dict(os.environ),
+                            cache_dir=None if no_cache else cache_root(cache_dir, os.environ),
+                            progress=progress or _quiet, history=seams[0], fits=seams[1],
+                            standing_in=standing_in(_names(with_)))
+
+
+def history(
+    symbol: str,
+    package: str,
+    *,
+    versions: str | None = None,
+    python_version: str | None = None,
+    platforms: Sequence[str] | None = None,
+    index_url: str | None = None,
+    cache_dir: str | Path | None = None,
+    offline: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> HistoryReport:
+    """Which releases of `package` define `symbol` (mangled, demangled or a glob), and where
+    its signature changed. What `abifit history` prints, as a report. The releases read are
+    kept in the symbol store of the cache directory."""
+    from abifit.commands.contexts import index_context, open_cache
+    from abifit.commands.history import history as symbol_history
+    from abifit.remote.store import SymbolStore
+
+    cache = open_cache(cache_dir, os.environ)
+    store = SymbolStore.open(cache.root) if cache is not None else None
+    if store is None:
+        raise UsageError("history keeps what it reads in the symbol store of the cache "
+                         "directory, which cannot be opened")
+    make = index_context(lambda: cache, os.environ, offline=offline, index_url=index_url,
+                         python_version=python_version, platforms=platforms)
+    with _closing(make) as remote, contextlib.closing(store):
+        return symbol_history(symbol, package, versions, remote(), store, progress or _quiet)
 
 
 def _quiet(_message: str) -> None:

@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, TextIO, TypeVar
+from typing import TYPE_CHECKING, TextIO
 
 from abifit import __version__
 from abifit.commands.contexts import (
@@ -34,6 +34,7 @@ from abifit.commands.contexts import (
     interpreter_facts,
     open_cache,
     python_version_of,
+    standing_in,
 )
 from abifit.commands.inspect import SymbolSelection
 from abifit.errors import AbifitError, UsageError
@@ -45,12 +46,9 @@ from abifit.report.terminal import Style, Terminal
 
 if TYPE_CHECKING:
     from abifit.commands.explain import ExtensionFits, SymbolHistory
-    from abifit.commands.history import Fit, HistoryReport
     from abifit.host.profile import HostProfile
     from abifit.remote.wheels import RemoteContext
     from abifit.sim.gpu import GpuTarget
-
-T = TypeVar("T")
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -592,40 +590,18 @@ def _run_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         history, fits = _release_seams(args, python, progress)
         report = explain(clues, python, environ=dict(os.environ), cache_dir=cache,
                          progress=progress, history=history, fits=fits,
-                         standing_in=_standing_in(args.standing_in))
+                         standing_in=standing_in(args.standing_in))
     finally:
         _clear_progress(err)
     out.write(dumps(explain_json(report)) + "\n" if args.json else explain_text(report))
     return EXIT_PROBLEMS if report.problems else EXIT_OK
 
 
-def _standing_in(requirements: list[str]) -> dict[str, str]:
-    """`--with NAME==VERSION` options as canonical name -> version."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
-    out: dict[str, str] = {}
-    for text in requirements:
-        try:
-            requirement = Requirement(text)
-        except InvalidRequirement as e:
-            raise UsageError(f"--with {text!r}: {str(e).splitlines()[0]}") from e
-        pinned = [s.version for s in requirement.specifier if s.operator in ("==", "===")]
-        if len(pinned) != 1 or "*" in pinned[0]:
-            raise UsageError(f"--with {text!r}: give one release, as NAME==VERSION")
-        out[canonicalize_name(requirement.name)] = pinned[0]
-    return out
-
-
 def _release_seams(args: argparse.Namespace, python: str, progress: Callable[[str], None],
                    ) -> tuple[SymbolHistory | None, ExtensionFits | None]:
-    """`explain`'s seams to the releases on the index, through the symbol store: `abifit
-    history` over the `--releases` newest releases up to the version asked about, and the
-    `--releases` newest releases of the extension that need only what that version defines;
-    for the environment's Python (unless --python-version says otherwise). None with
-    --no-cache (no store to keep them); a seam answers None when the index cannot say."""
-    from abifit.commands.history import fitting_releases, history
-    from abifit.remote.store import SymbolStore
+    """`explain`'s seams to the releases on the index (`history.release_seams`), for the
+    environment's Python unless --python-version says otherwise; none with --no-cache."""
+    from abifit.commands.history import release_seams
 
     cache = _cache(args)
     if cache is None:
@@ -637,31 +613,7 @@ def _release_seams(args: argparse.Namespace, python: str, progress: Callable[[st
             args.python_version = python_version_of(_facts(python))
         return _remote(args)()
 
-    def with_store(ask: Callable[[SymbolStore], T]) -> T | None:
-        assert cache is not None
-        store = SymbolStore.open(cache.root)
-        if store is None:
-            return None
-        try:
-            return ask(store)
-        except AbifitError:  # the index cannot say: the explanation goes on without it
-            return None
-        finally:
-            store.close()
-
-    def releases(symbol: str, package: str, version: str | None) -> HistoryReport | None:
-        public = version.split("+", 1)[0] if version else None
-        return with_store(lambda store: history(
-            symbol, package, f"<={public}" if public else None, remote(), store, progress,
-            newest=args.releases))
-
-    def fits(extension: str, package: str, version: str,
-             owns: Callable[[str], bool]) -> tuple[Fit, ...] | None:
-        return with_store(lambda store: fitting_releases(
-            extension, package, version, owns, remote(), store, progress,
-            newest=args.releases))
-
-    return releases, fits
+    return release_seams(remote, cache.root, args.releases, progress)
 
 
 def _doctor_index(args: argparse.Namespace) -> Callable[[], RemoteContext]:

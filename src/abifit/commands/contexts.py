@@ -119,3 +119,21 @@ def symbol_filter(symbols: str | SymbolSelection | None, match: str | None) -> S
     except ValueError as e:
         names = ", ".join(s.value for s in SymbolSelection)
         raise UsageError(f"symbols {symbols!r}: expected one of {names}") from e
+
+
+def standing_in(requirements: Sequence[str]) -> dict[str, str]:
+    """`--with NAME==VERSION` pins (explain's) as canonical name -> version."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    out: dict[str, str] = {}
+    for text in requirements:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement as e:
+            raise UsageError(f"--with {text!r}: {str(e).splitlines()[0]}") from e
+        pinned = [s.version for s in requirement.specifier if s.operator in ("==", "===")]
+        if len(pinned) != 1 or "*" in pinned[0]:
+            raise UsageError(f"--with {text!r}: give one release, as NAME==VERSION")
+        out[canonicalize_name(requirement.name)] = pinned[0]
+    return out

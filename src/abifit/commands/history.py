@@ -17,17 +17,20 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from abifit.errors import UsageError
+from abifit.errors import AbifitError, UsageError
 from abifit.formats.demangle import compare_signatures, demangle, parse_signature
 from abifit.remote.index import IndexFile
 from abifit.remote.store import StoredSymbol, SymbolStore
 from abifit.remote.wheels import RemoteContext, RemoteWheel, store_key
 
 Progress = Callable[[str], None]
+T = TypeVar("T")
 NEWEST_BY_DEFAULT = 5  # releases read when neither --versions nor the store names any
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _GLOB = re.compile(r"[*?\[]")
@@ -335,3 +338,42 @@ def fitting_releases(extension: str, owner: str, version: str, owns: Callable[[s
         needed = sorted(n for n in store.needed_from(extension, release, ()) if owns(n))
         fits.append(Fit(release, len(needed), tuple(n for n in needed if n not in defined)))
     return tuple(fits)
+
+
+# ---------------------------------------------------------------------------------------------
+# The seams `explain` asks the releases through
+
+
+def release_seams(remote: Callable[[], RemoteContext], store_root: Path, releases: int,
+                  progress: Progress,
+                  ) -> tuple[Callable[[str, str, str | None], HistoryReport | None],
+                             Callable[[str, str, str, Callable[[str], bool]],
+                                      tuple[Fit, ...] | None]]:
+    """`explain`'s `SymbolHistory` and `ExtensionFits` over the index `remote` makes and the
+    symbol store under `store_root`: `history` over the `releases` newest releases up to the
+    version asked about, and the `releases` newest releases of the extension with what they
+    need of that version. A seam answers None when the store cannot be opened or the index
+    cannot say: the explanation goes on without it."""
+    def with_store(ask: Callable[[SymbolStore], T]) -> T | None:
+        store = SymbolStore.open(store_root)
+        if store is None:
+            return None
+        try:
+            return ask(store)
+        except AbifitError:
+            return None
+        finally:
+            store.close()
+
+    def defining(symbol: str, package: str, version: str | None) -> HistoryReport | None:
+        public = version.split("+", 1)[0] if version else None
+        return with_store(lambda store: history(
+            symbol, package, f"<={public}" if public else None, remote(), store, progress,
+            newest=releases))
+
+    def fitting(extension: str, package: str, version: str,
+                owns: Callable[[str], bool]) -> tuple[Fit, ...] | None:
+        return with_store(lambda store: fitting_releases(
+            extension, package, version, owns, remote(), store, progress, newest=releases))
+
+    return defining, fitting

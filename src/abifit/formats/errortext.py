@@ -3,7 +3,9 @@
 `read_clues` takes what a user pasted (one message, a whole traceback, a terminal's coloured and
 wrapped output) and returns the messages it recognises, in the order they appear, each once:
 
-- `UndefinedSymbol`: ``[OBJ: ]undefined symbol: NAME`` (glibc's `dlopen` error; ``(NAME)`` too);
+- `UndefinedSymbol`: ``[OBJ: ]undefined symbol: NAME[, version V]`` (glibc's `dlopen` error;
+  ``(NAME)`` too), and glibc's ``OBJ: symbol NAME version V not defined in file LIB with link
+  time reference``;
 - `MissingLibrary`: ``LIB: cannot open shared object file: No such file or directory``, with
   the program before ``error while loading shared libraries:`` when there is one;
 - `MissingVersion`: ``[LIB: ]version `V' not found (required by OBJ)`` (GLIBC_, GLIBCXX_,
@@ -122,6 +124,9 @@ _SO = rf"{_PATH}\.so(?:\.[\w.]+)?|/{_PATH}"
 
 _UNDEFINED = re.compile(
     rf"(?:(?P<obj>{_SO})\s*:\s*)?undefined\s+symbol\s*:?\s*\(?\s*(?P<sym>[A-Za-z_.$][\w.$@]*)\)?")
+_NOT_DEFINED_IN_FILE = re.compile(  # glibc elf/dl-lookup.c, a version the file hides
+    rf"(?:(?P<obj>{_SO})\s*:\s*)?symbol\s+(?P<sym>[A-Za-z_.$][\w.$@]*)\s+version\s+\S+"
+    rf"\s+not\s+defined\s+in\s+file\s+{_PATH}\s+with\s+link\s+time\s+reference")
 _MISSING_LIBRARY = re.compile(
     rf"(?:(?P<obj>{_PATH})\s*:\s*error\s+while\s+loading\s+shared\s+libraries\s*:\s*)?"
     rf"(?P<lib>{_PATH})\s*:\s*cannot\s+open\s+shared\s+object\s+file")
@@ -168,6 +173,7 @@ def _unsupported(m: re.Match[str]) -> Clue:
 
 _READERS = (
     (_UNDEFINED, _undefined),
+    (_NOT_DEFINED_IN_FILE, _undefined),
     (_MISSING_LIBRARY, _missing_library),
     (_MISSING_VERSION, _missing_version),
     (_NO_KERNEL, lambda _m: NoKernelImage()),
