@@ -11,8 +11,10 @@ and CUDA texts here are the upstream ones:
   torchvision has CUDA Version={tv_major}.{tv_minor}. Please reinstall the torchvision that
   matches your PyTorch install.";
 - the CUDA runtime's `cudaGetErrorString`: "no kernel image is available for execution on the
-  device" (cudaErrorNoKernelImageForDevice), "CUDA driver version is insufficient for CUDA
-  runtime version" (cudaErrorInsufficientDriver);
+  device" (cudaErrorNoKernelImageForDevice; the same text came back on an H200, sm_90, driver
+  580.159.04, from a kernel built for sm_80 alone, and `abifit explain` read it there against
+  torch 2.11 cu130's environment), "CUDA driver version is insufficient for CUDA runtime
+  version" (cudaErrorInsufficientDriver);
 - glibc 2.36's text for a symbol whose version node the library has but not for it,
   "undefined symbol: bar, version VERS_1" (produced by a library rebuilt with `bar` moved from
   VERS_1 to VERS_2), and elf/dl-lookup.c's "symbol %s version %s not defined in file %s with
