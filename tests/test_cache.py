@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from abifit.cli import main
-from abifit.remote.cache import BUCKETS, Cache, RootState
+from abifit.remote.cache import BUCKETS, SYMBOLS_STORE, Cache, RootState
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "src/abifit/report/schemas"
                      / "cache.schema.json").read_text("utf-8"))
@@ -35,10 +35,11 @@ def filled(tmp_path: Path) -> Path:
 
 
 def test_info_counts_each_bucket(filled: Path) -> None:
-    """`Cache.info` counts the files and bytes of every bucket, in BUCKETS order."""
+    """`Cache.info` counts the files and bytes of every bucket, in BUCKETS order, then the
+    symbol store's."""
     info = Cache(filled).info()
     assert info.state is RootState.DIRECTORY and info.root == filled
-    assert [b.name for b in info.buckets] == list(BUCKETS)
+    assert [b.name for b in info.buckets] == [*BUCKETS, SYMBOLS_STORE]
     counts = {b.name: b.entries for b in info.buckets}
     assert (counts["index-v2"], counts["views-v2"], counts["elf-v2"]) == (2, 1, 0)
     assert info.entries == 3 and info.bytes == sum(b.bytes for b in info.buckets) > 0
@@ -75,7 +76,7 @@ def test_cache_info_text_ends_with_the_total_and_the_directory(
     code, out, err = run(capsys, "info", "--cache-dir", str(filled))
     lines = out.splitlines()
     assert (code, err) == (0, "")
-    assert [line.split()[0] for line in lines[:-2]] == list(BUCKETS)
+    assert [line.split()[0] for line in lines[:-2]] == [*BUCKETS, SYMBOLS_STORE]
     assert lines[-2].split()[:3] == ["total", "3", "entries"]
     assert lines[-1] == str(filled)
 
@@ -171,3 +172,19 @@ def test_clean_of_a_cache_it_cannot_write_is_an_error(
     assert entry.exists()
     assert captured.err.startswith(f"error: {filled}: could not remove")
     assert "removed" not in captured.out
+
+
+def test_the_symbol_store_is_counted_and_cleaned(filled: Path) -> None:
+    """The symbol store's database at the root is counted with the buckets, and `clean`
+    removes it with them."""
+    from abifit.remote.store import SymbolStore
+
+    store = SymbolStore.open(filled)
+    assert store is not None
+    store.close()
+    cache = Cache(filled)
+    counted = {b.name: b for b in cache.info().buckets}[SYMBOLS_STORE]
+    assert counted.entries >= 1 and counted.bytes > 0
+    cache.clean()
+    assert not list(filled.glob(f"{SYMBOLS_STORE}.sqlite*"))
+    assert cache.info().bytes == 0

@@ -25,6 +25,7 @@ never sees half an entry, however many abifit processes run and whenever one is 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -48,6 +49,9 @@ GPU_BUCKET = "gpu-v1"
 RUNS_BUCKET = "runs-v1"
 BUCKETS = (ELF_BUCKET, VIEWS_BUCKET, INDEX_BUCKET, CHECKS_BUCKET, PYCODE_BUCKET, DIGESTS_BUCKET,
            GPU_BUCKET, RUNS_BUCKET)
+# the symbol store (`abifit.remote.store`): one SQLite database at the root, with the files
+# SQLite keeps beside it (`-wal`, `-shm`); counted and cleaned with the buckets
+SYMBOLS_STORE = "symbols-v1"
 
 ENTRY_MAGIC = b"abifit-c"
 ENTRY_FORMAT = 1
@@ -220,7 +224,17 @@ class Cache:
                     except OSError:
                         continue
             out.append(BucketInfo(name, entries, size))
+        store = self._store_files()
+        out.append(BucketInfo(SYMBOLS_STORE, len(store), sum(size for _, size in store)))
         return CacheInfo(self.root, state, tuple(out))
+
+    def _store_files(self) -> list[tuple[Path, int]]:
+        """The symbol store's files (the database and SQLite's files beside it), with sizes."""
+        out = []
+        for path in self.root.glob(f"{SYMBOLS_STORE}.sqlite*") if self.root.is_dir() else ():
+            with contextlib.suppress(OSError):
+                out.append((path, path.stat().st_size))
+        return out
 
     def clean(self) -> int:
         """Remove every bucket; returns the bytes freed. Raises `CacheError` when something
@@ -237,6 +251,11 @@ class Cache:
                     shutil.rmtree(self.bucket(name), onexc=note)
                 else:
                     shutil.rmtree(self.bucket(name), onerror=note)
+        for path, _size in self._store_files():
+            try:
+                path.unlink()
+            except OSError:
+                failed.append(str(path))
         freed = before - self.info().bytes
         if failed:
             raise CacheError(f"{self.root}: could not remove {len(failed)} cache file(s) or "

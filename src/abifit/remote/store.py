@@ -39,11 +39,12 @@ from packaging.version import InvalidVersion, Version
 
 from abifit.formats.elf import SHN_UNDEF
 from abifit.formats.storefile import DumpObject, DumpWheel, StoreDump
+from abifit.remote.cache import SYMBOLS_STORE
 
 if TYPE_CHECKING:
     from abifit.formats.elf import ElfImage
 
-STORE_NAME = "symbols-v1.sqlite"
+STORE_NAME = f"{SYMBOLS_STORE}.sqlite"
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT = 60.0  # seconds a writer waits for another process's transaction
 CACHE_KIB = 64 << 10  # page cache of a connection (SQLite allocates it as pages are used)
