@@ -257,13 +257,10 @@ def history(
     kept in the symbol store of the cache directory."""
     from abifit.commands.contexts import index_context, open_cache
     from abifit.commands.history import history as symbol_history
-    from abifit.remote.store import SymbolStore
+    from abifit.commands.history import history_store
 
     cache = open_cache(cache_dir, os.environ)
-    store = SymbolStore.open(cache.root) if cache is not None else None
-    if store is None:
-        raise UsageError("history keeps what it reads in the symbol store of the cache "
-                         "directory, which cannot be opened")
+    store = history_store(cache)
     make = index_context(lambda: cache, os.environ, offline=offline, index_url=index_url,
                          python_version=python_version, platforms=platforms)
     with _closing(make) as remote, contextlib.closing(store):

@@ -706,18 +706,11 @@ def _run_variants(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _run_history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.commands.history import history
-    from abifit.remote.store import SymbolStore
+    from abifit.commands.history import history, history_store
     from abifit.report.history import history_json, history_text
     from abifit.report.json import dumps
 
-    cache = _cache(args)
-    if cache is None:
-        raise UsageError("history keeps what it reads in the symbol store of the cache "
-                         "directory: it cannot run with --no-cache")
-    store = SymbolStore.open(cache.root)
-    if store is None:
-        raise UsageError(f"history: the symbol store under {cache.root} cannot be opened")
+    store = history_store(_cache(args))
     remote = _remote(args)
     try:
         report = history(args.symbol, args.package, args.versions, remote(), store,

@@ -367,6 +367,7 @@ def _undefined_symbol(clue: UndefinedSymbol, env: TargetEnvironment) -> Explanat
     notes: list[str] = []
     provider = None
     releases: ReleasesSay | None = None
+    version: str | None = None
     if package is not None:
         version, how = env.version_of(package)
         notes.append(how)
@@ -380,7 +381,6 @@ def _undefined_symbol(clue: UndefinedSymbol, env: TargetEnvironment) -> Explanat
     if fix is None and package is not None:
         dist = sim.located.distribution if sim.located else None
         obj = dist.name if dist else "the extension"
-        version, _how = env.version_of(package)
         against = f"{package}" + (f" {version}" if version else "")
         if releases is not None and releases.newest is not None:
             fix = (f"`pip install {package}=={releases.newest}` (the newest release examined "

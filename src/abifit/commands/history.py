@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from abifit.errors import AbifitError, UsageError
 from abifit.formats.demangle import compare_signatures, demangle, parse_signature
+from abifit.remote.cache import Cache
 from abifit.remote.index import IndexFile
 from abifit.remote.store import StoredSymbol, SymbolStore
-from abifit.remote.wheels import RemoteContext, RemoteWheel, store_key
+from abifit.remote.wheels import RemoteContext, RemoteWheel, is_recorded
 
 Progress = Callable[[str], None]
 T = TypeVar("T")
@@ -238,8 +238,9 @@ def history(query: str, package: str, spec: str | None, ctx: RemoteContext,
     from abifit.commands.matrix import host_wheels
 
     name = canonicalize_name(package)
-    if spec is None and store.releases(name):
-        versions = _ordered(v for v, _ in store.releases(name))
+    recorded = store.releases(name) if spec is None else []
+    if recorded:  # oldest first, a release once however many of its wheels are recorded
+        versions = list(dict.fromkeys(version for version, _wheel in recorded))
         read: list[str] = []
     else:
         _check_specifier(spec)
@@ -248,13 +249,24 @@ def history(query: str, package: str, spec: str | None, ctx: RemoteContext,
             files = files[:newest or NEWEST_BY_DEFAULT]
         files.reverse()
         versions = [_version_of(f) for f in files]
-        missing = [f for f in files if not _recorded(store, f)]
+        missing = [f for f in files if not is_recorded(store, f, ctx.cache)]
         read = [_version_of(f) for f in missing]
         _record(missing, ctx, store, progress, jobs)
     rows = candidates(store, name, query)
     forms = forms_of(rows, versions)
     return HistoryReport(query, name, tuple(versions), forms, changes_of(forms, versions),
                          tuple(read))
+
+
+def history_store(cache: Cache | None) -> SymbolStore:
+    """The symbol store history keeps what it reads in: the cache directory's (`CacheError`
+    when it cannot be opened); a UsageError without a cache."""
+    from abifit.commands.index import open_store
+
+    if cache is None:
+        raise UsageError("history keeps what it reads in the symbol store of the cache "
+                         "directory: it cannot run with --no-cache")
+    return open_store(cache.root)
 
 
 def _check_specifier(spec: str | None) -> None:
@@ -268,24 +280,10 @@ def _check_specifier(spec: str | None) -> None:
                          ) from e
 
 
-def _ordered(versions: Iterable[str]) -> list[str]:
-    def key(v: str) -> tuple[int, Version | str]:
-        try:
-            return (0, Version(v))
-        except InvalidVersion:
-            return (1, v)
-
-    return sorted(set(versions), key=key)
-
-
 def _version_of(file: IndexFile) -> str:
     wheel = file.wheel()
     assert wheel is not None  # host_wheels gives wheels only
     return str(wheel[1])
-
-
-def _recorded(store: SymbolStore, file: IndexFile) -> bool:
-    return store.has_wheel(store_key(file))
 
 
 def _record(files: Sequence[IndexFile], ctx: RemoteContext, store: SymbolStore,
@@ -329,7 +327,7 @@ def fitting_releases(extension: str, owner: str, version: str, owns: Callable[[s
     _, files = host_wheels(extension, ctx)
     files = files[:newest]
     _, owner_files = host_wheels(f"{owner}=={version}", ctx)
-    wanted = [f for f in [*owner_files[:1], *files] if not _recorded(store, f)]
+    wanted = [f for f in [*owner_files[:1], *files] if not is_recorded(store, f, ctx.cache)]
     _record(wanted, ctx, store, progress, jobs)
     defined = store.defined_names(owner, version)
     fits = []
@@ -354,16 +352,14 @@ def release_seams(remote: Callable[[], RemoteContext], store_root: Path, release
     version asked about, and the `releases` newest releases of the extension with what they
     need of that version. A seam answers None when the store cannot be opened or the index
     cannot say: the explanation goes on without it."""
+    from abifit.commands.index import open_store
+
     def with_store(ask: Callable[[SymbolStore], T]) -> T | None:
-        store = SymbolStore.open(store_root)
-        if store is None:
-            return None
         try:
-            return ask(store)
+            with open_store(store_root) as store:
+                return ask(store)
         except AbifitError:
             return None
-        finally:
-            store.close()
 
     def defining(symbol: str, package: str, version: str | None) -> HistoryReport | None:
         public = version.split("+", 1)[0] if version else None

@@ -120,7 +120,7 @@ def _add_one(file: IndexFile, ctx: RemoteContext, store: SymbolStore,
     from packaging.utils import canonicalize_name
 
     from abifit.remote.http import HttpClient
-    from abifit.remote.wheels import RemoteWheel, content_addressed, store_key
+    from abifit.remote.wheels import RemoteWheel, is_recorded
 
     wheel = file.wheel()
     assert wheel is not None
@@ -128,7 +128,7 @@ def _add_one(file: IndexFile, ctx: RemoteContext, store: SymbolStore,
     client = HttpClient() if ctx.client is not None else None
     own = replace(ctx, client=client)
     try:
-        if store.has_wheel(store_key(content_addressed(file, ctx.cache))):
+        if is_recorded(store, file, ctx.cache):
             return replace(base, status="present")
         progress(f"{file.filename}: reading")
         recorded = RemoteWheel(file, own).record_views(store, progress)

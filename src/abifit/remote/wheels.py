@@ -888,6 +888,12 @@ def store_key(file: IndexFile) -> str:
     return view_key(file) or "url:" + file.url.split("#", 1)[0]
 
 
+def is_recorded(store: SymbolStore, file: IndexFile, cache: Cache | None) -> bool:
+    """Whether the store holds `file`'s wheel, under the key `record_views` records it by (a
+    local file's by the sha256 of its bytes, `content_addressed`)."""
+    return store.has_wheel(store_key(content_addressed(file, cache)))
+
+
 def member_views(
     file: IndexFile, ctx: RemoteContext, progress: Callable[[str], None],
     wheel: RemoteWheel | None = None, jobs: int = READ_JOBS,
