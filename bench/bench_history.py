@@ -107,8 +107,8 @@ def main() -> int:
         assert isinstance(transfer, dict)
         fetched = int(transfer.get("bytes_fetched", 0))
         wheel_bytes = int(transfer.get("wheel_bytes", 0))
-        store = cache / "symbols-v1.sqlite"
-        store_bytes = sum(p.stat().st_size for p in cache.glob("symbols-v1.sqlite*"))
+        store = cache / "symbols-v2.sqlite"
+        store_bytes = sum(p.stat().st_size for p in cache.glob("symbols-v2.sqlite*"))
         warm = []
         warm_fetched = []
         for n in range(args.runs):

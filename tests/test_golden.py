@@ -1214,7 +1214,7 @@ def variants_pyzmq() -> VariantsReport:
     )
 
 
-STORE = Path("/home/user/.cache/abifit/symbols-v1.sqlite")
+STORE = Path("/home/user/.cache/abifit/symbols-v2.sqlite")
 
 
 def index_add() -> IndexAddReport:
@@ -1235,7 +1235,7 @@ def index_add() -> IndexAddReport:
 
 def index_info() -> StoreInfo:
     return StoreInfo(STORE, 58_413_056, (StoredPackage("sgl-kernel", 3, 3),
-                                         StoredPackage("torch", 20, 24)), 301_448, 2_904_112)
+                                         StoredPackage("torch", 20, 24, 2)), 301_448, 2_904_112)
 
 
 def index_import() -> IndexTransferReport:

@@ -114,7 +114,7 @@ def test_a_store_rebuilt_from_the_view_cache_fetches_nothing(
     """With the store removed but the cached views kept, adding again reads the views from the
     cache: the wheel is recorded, with no wheel bytes fetched."""
     add(capsys, monkeypatch, tmp_path, loopback_index, "fpkg==2.0")
-    (tmp_path / "symbols-v1.sqlite").unlink()
+    (tmp_path / "symbols-v2.sqlite").unlink()
     result = add(capsys, monkeypatch, tmp_path, loopback_index, "fpkg==2.0")
     [wheel] = result["wheels"]  # type: ignore[misc]
     assert (wheel["status"], wheel["bytes_fetched"]) == ("recorded", 0)
@@ -137,7 +137,7 @@ def test_export_then_import_into_an_empty_cache(
     assert (doc["result"]["wheels"], doc["result"]["skipped"]) == (2, 0)
     code, out, _err = run(capsys, monkeypatch, there, "import", str(file))
     assert (code, out) == (0, f"recorded 0 wheel(s) from {file} in "
-                           f"{there / 'symbols-v1.sqlite'}; 2 there already\n")
+                           f"{there / 'symbols-v2.sqlite'}; 2 there already\n")
     with opened(here) as a, opened(there) as b:
         for pattern in ("_Z1f*", "puts", "*"):
             assert a.symbols("fpkg", pattern) == b.symbols("fpkg", pattern)

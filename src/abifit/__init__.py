@@ -279,6 +279,8 @@ def _names(given: str | Sequence[str]) -> list[str]:
 @contextlib.contextmanager
 def _closing(make: Callable[[], RemoteContext]) -> Iterator[Callable[[], RemoteContext]]:
     """`make`, and on leaving, the connections of the index context it made (if it made one)."""
+    from abifit.commands.contexts import finish_runs
+
     made: list[RemoteContext] = []
 
     def remote() -> RemoteContext:
@@ -289,6 +291,7 @@ def _closing(make: Callable[[], RemoteContext]) -> Iterator[Callable[[], RemoteC
     try:
         yield remote
     finally:
+        finish_runs()  # what the run read goes into the symbol store
         for ctx in made:
             if ctx.client is not None:
                 ctx.client.close()

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, TextIO
 from abifit import __version__
 from abifit.commands.contexts import (
     cache_root,
+    finish_runs,
     index_context,
     interpreter_facts,
     open_cache,
@@ -777,7 +778,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _diagnostics(args.verbose, err):
             _check_interpreter(args)
-            return _run(args, out, err)
+            try:
+                return _run(args, out, err)
+            finally:
+                finish_runs()  # what the run read goes into the symbol store
     except AbifitError as e:
         return _error(err, args, str(e), e)
     except BrokenPipeError:

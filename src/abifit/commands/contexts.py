@@ -93,9 +93,24 @@ def index_context(
             tell(message)
 
         index = PackageIndex(cached_fetch(client, store), config, warn=warned)
-        return RemoteContext(index, client, store, target, prereleases, state)
+        made = RemoteContext(index, client, store, target, prereleases, state)
+        _UNFINISHED.append(made)
+        return made
 
     return make
+
+
+_UNFINISHED: list[RemoteContext] = []  # contexts made and not yet finished (`finish_runs`)
+
+
+def finish_runs() -> None:
+    """End the runs of the index contexts made since the last call: the views each read are
+    noted in the symbol store (`remote.wheels.record_seen`). The command and the library API
+    call it once a command is done."""
+    from abifit.remote.wheels import record_seen
+
+    while _UNFINISHED:
+        record_seen(_UNFINISHED.pop())
 
 
 def warn_on_stderr(message: str) -> None:

@@ -71,10 +71,16 @@ class IndexTransferReport:
 
 
 def open_store(root: Path) -> SymbolStore:
-    """The symbol store of the cache directory `root`; `CacheError` when it cannot be opened."""
+    """The symbol store of the cache directory `root`, with the views other commands noted as
+    read recorded first (`remote.wheels.index_seen`, from the cache of views there);
+    `CacheError` when it cannot be opened."""
+    from abifit.remote.cache import Cache
+    from abifit.remote.wheels import index_seen
+
     store = SymbolStore.open(root)
     if store is None:
         raise CacheError(f"{root}: cannot open or create the symbol store there")
+    index_seen(store, Cache(root))
     return store
 
 

@@ -509,6 +509,13 @@ def might_be_elf(path: str) -> bool:
     return not dot or not stem or "." + ext not in _NOT_BINARY
 
 
+def is_library_name(path: str) -> bool:
+    """Whether a file name is a shared library's or an extension module's (`.so`, `.so.N`):
+    what a process loads, as opposed to an executable."""
+    base = path.rpartition("/")[2]
+    return ".so" in base and _SO_NAME.search(base) is not None
+
+
 def is_elf(head: bytes) -> bool:
     """Whether bytes start like an ELF file."""
     return head[:4] == ELF_MAGIC

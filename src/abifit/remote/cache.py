@@ -51,7 +51,7 @@ BUCKETS = (ELF_BUCKET, VIEWS_BUCKET, INDEX_BUCKET, CHECKS_BUCKET, PYCODE_BUCKET,
            GPU_BUCKET, RUNS_BUCKET)
 # the symbol store (`abifit.remote.store`): one SQLite database at the root, with the files
 # SQLite keeps beside it (`-wal`, `-shm`); counted and cleaned with the buckets
-SYMBOLS_STORE = "symbols-v1"
+SYMBOLS_STORE = "symbols-v2"
 
 ENTRY_MAGIC = b"abifit-c"
 ENTRY_FORMAT = 1

@@ -1,12 +1,23 @@
-"""The symbol store: every dynamic view `abifit index add` reads from a wheel, kept in one SQLite
-database (`STORE_NAME`, in the cache directory) that can be queried by symbol name.
+"""The symbol store: every dynamic view abifit reads from a wheel, kept in one SQLite database
+(`STORE_NAME`, in the cache directory) that can be queried by symbol name.
 
-    wheels   (id, key UNIQUE, package, version, wheel)      one recorded wheel
+    wheels   (id, key UNIQUE, package, version, wheel,      one recorded wheel; complete: every
+              complete)                                     library and extension module of it
     objects  (id, wheel_id, member, soname)                 one ELF member of a wheel
     names    (id, name UNIQUE)                              each mangled name once
     versions (id, name UNIQUE)                              each symbol version node once
     symbols  (object_id, name_id, version_id, defined)      WITHOUT ROWID, keyed in that order;
                                                             version_id 0: unversioned
+    seen     (key, member, package, version, wheel, entry)  views a command read, waiting
+
+Two ways in. `record` writes a whole wheel at once (`index add`, `history`, `explain`: every
+member that a process can load, `complete`). Any other command that reads a view (`check`,
+`inspect`, `matrix`, `variants`, local wheels as remote ones) notes it in `seen` as it ends
+(`note_seen`: a few rows, milliseconds, nothing decoded); the views themselves are in the
+cache of views already, and `index_seen` moves them into `objects` and `symbols` before the
+store is next queried (`abifit.remote.wheels.index_seen`), as a wheel that is not `complete`
+unless every one of its members was read. So every view read is recorded, and writing stays
+off the commands' paths; a seen view that the cache no longer holds is dropped.
 
 Names are stored once however many releases hold them, so twenty releases of a library of 75k
 symbols hold 75k-odd names and 1.5M small rows. `symbols_name` indexes the rows by name: a
@@ -28,7 +39,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,13 +56,14 @@ if TYPE_CHECKING:
     from abifit.formats.elf import ElfImage
 
 STORE_NAME = f"{SYMBOLS_STORE}.sqlite"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT = 60.0  # seconds a writer waits for another process's transaction
 CACHE_KIB = 64 << 10  # page cache of a connection (SQLite allocates it as pages are used)
 
 _SCHEMA = (
     "CREATE TABLE wheels (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, "
-    "package TEXT NOT NULL, version TEXT NOT NULL, wheel TEXT NOT NULL)",
+    "package TEXT NOT NULL, version TEXT NOT NULL, wheel TEXT NOT NULL, "
+    "complete INTEGER NOT NULL)",
     "CREATE INDEX wheels_package ON wheels (package, version)",
     "CREATE TABLE objects (id INTEGER PRIMARY KEY, wheel_id INTEGER NOT NULL, "
     "member TEXT NOT NULL, soname TEXT)",
@@ -62,6 +74,9 @@ _SCHEMA = (
     "version_id INTEGER NOT NULL, defined INTEGER NOT NULL, "
     "PRIMARY KEY (object_id, name_id, version_id, defined)) WITHOUT ROWID",
     "CREATE INDEX symbols_name ON symbols (name_id)",
+    "CREATE TABLE seen (key TEXT NOT NULL, member TEXT NOT NULL, package TEXT NOT NULL, "
+    "version TEXT NOT NULL, wheel TEXT NOT NULL, entry TEXT NOT NULL, "
+    "PRIMARY KEY (key, member)) WITHOUT ROWID",
 )
 
 # A symbol row with everything a query returns. The CROSS JOINs fix the order: from the names
@@ -93,11 +108,25 @@ class StoredSymbol:
 
 @dataclass(frozen=True, slots=True)
 class StoredPackage:
-    """A package of the store: its releases and wheels recorded."""
+    """A package of the store: its releases and wheels recorded (`partial`: of those wheels,
+    the ones only some members of which were read)."""
 
     package: str
     releases: int
     wheels: int
+    partial: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SeenView:
+    """A dynamic view a command read from a wheel, where the cache of views holds it."""
+
+    key: str  # the wheel's (`abifit.remote.wheels.store_key`; the views cache's key too)
+    member: str  # member path inside the wheel
+    package: str
+    version: str
+    wheel: str  # wheel file name
+    entry: str  # the view's entry in the cache of views
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,16 +224,65 @@ class SymbolStore:
         names = self._id_of(cursor, "names", (n for _m, _s, rows in objects for n, _v, _d in rows))
         versions = self._id_of(cursor, "versions", {v for _m, _s, rows in objects
                                                     for _n, v, _d in rows if v is not None})
-        wheel_id = _new_wheel(cursor, key, package, version, wheel)
+        wheel_id = _new_wheel(cursor, key, package, version, wheel, True)
         for member, soname, rows in objects:
             _add_object(cursor, wheel_id, member, soname,
                         [(names[n], 0 if v is None else versions[v], d) for n, v, d in rows])
 
     def has_wheel(self, wheel_key: str) -> bool:
-        """Whether the wheel of this key (`abifit.remote.wheels.view_key`) is recorded."""
+        """Whether the wheel of this key (`abifit.remote.wheels.view_key`) is recorded whole."""
         with self._lock:
-            row = self._db.execute("SELECT 1 FROM wheels WHERE key = ?", (wheel_key,)).fetchone()
+            row = self._db.execute("SELECT 1 FROM wheels WHERE key = ? AND complete = 1",
+                                   (wheel_key,)).fetchone()
         return row is not None
+
+    def note_seen(self, views: Iterable[SeenView]) -> None:
+        """Note views a command read (see the module's docstring), in one transaction."""
+        rows = [(v.key, v.member, str(canonicalize_name(v.package)), v.version, v.wheel, v.entry)
+                for v in views]
+        if rows:
+            with self._writing() as cursor:
+                cursor.executemany("INSERT OR REPLACE INTO seen VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+    def seen(self) -> list[SeenView]:
+        """The views noted and not yet recorded, by wheel key and member."""
+        with self._lock:
+            rows = self._db.execute("SELECT key, member, package, version, wheel, entry "
+                                    "FROM seen ORDER BY key, member").fetchall()
+        return [SeenView(*(str(field) for field in row)) for row in rows]
+
+    def record_seen(self, seen: Sequence[SeenView], views: Iterable[tuple[str, ElfImage]],
+                    complete: bool) -> None:
+        """Record the `views` (member path, view) of the seen views of one wheel, `seen`, and
+        forget those: added to the wheel's objects (a member recorded before is replaced),
+        nothing added to a wheel recorded whole. `complete`: the wheel now holds every member
+        a process can load."""
+        if not seen:
+            return
+        first = seen[0]
+        objects = [(member, image.soname, _symbol_rows(image)) for member, image in views]
+        with self._writing() as cursor:
+            row = cursor.execute("SELECT id, complete FROM wheels WHERE key = ?",
+                                 (first.key,)).fetchone()
+            if row is None or not row[1]:
+                self._add_members(cursor, first, row[0] if row else None, objects, complete)
+            cursor.executemany("DELETE FROM seen WHERE key = ? AND member = ?",
+                               [(v.key, v.member) for v in seen])
+
+    def _add_members(self, cursor: sqlite3.Cursor, wheel: SeenView, wheel_id: int | None,
+                     objects: list[tuple[str, str | None, list[_Row]]], complete: bool) -> None:
+        names = self._id_of(cursor, "names", (n for _m, _s, rows in objects for n, _v, _d in rows))
+        versions = self._id_of(cursor, "versions", {v for _m, _s, rows in objects
+                                                    for _n, v, _d in rows if v is not None})
+        if wheel_id is None:
+            wheel_id = _new_wheel(cursor, wheel.key, str(canonicalize_name(wheel.package)),
+                                  wheel.version, wheel.wheel, complete)
+        elif complete:
+            cursor.execute("UPDATE wheels SET complete = 1 WHERE id = ?", (wheel_id,))
+        for member, soname, rows in objects:
+            _delete_object(cursor, wheel_id, member)
+            _add_object(cursor, wheel_id, member, soname,
+                        [(names[n], 0 if v is None else versions[v], d) for n, v, d in rows])
 
     def record(self, wheel_key: str, package: str, version: str, wheel: str,
                views: Iterable[tuple[str, ElfImage]]) -> None:
@@ -216,10 +294,10 @@ class SymbolStore:
                                wheel, objects)
 
     def releases(self, package: str) -> list[tuple[str, str]]:
-        """(version, wheel) of every wheel of `package` recorded, oldest release first."""
+        """(version, wheel) of every wheel of `package` recorded whole, oldest release first."""
         with self._lock:
-            rows = self._db.execute("SELECT version, wheel FROM wheels WHERE package = ?",
-                                    (canonicalize_name(package),)).fetchall()
+            rows = self._db.execute("SELECT version, wheel FROM wheels WHERE package = ? "
+                                    "AND complete = 1", (canonicalize_name(package),)).fetchall()
         return sorted(((str(v), str(w)) for v, w in rows),
                       key=lambda r: (_version_key(r[0]), r[1]))
 
@@ -300,8 +378,8 @@ class SymbolStore:
         """The store's file size, its packages with their releases and wheels, and counts."""
         with self._lock:
             packages = self._db.execute(
-                "SELECT package, count(DISTINCT version), count(*) FROM wheels "
-                "GROUP BY package ORDER BY package").fetchall()
+                "SELECT package, count(DISTINCT version), count(*), count(*) - sum(complete) "
+                "FROM wheels GROUP BY package ORDER BY package").fetchall()
             names = self._db.execute("SELECT count(*) FROM names").fetchone()[0]
             symbols = self._db.execute("SELECT count(*) FROM symbols").fetchone()[0]
         size = 0
@@ -310,23 +388,27 @@ class SymbolStore:
                 size += os.stat(f"{self.path}{suffix}").st_size
             except OSError:
                 continue
-        return StoreInfo(self.path, size, tuple(StoredPackage(str(p), int(r), int(w))
-                                                for p, r, w in packages),
+        return StoreInfo(self.path, size, tuple(StoredPackage(str(p), int(r), int(w), int(x))
+                                                for p, r, w, x in packages),
                          int(names), int(symbols))
 
     def dump(self) -> StoreDump:
-        """Everything recorded, as `abifit.formats.storefile` writes it."""
+        """Every wheel recorded whole, as `abifit.formats.storefile` writes it (the members
+        commands happened to read of other wheels stay here)."""
         with self._lock:
             db = self._db
             db.execute("BEGIN")  # one snapshot, whatever other processes write meanwhile
             try:
-                used = db.execute("SELECT id, name FROM names WHERE id IN "
-                                  "(SELECT name_id FROM symbols) ORDER BY id").fetchall()
+                used = db.execute(
+                    "SELECT id, name FROM names WHERE id IN (SELECT s.name_id FROM symbols s "
+                    "JOIN objects o ON o.id = s.object_id JOIN wheels w ON w.id = o.wheel_id "
+                    "WHERE w.complete = 1) ORDER BY id").fetchall()
                 vers = db.execute("SELECT id, name FROM versions ORDER BY id").fetchall()
                 wheels = db.execute("SELECT id, key, package, version, wheel FROM wheels "
-                                    "ORDER BY package, id").fetchall()
-                objects = db.execute("SELECT id, wheel_id, member, soname FROM objects "
-                                     "ORDER BY id").fetchall()
+                                    "WHERE complete = 1 ORDER BY package, id").fetchall()
+                objects = db.execute("SELECT o.id, o.wheel_id, o.member, o.soname FROM objects o "
+                                     "JOIN wheels w ON w.id = o.wheel_id WHERE w.complete = 1 "
+                                     "ORDER BY o.id").fetchall()
                 name_index = {i: n for n, (i, _name) in enumerate(used)}
                 version_index = {i: n + 1 for n, (i, _name) in enumerate(vers)}
                 version_index[0] = 0
@@ -344,7 +426,7 @@ class SymbolStore:
                                for i, k, p, v, w in wheels))
 
     def load(self, dump: StoreDump) -> tuple[int, int]:
-        """Record the wheels of `dump` that the store does not hold, in one transaction;
+        """Record the wheels of `dump` that the store does not hold whole, in one transaction;
         (wheels recorded, wheels already there)."""
         added = skipped = 0
         with self._writing() as cursor:
@@ -353,11 +435,12 @@ class SymbolStore:
             known = self._id_of(cursor, "versions", dump.versions)
             versions = [0, *(known[v] for v in dump.versions)]
             for w in dump.wheels:
-                if cursor.execute("SELECT 1 FROM wheels WHERE key = ?", (w.key,)).fetchone():
+                if cursor.execute("SELECT 1 FROM wheels WHERE key = ? AND complete = 1",
+                                  (w.key,)).fetchone():
                     skipped += 1
                     continue
                 wheel_id = _new_wheel(cursor, w.key, canonicalize_name(w.package), w.version,
-                                      w.wheel)
+                                      w.wheel, True)
                 for o in w.objects:
                     _add_object(cursor, wheel_id, o.member, o.soname,
                                 [(names[n], versions[v], d) for n, v, d
@@ -383,13 +466,19 @@ def _text(name: str) -> str:
 
 
 def _new_wheel(cursor: sqlite3.Cursor, key: str, package: str, version: str,
-               wheel: str) -> int:
+               wheel: str, complete: bool) -> int:
     """The id of a new row for the wheel of `key` (a wheel recorded under it before is
     removed)."""
     _delete_wheel(cursor, key)
-    cursor.execute("INSERT INTO wheels (key, package, version, wheel) VALUES (?, ?, ?, ?)",
-                   (key, package, version, wheel))
+    cursor.execute("INSERT INTO wheels (key, package, version, wheel, complete) "
+                   "VALUES (?, ?, ?, ?, ?)", (key, package, version, wheel, int(complete)))
     return int(cursor.lastrowid or 0)
+
+
+def _delete_object(cursor: sqlite3.Cursor, wheel_id: int, member: str) -> None:
+    cursor.execute("DELETE FROM symbols WHERE object_id IN "
+                   "(SELECT id FROM objects WHERE wheel_id = ? AND member = ?)", (wheel_id, member))
+    cursor.execute("DELETE FROM objects WHERE wheel_id = ? AND member = ?", (wheel_id, member))
 
 
 def _add_object(cursor: sqlite3.Cursor, wheel_id: int, member: str, soname: str | None,

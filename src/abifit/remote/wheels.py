@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import sqlite3
 import threading
 import time
 import weakref
@@ -42,7 +43,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from abifit.errors import AbifitError, FormatError, UsageError, WheelRefused
-from abifit.formats.elf import ElfImage, ImageSummary, parse_elf, parse_layout, summarize_image
+from abifit.formats.elf import (
+    ElfImage,
+    ImageSummary,
+    is_library_name,
+    parse_elf,
+    parse_layout,
+    summarize_image,
+)
 from abifit.formats.sources import (
     ByteSource,
     BytesSource,
@@ -71,7 +79,7 @@ from abifit.remote.middle import dynamic_site, place
 
 if TYPE_CHECKING:
     from abifit.formats.fatbin import GpuCode
-    from abifit.remote.store import SymbolStore
+    from abifit.remote.store import SeenView, SymbolStore
 
 R = TypeVar("R")
 
@@ -551,6 +559,7 @@ class RunState:
         self.wheel_sizes: dict[str, int] = {}  # filename -> bytes, of wheels read over HTTP
         self.local_sizes: dict[str, int] = {}  # filename -> bytes, of wheels read in place
         self.warnings: list[str] = []  # what the run warned about (an index it skipped)
+        self.seen: list[SeenView] = []  # views read, for the symbol store (`record_seen`)
         # wheels being read, by URL and whether relocations are read: threads (the cells of a
         # matrix) that need one wheel read each member once
         self.wheels: weakref.WeakValueDictionary[tuple[str, bool], RemoteWheel] = (
@@ -727,6 +736,7 @@ class RemoteWheel:
         if twin is not None:  # read in this run already: no second decode of its cache entry
             if entry not in self._entries:  # a twin under another path
                 _remember(self.ctx, self.file, entry, twin)
+                self._note_seen(member, entry)
                 self._entries.add(entry)
             return twin
         cached = _cached(self.ctx, self.file, entry)
@@ -760,9 +770,21 @@ class RemoteWheel:
         except FormatError as e:
             return e
         _remember(self.ctx, self.file, entry, image)
+        self._note_seen(member, entry)
         self._same[key] = image
         self._entries.add(entry)
         return image
+
+    def _note_seen(self, member: Member, entry: str) -> None:
+        """Note a view just read and cached, for the symbol store (`record_seen`)."""
+        from abifit.remote.store import SeenView
+
+        key, named = view_key(self.file), _wheel_name(self.file.filename)
+        if key is None or named is None or self.ctx.cache is None:
+            return
+        view = SeenView(key, member.path, named[0], named[1], self.file.filename, entry)
+        with self.ctx.state.lock:
+            self.ctx.state.seen.append(view)
 
     def summary(self, member: Member) -> ImageSummary | FormatError | None:
         """The summary of the member's dynamic view (`summarize_image`), cached beside the view
@@ -862,8 +884,9 @@ class Recorded:
 
 def record_views(wheel: RemoteWheel, store: SymbolStore, progress: Callable[[str], None],
                  jobs: int = READ_JOBS) -> Recorded:
-    """Read the dynamic view of every ELF member of `wheel` (through the cache of views: a
-    warm cache fetches nothing) and record them in `store` at once, under the wheel's
+    """Read the dynamic view of every library and extension module of `wheel` (members named
+    `*.so*`: what a process can load; executables are not read) through the cache of views (a
+    warm cache fetches nothing), and record them in `store` at once, under the wheel's
     `view_key` (its URL when the index gives no sha256). Package and version come from the
     wheel's file name."""
     from packaging.utils import canonicalize_name, parse_wheel_filename
@@ -872,13 +895,15 @@ def record_views(wheel: RemoteWheel, store: SymbolStore, progress: Callable[[str
     name, version, _build, _tags = parse_wheel_filename(file.filename)
     views: list[tuple[str, ElfImage]] = []
     unreadable: list[str] = []
-    for path, found in _member_reads(wheel, wheel.view, progress, jobs):
+    for path, found in _member_reads(wheel, wheel.view, progress, jobs, _loadable):
         if isinstance(found, FormatError):
             unreadable.append(str(found))
         else:
             views.append((path, found))
     key = store_key(file)
     store.record(key, canonicalize_name(name), str(version), file.filename, views)
+    with wheel.ctx.state.lock:  # recorded whole: nothing of it left to note
+        wheel.ctx.state.seen = [v for v in wheel.ctx.state.seen if v.key != key]
     return Recorded(key, len(views), sum(len(v.symbols) for _p, v in views), tuple(unreadable))
 
 
@@ -892,6 +917,63 @@ def is_recorded(store: SymbolStore, file: IndexFile, cache: Cache | None) -> boo
     """Whether the store holds `file`'s wheel, under the key `record_views` records it by (a
     local file's by the sha256 of its bytes, `content_addressed`)."""
     return store.has_wheel(store_key(content_addressed(file, cache)))
+
+
+def _wheel_name(filename: str) -> tuple[str, str] | None:
+    """(canonical name, version) a wheel's file name gives, None when it is not a wheel's."""
+    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+    try:
+        name, version, _build, _tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename:
+        return None
+    return str(canonicalize_name(name)), str(version)
+
+
+def record_seen(ctx: RemoteContext) -> None:
+    """Note in the symbol store of the context's cache the views the run read since the last
+    call (`SymbolStore.note_seen`: rows, nothing decoded); nothing without a cache or when the
+    store cannot be opened."""
+    from abifit.remote.store import SymbolStore
+
+    with ctx.state.lock:
+        seen, ctx.state.seen = ctx.state.seen, []
+    if not seen or ctx.cache is None:
+        return
+    store = SymbolStore.open(ctx.cache.root)
+    if store is None:
+        return
+    with store, contextlib.suppress(sqlite3.Error):
+        store.note_seen(seen)
+
+
+def index_seen(store: SymbolStore, cache: Cache) -> int:
+    """Record in `store` the views of libraries and extension modules that commands noted as
+    read (`record_seen`), from the cache of views (nothing fetched; a view the cache no longer
+    holds is dropped, an executable's is not recorded, as `record_views`); a wheel is complete
+    when the cache holds a view, or a not-ELF mark, of each of its members named like a
+    library. The number of views recorded."""
+    groups: dict[str, list[SeenView]] = {}
+    for view in store.seen():
+        groups.setdefault(view.key, []).append(view)
+    recorded = 0
+    for key, seen in groups.items():
+        if store.has_wheel(key):  # recorded whole since: the rows go, nothing is decoded
+            store.record_seen(seen, (), False)
+            continue
+        views = [(v.member, found) for v in seen if is_library_name(v.member)
+                 and isinstance(found := cache.get_view(key, v.entry), ElfImage)]
+        store.record_seen(seen, views, _complete_in(cache, key))
+        recorded += len(views)
+    return recorded
+
+
+def _complete_in(cache: Cache, key: str) -> bool:
+    directory = cache.get_view(key, _DIRECTORY)
+    if not isinstance(directory, tuple):
+        return False
+    return all(any(cache.has_view(key, _entry(m, what)) for what in ("", _RELOCATIONS))
+               for m in directory if isinstance(m, Member) and is_library_name(m.path))
 
 
 def member_views(
@@ -914,11 +996,15 @@ def member_summaries(
     return _member_reads(wheel, wheel.summary, progress, jobs)
 
 
+def _loadable(member: Member) -> bool:
+    return is_library_name(member.path)
+
+
 def _member_reads(
     wheel: RemoteWheel, read: Callable[[Member], R | FormatError | None],
-    progress: Callable[[str], None], jobs: int,
+    progress: Callable[[str], None], jobs: int, only: Callable[[Member], bool] | None = None,
 ) -> Iterator[tuple[str, R | FormatError]]:
-    members = wheel.members()
+    members = tuple(m for m in wheel.members() if only is None or only(m))
     filename, client = wheel.file.filename, wheel.ctx.client
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         # large members first, largest first, so that the long reads overlap; then the small

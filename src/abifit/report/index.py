@@ -83,6 +83,7 @@ def _transfer_result(report: IndexTransferReport) -> JsonObject:
 def index_info_text(info: StoreInfo) -> str:
     """One line per package, the counts, then the store's path and size."""
     lines = [f"{p.package:<30} {p.releases:>5} release(s) {p.wheels:>5} wheel(s)"
+             + (f" ({p.partial} partly: the members commands read)" if p.partial else "")
              for p in info.packages]
     lines.append(f"{len(info.packages)} package(s), {info.names:,} distinct names, "
                  f"{info.symbols:,} symbols; {info.bytes:,} bytes")
@@ -94,6 +95,6 @@ def _info_result(info: StoreInfo) -> JsonObject:
         "bytes": info.bytes,
         "names": info.names,
         "symbols": info.symbols,
-        "packages": [{"package": p.package, "releases": p.releases, "wheels": p.wheels}
-                     for p in info.packages],
+        "packages": [{"package": p.package, "releases": p.releases, "wheels": p.wheels,
+                      "partial": p.partial} for p in info.packages],
     }
