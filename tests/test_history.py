@@ -128,6 +128,14 @@ def test_a_second_history_is_a_query_of_the_store(
     assert "1.0-1.1: c10::cuda::check_impl(int, char const*, char const*, int, bool)" in out
     assert "2.0: c10::cuda::check_impl(int, char const*, char const*, unsigned int, bool)" in out
     assert "changed in 2.0 (after 1.1): same function c10::cuda::check_impl; parameter 4" in out
+    code, out, _err = run(capsys, monkeypatch, loopback_index, tmp_path,
+                          "check_impl", "--in", "hostpkg", "--json")  # the function's name alone
+    assert code == 0
+    assert {f["name"]: f["releases"] for f in json.loads(out)["forms"]} == {
+        OLD: ["1.0", "1.1"], NEW: ["2.0"]}
+    code, out, _err = run(capsys, monkeypatch, loopback_index, tmp_path,
+                          "check_imp", "--in", "hostpkg", "--json")  # not a whole name
+    assert (code, json.loads(out)["forms"]) == (1, [])
 
 
 def test_globs_and_a_symbol_no_release_defines(

@@ -94,8 +94,20 @@ def candidates(store: SymbolStore, package: str, query: str) -> list[StoredSymbo
         asked = _qualified(query) if not _GLOB.search(query) and not rows else None
         if asked:  # no release defines this form: those the function took
             rows += _same_function(store, package, asked, set())
+        if not rows and not query.startswith("_Z") and _IDENTIFIER.fullmatch(query):
+            rows = _named(store, package, query)  # no C symbol of that name: a C++ function's
         return rows
     return _matching_text(store, package, query)
+
+
+def _named(store: SymbolStore, package: str, name: str) -> list[StoredSymbol]:
+    """The definitions of the C++ functions called `name` in any namespace or class."""
+    out = []
+    for mangled in store.names_containing(package, name):
+        qualified = _qualified(mangled)
+        if qualified is not None and qualified.rsplit("::", 1)[-1] == name:
+            out += store.symbols(package, mangled, defined=True)
+    return out
 
 
 def _qualified(name: str) -> str | None:
