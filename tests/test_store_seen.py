@@ -165,3 +165,21 @@ def test_without_a_cache_nothing_is_noted(
                         "check", "hpkg==1.0", "--no-cache")
     assert code == 0, text
     assert not list(tmp_path.glob("symbols-*"))
+
+
+def test_a_local_wheel_is_recorded_as_a_remote_one(
+        loopback_index: LoopbackIndex, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`inspect` of a wheel file on this machine records its libraries too, keyed by the
+    sha256 of its bytes."""
+    name = f"gpkg-1.0-{TAG}.whl"
+    wheel = tmp_path / name
+    wheel.write_bytes(loopback_index.files[name])
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    assert main(["inspect", str(wheel), "--cache-dir", str(cache)]) == 0
+    capsys.readouterr()
+    assert info(capsys, monkeypatch, cache) == {
+        "gpkg": {"package": "gpkg", "releases": 1, "wheels": 1, "partial": 0}}
+    with open_store(cache) as store:
+        assert members(store)["unused_value"] == {"gpkg/lib/libunused.so"}
