@@ -165,10 +165,10 @@ def test_text_is_a_grid_with_why_and_the_fitting_pairs(
                                 "symbols"]
     assert lines[4].split() == ["1.0", "✗", "libhost.so", "✗", "2", "symbols", "✗", "2",
                                 "symbols", "✓", "fits"]
-    assert ("  1.0 with 2.0+cu130, 1.0 with 2.0: int hostlib::pick<char>(char const&, int): "
+    assert ("  1.0 with 2.0+cu130; 1.0 with 2.0: int hostlib::pick<char>(char const&, int): "
             "defined as int hostlib::pick<char>(char const&, unsigned int) (parameter 2: `int` "
             "→ `unsigned int`) (+1 more symbol)") in lines
-    assert "  2.0 with 3.0, 1.0 with 3.0: missing libhost.so" in lines
+    assert "  1.0..2.0 with 3.0: missing libhost.so" in lines
     assert lines[-1] == "fits: 2.0 with hostpkg 2.0+cu130, 2.0; 1.0 with hostpkg 1.0"
 
 

@@ -48,7 +48,7 @@ class OtherForm:
     demangled: str
     change: str  # "parameter 4: `int` → `unsigned int`"
     where: str = ""  # the file that defines it, under site-packages ("torch/lib/libc10.so")
-    owner: str = ""  # the distribution that file belongs to ("torch"), "" when none
+    owner: str = ""  # the project that file belongs to ("torch"), "" when none
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +114,7 @@ def other_forms(finding: Finding) -> tuple[OtherForm, ...]:
     """The other forms of the same function among a finding's nearest definitions (the
     diagnosis writes each as `MANGLED  DESCRIPTION`, and where it is in its explanation), one
     per demangled text."""
-    places = {m["text"]: (m["path"], m["owner"] or "")
+    places = {m["text"]: (m["path"], (m["owner"] or "").split(" ", 1)[0])  # "torch 2.10.0"
               for m in _NEAREST_LINE.finditer(finding.explanation)}
     out: dict[tuple[str, str], OtherForm] = {}
     for entry in finding.nearest:

@@ -102,15 +102,32 @@ def _symbol_line(missing: MissingSymbol) -> str:
 
 
 def _why(report: MatrixReport) -> list[str]:
-    """One line per distinct first problem, with the pairs that have it."""
-    groups: dict[str, list[str]] = {}
+    """One line per distinct first problem, with the pairs that have it: per host wheel, its
+    rows (a run of neighbouring rows as `oldest..newest`)."""
+    groups: dict[str, dict[str, list[str]]] = {}
     for row, cells in report.grid:
         for cell in cells:
             if cell.outcome == "fails":
-                groups.setdefault(_first_reason(cell), []).append(f"{row} with {cell.label}")
+                reason = _first_reason(cell)
             elif cell.outcome == "error":
-                groups.setdefault(f"error: {cell.error}", []).append(f"{row} with {cell.label}")
-    return [f"  {', '.join(pairs)}: {reason}" for reason, pairs in groups.items()]
+                reason = f"error: {cell.error}"
+            else:
+                continue
+            groups.setdefault(reason, {}).setdefault(cell.label, []).append(row)
+    order = [row for row, _cells in report.grid]
+    return [f"  {'; '.join(f'{_runs(rows, order)} with {host}' for host, rows in hosts.items())}"
+            f": {reason}" for reason, hosts in groups.items()]
+
+
+def _runs(rows: list[str], order: list[str]) -> str:
+    """`rows` (in `order`) with each run of neighbours in `order` written `last..first`."""
+    runs: list[list[str]] = []
+    for row in rows:
+        if runs and order.index(row) == order.index(runs[-1][-1]) + 1:
+            runs[-1].append(row)
+        else:
+            runs.append([row])
+    return ", ".join(r[0] if len(r) == 1 else f"{r[-1]}..{r[0]}" for r in runs)
 
 
 def _fitting_rows(report: MatrixReport) -> list[tuple[str, list[str]]]:
