@@ -155,18 +155,20 @@ def test_matrix_text_is_an_aligned_table_then_the_fits() -> None:
 
 
 def test_matrix_html_is_a_grid_of_releases_by_variant() -> None:
-    """One row per release, one column per variant; a release without that variant is an
-    empty cell, a failing cell lists its sonames then its symbols, escaped."""
+    """A column group per host release with a sub-column per variant; a failing cell is a
+    <details> listing its missing libraries and symbols, escaped; an error cell says why."""
     page = matrix_html(MATRIX)
     assert page.startswith("<!doctype html>") and page.endswith("</body></html>\n")
-    assert "<tr><th></th><th>cu128</th><th>cu130</th></tr>" in page
-    assert page.count("<tr><th>host ") == 3
-    assert ("<tr><th>host 1.0</th><td class=\"fits\" title=\"host-1.0+cu128-py3-none-any.whl\">"
-            "fits</td><td class=\"none\">—</td></tr>") in page
-    assert ("<summary>fails: 2 symbol(s), 1 soname(s)</summary><ul><li>libhost.so.2</li>"
-            "<li>host::f(int)</li><li>host::g&lt;char&gt;()</li></ul>") in page
-    assert '<td class="error" title="host-0.9+cu128-py3-none-any.whl">host-0.9: not a valid' \
-        in page
+    assert ('<th scope="colgroup" colspan="2">host 2.0</th>'
+            '<th scope="colgroup" colspan="1">host 1.0</th>') in page
+    assert '<th scope="col">+cu128</th><th scope="col">+cu130</th>' in page
+    assert page.count('<th scope="row"') == 1
+    assert '<td class="fits" title="ext==1.0 with host 1.0+cu128">' in page
+    assert ('<span class="why">2 symbols, libhost.so.2</span></summary>' in page)
+    assert "<li><code>host::g&lt;char&gt;()</code></li>" in page
+    assert "<h3>Missing libraries</h3><ul><li><code>libhost.so.2</code></li></ul>" in page
+    assert '<td class="error" title="ext==1.0 with host 0.9+cu128">' in page
+    assert "<p>host-0.9: not a valid zip file</p>" in page
 
 
 @pytest.mark.parametrize("transfer", [None, TRANSFER], ids=["no-transfer", "transfer"])

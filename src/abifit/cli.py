@@ -253,14 +253,23 @@ def _parser() -> argparse.ArgumentParser:
     m = sub.add_parser(
         "matrix",
         help="which versions of a host package does an extension fit?",
-        description="Check an extension against every release (and wheel variant) of a host "
-        "package that a specifier selects.",
+        description="Check an extension (or each of its releases --versions selects) against "
+        "every release (and wheel variant) of a host package that a specifier selects: a grid "
+        "of pairwise verdicts, each a check whose result the cache keeps. --html writes a page "
+        "that opens each failing cell to its symbols and the parameter that changed.",
     )
-    m.add_argument("extension", metavar="EXT_REQ", help="the extension, e.g. sgl-kernel==0.3.21")
+    m.add_argument("extension", metavar="EXT_REQ", help="the extension, e.g. sgl-kernel==0.3.21 "
+                   "(with --versions, its name: sgl-kernel)")
     m.add_argument("--against", required=True, metavar="HOST_SPEC",
                    help="the host releases, e.g. 'torch>=2.8'")
+    m.add_argument("--versions", metavar="SPEC",
+                   help="a row per extension release this specifier selects, newest first, "
+                   "e.g. '>=0.3.16,<=0.3.21' (default: one row, EXT_REQ as given)")
+    m.add_argument("--gpu", metavar="ARCH",
+                   help="also check that the extension's GPU code runs on this GPU (sm_120, "
+                   "9.0, 9.0@12.4, auto); members with GPU code are read whole")
     m.add_argument("--jobs", type=_positive, default=4, metavar="N",
-                   help="host releases checked at once (default 4)")
+                   help="cells (pairs) checked at once (default 4)")
     m.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
     _host_options(m)
     m.add_argument("--json", action="store_true", help="print one JSON document")
@@ -677,8 +686,10 @@ def _run_matrix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     host = _host_platform(args)
     remote = _remote(args)
     try:
+        gpus = _gpu_targets(args.gpu)
         report = matrix(args.extension, args.against, remote(), remote().target, host,
-                        _progress(err), args.jobs, args.python)
+                        _progress(err), args.jobs, args.python, versions=args.versions,
+                        gpu=gpus[0] if gpus else None)
     finally:
         _clear_progress(err)
     transfer = _transfer(remote)

@@ -399,9 +399,9 @@ class Gatherer:
         return pure
 
 
-def gather(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteContext | None,
-           markers: Mapping[str, str], progress: Progress, skip_pure: bool = False
-           ) -> tuple[list[Wheel], list[str]]:
+def gather(targets: Sequence[str | IndexFile], withs: Sequence[str | IndexFile],
+           ctx: RemoteContext | None, markers: Mapping[str, str], progress: Progress,
+           skip_pure: bool = False) -> tuple[list[Wheel], list[str]]:
     """The wheels of the virtual environment, targets first, and notes on how they were chosen.
     With `skip_pure`, targets without native code (by their tags) are left out."""
     g = Gatherer(ctx, progress)
@@ -842,8 +842,8 @@ def _result_key(wheels: Sequence[Wheel], target: Target, host: HostProfile,
     return hashlib.sha256(repr(inputs).encode()).hexdigest()
 
 
-def check(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteContext | None,
-          target: Target, host: HostProfile, progress: Progress,
+def check(targets: Sequence[str | IndexFile], withs: Sequence[str | IndexFile],
+          ctx: RemoteContext | None, target: Target, host: HostProfile, progress: Progress,
           executable: str | None = None, skip_pure: bool = False,
           gpu: GpuTarget | None = None) -> CheckReport:
     """Check that the targets' extension modules would load next to the `withs` and, with

@@ -1,0 +1,212 @@
+"""`abifit matrix EXT --versions SPEC --against HOST_SPEC`: the grid of extension releases by host
+releases and their variants, against a real loopback index serving wheels built here.
+
+hostpkg 1.0 defines `hostlib::check_impl(int, ..., int, bool)` and `hostlib::pick<char>(char
+const&, int)`; 2.0 (with a `+cu130` variant of the same bytes) changes their line parameter to
+`unsigned int`; 3.0 renames the library's soname to libhost.so.3. extpkg 1.0 is built against
+1.0, extpkg 2.0 against 2.0 (tests/fixtures/matrix/).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from abifit.cli import main
+from fixtures.build import compile_c
+from httpserver import LoopbackIndex, Projects
+from test_check import make_wheel
+
+SOURCES = Path(__file__).parent / "fixtures" / "matrix"
+SCHEMA = json.loads((Path(__file__).parent.parent / "src/abifit/report/schemas"
+                     / "matrix.schema.json").read_text("utf-8"))
+TARGET = ("--python-version", "3.11", "--platform", "linux_x86_64")
+GRID = ("matrix", "extpkg", "--versions", ">=1.0", "--against", "hostpkg>=1")
+CHECK_IMPL_INT = "hostlib::check_impl(int, char const*, char const*, int, bool)"
+CHECK_IMPL_UNSIGNED = "hostlib::check_impl(int, char const*, char const*, unsigned int, bool)"
+TO_UNSIGNED = "parameter 4: `int` → `unsigned int`"
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+
+
+def build(root: Path) -> dict[str, bytes]:
+    """The host library in three builds and the extension built against 1.0 and 2.0."""
+    line = {"int": "-DLINE_TYPE=int", "unsigned": "-DLINE_TYPE=unsigned int"}
+    built = {
+        "v1": compile_c(SOURCES / "hostlib.cpp", root / "v1" / "libhost.so", cxx=True,
+                        soname="libhost.so", flags=[line["int"]]),
+        "v2": compile_c(SOURCES / "hostlib.cpp", root / "v2" / "libhost.so", cxx=True,
+                        soname="libhost.so", flags=[line["unsigned"]]),
+        "v3": compile_c(SOURCES / "hostlib.cpp", root / "v3" / "libhost.so.3", cxx=True,
+                        soname="libhost.so.3", flags=[line["unsigned"]]),
+    }
+    for version, (lib, kind) in {"1.0": ("v1", "int"), "2.0": ("v2", "unsigned")}.items():
+        built[f"ext{version}"] = compile_c(
+            SOURCES / "ext.cpp", root / f"ext{version}" / "_ops.abi3.so", cxx=True,
+            flags=[line[kind], f"-L{root / lib}", "-Wl,-rpath,$ORIGIN/../hostpkg/lib"],
+            libs=["-lhost"])
+    return {name: path.read_bytes() for name, path in built.items()}
+
+
+def projects(binaries: dict[str, bytes]) -> Projects:
+    init = {"hostpkg/__init__.py": b""}
+    lib = "hostpkg/lib/libhost.so"
+    return {
+        "hostpkg": [
+            make_wheel("hostpkg", "1.0", {**init, lib: binaries["v1"]}),
+            make_wheel("hostpkg", "2.0", {**init, lib: binaries["v2"]}),
+            make_wheel("hostpkg", "2.0+cu130", {**init, lib: binaries["v2"]}),
+            make_wheel("hostpkg", "3.0", {**init, lib + ".3": binaries["v3"]}),
+        ],
+        "extpkg": [make_wheel("extpkg", version, {"extpkg/__init__.py": b"",
+                                                  "extpkg/_ops.abi3.so": binaries[f"ext{version}"]},
+                              tag="cp310-abi3-linux_x86_64") for version in ("1.0", "2.0")],
+    }
+
+
+@pytest.fixture(scope="module")
+def index_projects(tmp_path_factory: pytest.TempPathFactory) -> Projects:
+    """What `loopback_index` (conftest.py) serves to this module."""
+    return projects(build(tmp_path_factory.mktemp("matrix")))
+
+
+def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        index: LoopbackIndex, cache: Path, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(var, raising=False)
+    code = main([*args, *TARGET, "--index-url", index.url, "--cache-dir", str(cache)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def verdicts(doc: dict[str, object]) -> dict[tuple[str, str], str]:
+    rows = doc["rows"]
+    assert isinstance(rows, list)
+    return {(r["release"], r["version"] + (f"+{r['variant']}" if r["variant"] else "")):
+            r["verdict"] for r in rows}
+
+
+def cell(doc: dict[str, object], release: str, host: str) -> dict[str, object]:
+    rows = doc["rows"]
+    assert isinstance(rows, list)
+    return next(r for r in rows if r["release"] == release
+                and r["version"] + (f"+{r['variant']}" if r["variant"] else "") == host)
+
+
+def test_grid_of_extension_releases_by_host_releases(
+        loopback_index: LoopbackIndex, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows are extpkg's releases, newest first; columns hostpkg's releases with the +cu130
+    variant apart; each extension fits the host release it was built against (and its variant),
+    and fails on the others: missing symbols or the renamed soname."""
+    code, out, _err = run(capsys, monkeypatch, loopback_index, tmp_path, *GRID, "--json")
+    doc = json.loads(out)
+    jsonschema.validate(doc, SCHEMA)
+    assert code == 0
+    assert doc["extension"] == "extpkg" and doc["versions"] == ">=1.0"
+    assert doc["extension_releases"] == ["2.0", "1.0"]
+    assert doc["host_releases"] == ["3.0", "2.0+cu130", "2.0", "1.0"]  # PEP 440 order
+    assert verdicts(doc) == {
+        ("2.0", "3.0"): "fails", ("2.0", "2.0"): "fits", ("2.0", "2.0+cu130"): "fits",
+        ("2.0", "1.0"): "fails",
+        ("1.0", "3.0"): "fails", ("1.0", "2.0"): "fails", ("1.0", "2.0+cu130"): "fails",
+        ("1.0", "1.0"): "fits"}
+    assert doc["fitting_pairs"] == [{"release": "2.0", "host": "2.0+cu130"},
+                                    {"release": "2.0", "host": "2.0"},
+                                    {"release": "1.0", "host": "1.0"}]
+    assert cell(doc, "2.0", "3.0")["sonames"] == ["libhost.so"]
+    assert cell(doc, "1.0", "2.0")["extension_filename"] == \
+        "extpkg-1.0-cp310-abi3-linux_x86_64.whl"
+    setting = doc["setting"]
+    assert setting["python"] == "3.11 (cp311)" and setting["platforms"] == ["linux_x86_64"]
+    assert doc["checked_at"].endswith(" UTC") and doc["abifit_version"]
+
+
+def test_a_failing_cell_names_the_parameter_that_changed(
+        loopback_index: LoopbackIndex, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """extpkg 1.0 against hostpkg 2.0: both symbols demangled, each with the form hostpkg 2.0's
+    libhost.so defines instead and the parameter that changed; the other way round, the change
+    reads back."""
+    code, out, _err = run(capsys, monkeypatch, loopback_index, tmp_path, *GRID, "--json")
+    assert code == 0
+    doc = json.loads(out)
+    failing = cell(doc, "1.0", "2.0")
+    assert failing["modules"] == ["extpkg._ops"]
+    missing = {m["demangled"]: m for m in failing["missing"]}
+    assert set(missing) == {CHECK_IMPL_INT, "int hostlib::pick<char>(char const&, int)"}
+    [other] = missing[CHECK_IMPL_INT]["instead"]
+    assert (other["demangled"], other["change"], other["where"], other["owner"]) == (
+        CHECK_IMPL_UNSIGNED, TO_UNSIGNED, "hostpkg/lib/libhost.so", "hostpkg")
+    assert missing[CHECK_IMPL_INT]["modules"] == ["extpkg._ops"]
+    [pick] = missing["int hostlib::pick<char>(char const&, int)"]["instead"]
+    assert pick["change"] == "parameter 2: `int` → `unsigned int`"
+    back = {m["demangled"]: m for m in cell(doc, "2.0", "1.0")["missing"]}
+    assert back[CHECK_IMPL_UNSIGNED]["instead"][0]["change"] == \
+        "parameter 4: `unsigned int` → `int`"
+
+
+def test_text_is_a_grid_with_why_and_the_fitting_pairs(
+        loopback_index: LoopbackIndex, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The text grid: a header of host labels, a line per extension release with a mark and a
+    short reason per cell, why each failing pair fails, then the fitting pairs last."""
+    code, out, _err = run(capsys, monkeypatch, loopback_index, tmp_path, *GRID)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("extpkg 1.0..2.0 against hostpkg 1.0..3.0 (cp311 on ")
+    assert lines[2].split() == ["extpkg", "\\", "hostpkg", "3.0", "2.0+cu130", "2.0", "1.0"]
+    assert lines[3].split() == ["2.0", "✗", "libhost.so", "✓", "fits", "✓", "fits", "✗", "2",
+                                "symbols"]
+    assert lines[4].split() == ["1.0", "✗", "libhost.so", "✗", "2", "symbols", "✗", "2",
+                                "symbols", "✓", "fits"]
+    assert ("  1.0 with 2.0+cu130; 1.0 with 2.0: int hostlib::pick<char>(char const&, int): "
+            "defined as int hostlib::pick<char>(char const&, unsigned int) (parameter 2: `int` "
+            "→ `unsigned int`) (+1 more symbol)") in lines
+    assert "  1.0..2.0 with 3.0: missing libhost.so" in lines
+    assert lines[-1] == "fits: 2.0 with hostpkg 2.0+cu130, 2.0; 1.0 with hostpkg 1.0"
+
+
+def test_a_second_grid_fetches_and_simulates_nothing(
+        loopback_index: LoopbackIndex, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each cell is a check whose result the cache keeps: the same grid again asks the server
+    for no wheel byte and simulates no cell, and says the same."""
+    import abifit.commands.check
+
+    server = loopback_index.server
+    code, first, _err = run(capsys, monkeypatch, loopback_index, tmp_path, *GRID, "--json")
+    assert code == 0
+    wheels = [f for f in loopback_index.files if "hostpkg" in f or "extpkg" in f]
+    assert sum(server.count(path=f"/files/{f}") for f in wheels) > 0
+
+    def simulate_again(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a cell was simulated a second time")
+
+    monkeypatch.setattr(abifit.commands.check, "simulate", simulate_again)
+    server.reset_counters()
+    code, second, _err = run(capsys, monkeypatch, loopback_index, tmp_path, *GRID, "--json")
+    assert code == 0
+    assert sum(server.count(path=f"/files/{f}") for f in wheels) == 0
+    strip = ("transfer", "checked_at")
+    assert {k: v for k, v in json.loads(second).items() if k not in strip} == \
+        {k: v for k, v in json.loads(first).items() if k not in strip}
+    transfer = json.loads(second)["transfer"]
+    assert transfer is None or transfer["bytes_fetched"] < 2000  # index pages at most
+
+
+def test_no_release_in_the_spec_is_an_error(
+        loopback_index: LoopbackIndex, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """--versions that selects no release, or is not a specifier: one error line, exit 2."""
+    code, out, err = run(capsys, monkeypatch, loopback_index, tmp_path, "matrix", "extpkg",
+                         "--versions", ">=9", "--against", "hostpkg>=1")
+    assert (code, out) == (2, "") and err.startswith("error:") and "extpkg" in err
+    code, out, err = run(capsys, monkeypatch, loopback_index, tmp_path, "matrix", "extpkg",
+                         "--versions", "latest", "--against", "hostpkg>=1")
+    assert (code, out) == (2, "") and "--versions 'latest'" in err

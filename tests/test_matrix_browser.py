@@ -1,0 +1,141 @@
+"""The `matrix --html` page in a real headless browser: Debian's chromium, driven by Selenium
+through Debian's chromedriver.
+
+The page comes from a real grid (tests/test_matrix.py's wheels on a loopback index), loaded from
+a file:// URL. Where chromium, chromedriver or selenium is missing the test fails under CI (the
+`CI` variable set, as `.ci/run` runs: it installs them) and is skipped elsewhere, saying what to
+install. The screenshot of the page, with a failing cell open, is kept under the test's tmp
+directory; its path is printed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from httpserver import LoopbackIndex, Projects
+from test_matrix import CHECK_IMPL_INT, CHECK_IMPL_UNSIGNED, GRID, build, projects, run
+
+if TYPE_CHECKING:
+    from selenium.webdriver.remote.webdriver import WebDriver
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+
+INSTALL = ("apt-get install -y chromium chromium-driver (Debian) and pip install selenium "
+           "(the `test` extra)")
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+def _missing() -> str | None:
+    """What of the browser set-up is missing, None when nothing is."""
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "the selenium package is not installed"
+    for tool in ("chromium", "chromedriver"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not on PATH"
+    return None
+
+
+@pytest.fixture(scope="module")
+def index_projects(tmp_path_factory: pytest.TempPathFactory) -> Projects:
+    """What `loopback_index` (conftest.py) serves to this module: test_matrix's wheels."""
+    return projects(build(tmp_path_factory.mktemp("matrix-browser")))
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    """Headless chromium with its console log kept; a failure in CI, a skip elsewhere, when it
+    cannot be had."""
+    missing = _missing()
+    if missing is not None:
+        if _in_ci():
+            pytest.fail(f"{missing}: CI must install it ({INSTALL}; .ci/run does)")
+        pytest.skip(f"{missing}; install {INSTALL} to run the browser test")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(shutil.which("chromium"))
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-dev-shm-usage", "--window-size=1400,1100",
+                     f"--user-data-dir={profile}"):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=str(shutil.which("chromedriver"))),
+                              options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_the_page_renders_and_a_failing_cell_opens(
+        browser: WebDriver, loopback_index: LoopbackIndex, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grid has a row per extpkg release and a cell per hostpkg wheel; the fitting cells
+    are highlighted (their computed background differs from a failing one's); a failing cell
+    opens on a click to the demangled symbol and the parameter that changed; the script's
+    button opens every failing cell; the console has no error."""
+    from selenium.webdriver.common.by import By
+
+    page = tmp_path / "matrix.html"
+    code, _out, _err = run(capsys, monkeypatch, loopback_index, tmp_path / "cache", *GRID,
+                           "--html", str(page))
+    assert code == 0
+    browser.get(page.as_uri())
+    assert browser.title == "extpkg against hostpkg"
+
+    rows = browser.find_elements(By.CSS_SELECTOR, "table.grid tbody tr")
+    assert [r.find_element(By.CSS_SELECTOR, "th[scope=row]").text.split()[0] for r in rows] \
+        == ["2.0", "1.0"]
+    assert [len(r.find_elements(By.TAG_NAME, "td")) for r in rows] == [4, 4]
+    sub_columns = browser.find_elements(By.CSS_SELECTOR, "table.grid thead tr:nth-child(2) th")
+    assert [th.text for th in sub_columns] == ["no label", "+cu130", "no label", "no label"]
+
+    fits = browser.find_elements(By.CSS_SELECTOR, "td.fits")
+    assert len(fits) == 3 and all(f.text.endswith("fits") for f in fits)
+    fails = browser.find_elements(By.CSS_SELECTOR, "td.fails")
+    assert len(fails) == 5
+    fit_colour = fits[0].value_of_css_property("background-color")
+    assert fit_colour == "rgba(218, 251, 225, 1)"
+    assert fails[0].value_of_css_property("background-color") != fit_colour
+
+    target = browser.find_element(By.CSS_SELECTOR, ".box.target").text
+    assert "3.11 (cp311)" in target and "linux_x86_64" in target
+    assert len(browser.find_elements(By.CSS_SELECTOR, "ul.legend li")) == 4
+
+    cell = browser.find_element(By.CSS_SELECTOR,
+                                'td.fails[title="extpkg 1.0 with hostpkg 2.0"]')
+    detail = cell.find_element(By.CSS_SELECTOR, ".detail")
+    assert not detail.is_displayed()
+    cell.find_element(By.TAG_NAME, "summary").click()
+    assert detail.is_displayed()
+    text = detail.text
+    assert CHECK_IMPL_INT in text and CHECK_IMPL_UNSIGNED in text
+    assert "parameter 4: int → unsigned int" in text
+    assert "int hostlib::pick<char>(char const&, int)" in text  # escaped, shown as written
+    assert "hostpkg 2.0 (hostpkg/lib/libhost.so) defines" in text
+
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", cell)
+    shot = tmp_path / "matrix.png"
+    assert browser.save_screenshot(str(shot))
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with capsys.disabled():
+        print(f"\nscreenshot of the matrix page: {shot}")
+
+    browser.find_element(By.CSS_SELECTOR, ".tools button[data-open='1']").click()
+    assert all(d.get_attribute("open") is not None
+               for d in browser.find_elements(By.CSS_SELECTOR, "td.fails details"))
+    severe = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
+    assert severe == []
