@@ -101,7 +101,7 @@ def test_the_page_renders_and_a_failing_cell_opens(
         == ["2.0", "1.0"]
     assert [len(r.find_elements(By.TAG_NAME, "td")) for r in rows] == [4, 4]
     sub_columns = browser.find_elements(By.CSS_SELECTOR, "table.grid thead tr:nth-child(2) th")
-    assert [th.text for th in sub_columns] == ["no label", "+cu130", "no label", "no label"]
+    assert [th.text for th in sub_columns] == ["plain", "+cu130", "plain", "plain"]
 
     fits = browser.find_elements(By.CSS_SELECTOR, "td.fits")
     assert len(fits) == 3 and all(f.text.endswith("fits") for f in fits)

@@ -228,6 +228,14 @@ def _fitting_html(report: MatrixReport) -> str:
     return f"<section class=\"summary\"><h2>What fits</h2><ul>{items}</ul></section>"
 
 
+def _variant_header(label: str) -> str:
+    """A sub-column's header: the local label (`+cu130`), or "plain" for the release without
+    one (its title says so)."""
+    if label:
+        return f"<th scope=\"col\">{page.escape('+' + label)}</th>"
+    return "<th scope=\"col\" title=\"the release without a local version label\">plain</th>"
+
+
 def _grid_html(report: MatrixReport) -> str:
     columns = report.columns
     split = any(len(vs) > 1 or vs != ("",) for _v, vs in columns)
@@ -238,8 +246,7 @@ def _grid_html(report: MatrixReport) -> str:
                     f"{page.escape(report.host)} {page.escape(v)}</th>" for v, vs in columns)
     head += "</tr>"
     if split:
-        head += "<tr>" + "".join(f"<th scope=\"col\">{page.escape('+' + s if s else 'no label')}"
-                                 "</th>" for _v, vs in columns for s in vs) + "</tr>"
+        head += "<tr>" + "".join(_variant_header(s) for _v, vs in columns for s in vs) + "</tr>"
     body = "".join(_row_html(report, row, cells) for row, cells in report.grid)
     caption = (f"{report.extension} releases (rows) against {report.host} releases (columns)"
                if report.rows else f"{report.extension} against {report.host} releases")
