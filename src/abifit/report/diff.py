@@ -27,7 +27,8 @@ def _abi_line(c: Change) -> list[str]:
         head = (f"  {_LABEL[c.kind]}: {c.subject}: {c.before or '-'} -> {c.after or '-'}"
                 + (f": {c.detail}" if c.detail else ""))
         return [head]
-    return [head] + ([f"      {c.detail}"] if c.detail else [])
+    # the derivation and the nearest definition (the signature that changed), not every one
+    return [head] + [f"      {line}" for line in c.detail.splitlines()[:2]]
 
 
 def _version_line(c: Change) -> str:
