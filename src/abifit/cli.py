@@ -47,6 +47,7 @@ from abifit.report.terminal import Style, Terminal
 
 if TYPE_CHECKING:
     from abifit.commands.explain import ExtensionFits, SymbolHistory
+    from abifit.formats.snapshot import Snapshot
     from abifit.host.profile import HostProfile
     from abifit.remote.wheels import RemoteContext
     from abifit.sim.gpu import GpuTarget
@@ -72,7 +73,7 @@ exit status:
   130  interrupted (Ctrl-C)"""
 
 # Commands whose text report ends with its verdict line: all that --quiet prints of them.
-_VERDICT_COMMANDS = frozenset({"check", "doctor", "cuda", "matrix", "explain"})
+_VERDICT_COMMANDS = frozenset({"check", "doctor", "cuda", "matrix", "explain", "diff"})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -247,9 +248,13 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--gpu", metavar="ARCH",
                    help="also check that the targets' GPU code runs on this GPU (sm_120, 9.0, "
                    "9.0@12.4, auto); members with GPU code are read whole")
+    k.add_argument("--snapshot", metavar="FILE",
+                   help="check the stack a snapshot (`abifit snapshot -o FILE`) locked, with the "
+                   "loader settings it recorded for the fix of a library not found")
     _host_options(k)
     k.add_argument("--json", action="store_true", help="print one JSON document")
     _index_options(k)
+    _snapshot_parsers(sub)
     m = sub.add_parser(
         "matrix",
         help="which versions of a host package does an extension fit?",
@@ -313,6 +318,55 @@ def _parser() -> argparse.ArgumentParser:
     for action in actions.choices.values():
         _output_options(action, on_command=True)
     return parser
+
+
+def _snapshot_parsers(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """`snapshot` and `diff`."""
+    s = sub.add_parser(
+        "snapshot",
+        help="record the environment as a PEP 751 lock with ABI fingerprints",
+        description="Write the environment of an interpreter as a PEP 751 pylock.toml (each "
+        "distribution with its version and, where the installation or the index recorded "
+        "it, its wheel's name, URL and sha256), with abifit's facts under [tool.abifit]: the "
+        "host's glibc and libstdc++, the ld.so.conf and LD_LIBRARY_PATH directories that "
+        "found a library, the CUDA stack, and per native module the sonames it mapped and "
+        "where, the version nodes it requires and a digest of its symbol bindings.")
+    s.add_argument("--python", metavar="PATH",
+                   help="interpreter of the environment (default: $VIRTUAL_ENV, $CONDA_PREFIX, "
+                   "python3 on PATH)")
+    s.add_argument("-o", "--output", metavar="FILE",
+                   help="write the lock there (pylock.toml, or pylock.NAME.toml)")
+    s.add_argument("--requirements", action="store_true",
+                   help="print the pins as a requirements or constraints file (name==version "
+                   "--hash=sha256:...) instead of the report")
+    s.add_argument("--no-index", action="store_true",
+                   help="do not ask the index for the wheels the installation did not record")
+    s.add_argument("--ld-so-conf", metavar="FILE", default="/etc/ld.so.conf",
+                   help="the loader's configuration to read (default /etc/ld.so.conf)")
+    s.add_argument("--ld-so-cache", metavar="FILE", default="/etc/ld.so.cache",
+                   help="the loader's cache to read (default /etc/ld.so.cache)")
+    s.add_argument("--cache-dir", metavar="DIR", help="cache directory")
+    s.add_argument("--no-cache", action="store_true", help="do not read or write the ELF cache")
+    s.add_argument("--json", action="store_true", help="print one JSON document")
+    f = sub.add_parser(
+        "diff",
+        help="what changed between two stacks, ABI first",
+        description="Compare two stacks: the modules of A that B breaks (and why), the CUDA "
+        "majors, libraries, version nodes and symbol bindings that changed, the host facts "
+        "A's modules depended on, then the versions. Each side is a snapshot file (abifit "
+        "snapshot's pylock.toml), an environment (a Python interpreter, or a venv directory "
+        "holding bin/python: snapshotted here), or a lock or requirements file (pylock.toml, "
+        "uv.lock, requirements.txt: versions only). Without B, B is the environment of "
+        "--python. Exit status: 0 when B breaks nothing A loaded, 1 when it does.")
+    f.add_argument("a", metavar="A", help="a snapshot, environment, or lock/requirements file")
+    f.add_argument("b", metavar="B", nargs="?",
+                   help="the same kinds (default: the environment of --python)")
+    f.add_argument("--python", metavar="PATH",
+                   help="the environment B is when B is not given (default: $VIRTUAL_ENV, "
+                   "$CONDA_PREFIX, python3 on PATH)")
+    f.add_argument("--cache-dir", metavar="DIR", help="cache directory")
+    f.add_argument("--no-cache", action="store_true", help="do not read or write the ELF cache")
+    f.add_argument("--json", action="store_true", help="print one JSON document")
 
 
 def _output_options(p: argparse.ArgumentParser, *, on_command: bool) -> None:
@@ -649,6 +703,21 @@ def _host_platform(args: argparse.Namespace) -> HostProfile:
     return host
 
 
+def _replayed(args: argparse.Namespace, targets: list[str], err: TextIO) -> Snapshot:
+    """`check --snapshot FILE`: the snapshot's pins added to the targets, for its Python
+    unless --python-version says otherwise."""
+    from abifit.commands.snapshot import read_snapshot, snapshot_pins
+
+    snap = read_snapshot(args.snapshot)
+    pins, skipped = snapshot_pins(snap)
+    targets += pins
+    for entry in skipped:
+        err.write(f"warning: {args.snapshot}: not checked: {entry}\n")
+    if not args.python_version and snap.python_version:
+        args.python_version = ".".join(snap.python_version.split(".")[:2])
+    return snap
+
+
 def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from abifit.commands.check import check
     from abifit.formats.pins import read_pins
@@ -661,15 +730,21 @@ def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         targets += pins.requirements
         for entry in pins.skipped:
             err.write(f"warning: {path}: not checked: {entry}\n")
+    snap = _replayed(args, targets, err) if args.snapshot else None
     host = _host_platform(args)
     remote = _remote(args)
     gpus = _gpu_targets(args.gpu)
     try:
         report = check(targets, args.withs, remote(), remote().target, host,
-                       _progress(err), args.python, skip_pure=bool(args.requirement),
+                       _progress(err), args.python,
+                       skip_pure=bool(args.requirement or args.snapshot),
                        gpu=gpus[0] if gpus else None)
     finally:
         _clear_progress(err)
+    if snap is not None:
+        from abifit.commands.snapshot import with_recorded_fixes
+
+        report = with_recorded_fixes(report, snap)
     transfer = _transfer(remote)
     if not args.quiet and not args.json:  # the JSON document holds them
         err.writelines(f"note: {n}\n" for n in report.notes)
@@ -737,7 +812,52 @@ def _run_history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK if report.found else EXIT_PROBLEMS
 
 
+def _run_snapshot(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from abifit.commands.snapshot import snapshot
+    from abifit.report.json import dumps
+    from abifit.report.snapshot import requirements_text, snapshot_json, snapshot_text
+
+    cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
+    try:
+        report = snapshot(args.python or default_interpreter(os.environ),
+                          Path(args.output) if args.output else None, cache_dir=cache,
+                          environ=dict(os.environ), progress=_progress(err),
+                          remote=None if args.no_index else _doctor_index(args),
+                          ld_so_conf=args.ld_so_conf, ld_so_cache=args.ld_so_cache)
+    finally:
+        _clear_progress(err)
+    if not args.quiet and not args.json:
+        err.writelines(f"note: {n}\n" for n in report.notes)
+    if args.requirements:
+        out.write(requirements_text(report.snapshot))
+    else:
+        out.write(dumps(snapshot_json(report)) + "\n" if args.json else snapshot_text(report))
+    return EXIT_OK
+
+
+def _run_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from abifit.commands.diff import diff
+    from abifit.report.diff import diff_json, diff_text
+    from abifit.report.json import dumps
+
+    cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
+    b = args.b or args.python or default_interpreter(os.environ)
+    try:
+        report = diff(args.a, b, cache_dir=cache, environ=dict(os.environ),
+                      progress=_progress(err))
+    finally:
+        _clear_progress(err)
+    if not args.quiet and not args.json:
+        err.writelines(f"note: {n}\n" for n in report.notes)
+    out.write(dumps(diff_json(report)) + "\n" if args.json else diff_text(report))
+    return EXIT_PROBLEMS if report.breaks else EXIT_OK
+
+
 def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.command == "snapshot":
+        return _run_snapshot(args, out, err)
+    if args.command == "diff":
+        return _run_diff(args, out, err)
     if args.command == "doctor":
         return _run_doctor(args, out, err)
     if args.command == "cache":

@@ -82,6 +82,7 @@ from abifit.sim.process import (
     LibraryFix,
     ModuleStatus,
     Progress,
+    Simulation,
     Simulator,
     context,
     count_failing,
@@ -173,6 +174,7 @@ def located_copy(locate: Callable[[str], tuple[str, ...]],
 
 
 LibrarySearchFn = Callable[[str], "LibrarySearch | None"]
+SimulationSeen = Callable[[Simulator, Simulation], None]  # shown doctor's simulation
 
 
 def library_search(remote: Callable[[], RemoteContext]) -> LibrarySearchFn:
@@ -542,19 +544,24 @@ def doctor(
     gpus: tuple[GpuTarget, ...] | None = None,
     remote: Callable[[], RemoteContext] | None = None,
     save_host: Path | None = None,
+    on_simulation: SimulationSeen | None = None,
+    host: HostFacts | None = None,
 ) -> DoctorReport:
     """Scan the environment of `python`, simulate every selected module, explain the problems.
 
     What is asked live (the interpreter's facts, the host's loader, the GPUs) keys a whole
     result kept in the cache directory; the result is taken while the environment variables and
     files the run looked at are unchanged (`abifit.host.runcache`). A run with `--verify` or
-    `--save-host` does work of its own and is always made, as is one that asked the index."""
+    `--save-host` does work of its own and is always made, as is one that asked the index, or
+    one whose simulation `on_simulation` is shown (`abifit snapshot` reads the fingerprints of
+    the modules from it)."""
     facts = query_interpreter(python)
-    host = probe_host(environ)
+    host = probe_host(environ) if host is None else host
     gpu_reason = None
     if gpus is None:
         gpus, gpu_reason = detect_targets(environ)
-    runs = RunCache(cache_dir, "doctor") if cache_dir and not verify and not save_host else None
+    runs = (RunCache(cache_dir, "doctor")
+            if cache_dir and not verify and not save_host and on_simulation is None else None)
     key = ""
     if runs is not None:
         key = run_key(facts, host, gpus, gpu_reason, tuple(packages), remote is None)
@@ -572,7 +579,8 @@ def doctor(
     with observe.recording() as recorder:
         report = _doctor(facts, host, gpus, gpu_reason, packages, verify=verify,
                          cache_dir=cache_dir, environ=read, progress=progress,
-                         remote=index if remote is not None else None, save_host=save_host)
+                         remote=index if remote is not None else None, save_host=save_host,
+                         on_simulation=on_simulation)
     if runs is not None and not asked:
         runs.put(key, read, recorder, report)
     return report
@@ -583,6 +591,7 @@ def _doctor(
     gpu_reason: str | None, packages: list[str], *, verify: bool, cache_dir: Path | None,
     environ: Mapping[str, str], progress: Progress,
     remote: Callable[[], RemoteContext] | None, save_host: Path | None,
+    on_simulation: SimulationSeen | None = None,
 ) -> DoctorReport:
     progress("reading distributions")
     dists = list_distributions(facts)
@@ -612,6 +621,8 @@ def _doctor(
     major, minor = (int(p) for p in facts.version.split(".")[:2])
     ctx = replace(ctx, symbol_note=lambda name: pythonapi.history(name, (major, minor)))
     simulation = simulate_modules(sim, targets, ctx, progress)
+    if on_simulation is not None:
+        on_simulation(sim, simulation)
     statuses, findings, results = (list(simulation.statuses), list(simulation.findings),
                                    simulation.results)
     findings += [_not_a_file(entry, env) for entry in not_files(facts, dists)

@@ -500,6 +500,31 @@ class Process:
         self.startup = session.finish(global_=True, target=executable)
         return exe
 
+    def bindings(self, path: str) -> tuple[tuple[str, str | None, str], ...]:
+        """(name, version, defining object's path) for each undefined symbol a relocation of
+        the loaded object at `path` binds, in relocation order, as glibc's lookup finds them:
+        the global scope first, then the object's breadth-first dependencies. A name defined
+        by nothing (an assumed library's, or one `SearchConfig.unchecked` let pass) is left
+        out; so is everything when `path` is not loaded."""
+        root = self._by_name.get(path)
+        if root is None:
+            return ()
+        order, seen = [root], {id(root)}
+        for obj in order:  # grows while it is walked: breadth first
+            for name in obj.image.needed:
+                dep = self._by_name.get(name)
+                if dep is not None and id(dep) not in seen:
+                    seen.add(id(dep))
+                    order.append(dep)
+        scope = list({id(o): o for o in [*self._global, *order]}.values())
+        exports = [(o.path, o.symbols().exports) for o in scope]
+        out = []
+        for name, version in root.symbols().references:
+            provider = next((where for where, e in exports if e.binds(name, version)), None)
+            if provider is not None:
+                out.append((name, version, provider))
+        return tuple(out)
+
     def dlopen(self, path: str, *, global_: bool = False) -> LoadResult:
         """Simulate `dlopen(path, RTLD_NOW | (RTLD_GLOBAL if global_ else RTLD_LOCAL))`."""
         caller = next((o for o in self._objects if (o.soname or "").startswith("libpython")),

@@ -304,6 +304,13 @@ class Simulator:
         process = self._with_own(prerequisites, self.own_steps(native)).copy()
         return process.dlopen(native.path), prerequisites
 
+    def bindings(self, native: NativeFile) -> tuple[tuple[str, str | None, str], ...]:
+        """What each undefined symbol of `native` binds to when it loads, in the process
+        `check` loads it into (`Process.bindings`); empty when it does not load."""
+        prerequisites = self.env.prerequisites(native, self.image)
+        process = self._with_own(prerequisites, self.own_steps(native)).copy()
+        return process.bindings(native.path) if process.dlopen(native.path).loads else ()
+
 
 def _exports(sim: Simulator) -> Callable[[str], Collection[str]]:
     memo: dict[str, Collection[str]] = {}

@@ -1,0 +1,69 @@
+"""`abifit diff` rendered: the ABI changes (those that break first), then the version changes,
+then the verdict; `--json` prints the same report as one versioned document."""
+
+from __future__ import annotations
+
+from abifit.commands.diff import Change, ChangeKind, DiffReport
+from abifit.report.json import SCHEMA_VERSION, JsonObject
+
+_LABEL = {
+    ChangeKind.STOPS_LOADING: "does not load",
+    ChangeKind.STARTS_LOADING: "now loads",
+    ChangeKind.MODULE_GONE: "module gone",
+    ChangeKind.CUDA_MAJOR: "CUDA major",
+    ChangeKind.RESOLVED_ELSEWHERE: "found elsewhere",
+    ChangeKind.VERSION_NODES: "version nodes",
+    ChangeKind.BINDINGS: "bindings",
+    ChangeKind.HOST: "host",
+}
+
+
+def _abi_line(c: Change) -> list[str]:
+    mark = "BREAKS " if c.breaks else ""
+    if c.kind is ChangeKind.STOPS_LOADING:
+        head = (f"  {mark}{c.subject}: loads on A, not on B: {c.after}" if c.breaks
+                else f"  {c.subject}: does not load on B: {c.after}")
+    else:
+        head = (f"  {_LABEL[c.kind]}: {c.subject}: {c.before or '-'} -> {c.after or '-'}"
+                + (f": {c.detail}" if c.detail else ""))
+        return [head]
+    # the derivation and the nearest definition (the signature that changed), not every one
+    return [head] + [f"      {line}" for line in c.detail.splitlines()[:2]]
+
+
+def _version_line(c: Change) -> str:
+    if c.kind is ChangeKind.ADDED:
+        return f"  + {c.subject} {c.after or ''}".rstrip()
+    if c.kind is ChangeKind.REMOVED:
+        return f"  - {c.subject} {c.before or ''}".rstrip()
+    return f"  {c.subject} {c.before} -> {c.after}"
+
+
+def diff_text(report: DiffReport) -> str:
+    """The text rendering of `abifit diff`."""
+    lines = [f"A: {report.a}", f"B: {report.b}"]
+    if report.abi:
+        lines.append("ABI:")
+        for c in report.abi:
+            lines += _abi_line(c)
+    if report.versions:
+        lines.append("versions:")
+        lines += [_version_line(c) for c in report.versions]
+    if not report.abi and not report.versions:
+        lines.append("no differences")
+    broken = report.breaks
+    lines.append(f"B breaks {len(broken)} module(s) that A loaded" if broken
+                 else "B breaks nothing A loaded")
+    return "\n".join(lines) + "\n"
+
+
+def diff_json(report: DiffReport) -> JsonObject:
+    """The `--json` document of `abifit diff`."""
+
+    def change(c: Change) -> JsonObject:
+        return {"kind": c.kind.value, "subject": c.subject, "before": c.before,
+                "after": c.after, "detail": c.detail, "breaks": c.breaks}
+
+    return {"schema_version": SCHEMA_VERSION, "command": "diff", "a": report.a, "b": report.b,
+            "breaks": len(report.breaks), "abi": [change(c) for c in report.abi],
+            "versions": [change(c) for c in report.versions], "notes": list(report.notes)}
