@@ -326,3 +326,18 @@ def test_check_snapshot_gives_the_recorded_fix(conf_stack: dict[str, Path], tmp_
     assert f"add {root}/opt/foo/lib to {root}/etc/ld.so.conf.d/foo.conf" in finding["hint"]
     assert "run ldconfig" in finding["hint"]
     assert "snapshot's machine" in finding["explanation"]
+
+
+@pytest.mark.parametrize(("name", "warned"), [("pylock.toml", False), ("pylock.gpu.toml", False),
+                                              ("stack.toml", True), ("pylock.a.b.toml", True)])
+def test_an_output_name_installers_do_not_read_is_warned_of(
+        conf_stack: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        name: str, warned: bool) -> None:
+    """PEP 751 names the file `pylock.toml` or `pylock.NAME.toml` (uv refuses other names):
+    `-o` with another name is written, with a warning."""
+    out = tmp_path / name
+    assert main(["snapshot", "--python", str(conf_stack["venv"] / "bin/python"), "-o", str(out),
+                 "--no-index", "--no-cache"]) == 0
+    err = capsys.readouterr().err
+    assert out.is_file()
+    assert ("warning: " in err and "pylock.NAME.toml" in err) == warned

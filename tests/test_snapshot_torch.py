@@ -93,3 +93,24 @@ def test_rebuilt_stack_diffs_clean_and_a_swap_breaks(
                for c in broken)  # the provider's signature that changed
     assert {(c["subject"], c["before"], c["after"]) for c in doc["versions"]} == {
         ("fbgemm-gpu-cpu", "1.8.0", "1.4.0")}
+
+
+def test_an_installer_that_reads_pep_751_installs_the_snapshot_itself(
+        torch_venv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The snapshot is a lock an installer reads as it is: uv installs the stack from the
+    `pylock.toml` abifit wrote (each wheel by its URL, checked against its sha256) into a new
+    venv, and `diff` finds no difference."""
+    uv = pytest.importorskip("uv").find_uv_bin()
+    lock = tmp_path / "pylock.toml"
+    assert run(capsys, "snapshot", "--python", str(torch_venv / "bin/python"), "-o", str(lock),
+               "--no-cache")[0] == 0
+    venv = tmp_path / "from-lock"
+    subprocess.run([str(torch_venv / "bin/python"), "-m", "venv", "--without-pip", str(venv)],
+                   check=True)
+    done = subprocess.run([uv, "pip", "install", "--python", str(venv / "bin/python"),
+                           "-r", str(lock)], capture_output=True, text=True)
+    if done.returncode != 0 and "connect" in done.stderr.lower():
+        pytest.skip(f"uv could not fetch the wheels: {done.stderr.strip()[-300:]}")
+    assert done.returncode == 0, done.stderr
+    code, out = run(capsys, "diff", str(lock), str(venv), "--no-cache")
+    assert (code, out.splitlines()[2:]) == (0, ["no differences", "B breaks nothing A loaded"])

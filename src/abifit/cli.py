@@ -16,6 +16,7 @@ import io
 import logging
 import os
 import platform
+import re
 import shutil
 import signal
 import sys
@@ -818,6 +819,9 @@ def _run_snapshot(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from abifit.report.snapshot import requirements_text, snapshot_json, snapshot_text
 
     cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
+    if args.output and not re.fullmatch(r"pylock(\.[^.]+)?\.toml", Path(args.output).name):
+        err.write(f"warning: {args.output}: installers that read PEP 751 locks look for a file "
+                  "named pylock.toml or pylock.NAME.toml\n")
     try:
         report = snapshot(args.python or default_interpreter(os.environ),
                           Path(args.output) if args.output else None, cache_dir=cache,
