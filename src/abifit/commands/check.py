@@ -399,7 +399,8 @@ class Gatherer:
         return pure
 
 
-def gather(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteContext | None,
+def gather(targets: Sequence[str | IndexFile], withs: Sequence[str | IndexFile],
+           ctx: RemoteContext | None,
            markers: Mapping[str, str], progress: Progress, skip_pure: bool = False
            ) -> tuple[list[Wheel], list[str]]:
     """The wheels of the virtual environment, targets first, and notes on how they were chosen.
@@ -842,7 +843,8 @@ def _result_key(wheels: Sequence[Wheel], target: Target, host: HostProfile,
     return hashlib.sha256(repr(inputs).encode()).hexdigest()
 
 
-def check(targets: Sequence[str], withs: Sequence[str | IndexFile], ctx: RemoteContext | None,
+def check(targets: Sequence[str | IndexFile], withs: Sequence[str | IndexFile],
+          ctx: RemoteContext | None,
           target: Target, host: HostProfile, progress: Progress,
           executable: str | None = None, skip_pure: bool = False,
           gpu: GpuTarget | None = None) -> CheckReport:
