@@ -362,3 +362,21 @@ def test_a_cuda_family_in_the_metadata_decides(
     assert rejected["why"] == "metadata"
     assert "gpupkg 2.0 requires nvidia-fake-cu13" in str(rejected["reason"])
     assert "built for CUDA 13, not CUDA 12" in str(rejected["reason"])
+
+
+def test_the_library_api(loopback_index: LoopbackIndex, tmp_path: Path,
+                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`abifit.resolve` returns the report the command prints: the pins and, for hostpkg, the
+    newer release and why."""
+    import abifit
+
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    report = abifit.resolve(["nopin", "hostpkg"], python_version="3.11",
+                            platforms=["linux_x86_64"], index_url=loopback_index.url,
+                            cache_dir=tmp_path)
+    assert isinstance(report, abifit.ResolveReport) and report.found
+    assert {p.name: p.version for p in report.pins} == {"hostpkg": "1.1", "nopin": "0.1"}
+    [rejection] = report.rejections
+    assert (rejection.name, rejection.version, rejection.why.value) == ("hostpkg", "2.0",
+                                                                        "binary")

@@ -4,9 +4,10 @@ another wheel?
 A pair is looked at in each direction. The direction E -> H is *checked* (one `check` of E's
 wheel with H's) only when both wheels hold extension modules (by their member names: the
 packages a program imports, not the library bundles such as `nvidia-*`, which come in through
-their metadata) and E's binaries can bind to H's: E's metadata requires H's project, or an ELF
-member of E needs a library (DT_NEEDED) that H's wheel ships. Otherwise the direction fits
-without a simulation. The check includes H's own native dependencies as their metadata selects
+their metadata) and E's binaries can bind to H's: an ELF member of E needs a library
+(DT_NEEDED) that H's wheel ships. Otherwise the direction fits without a simulation (an
+extension that binds to a host's symbols without naming its library is left to the whole-set
+check). The check includes H's own native dependencies as their metadata selects
 them, as `abifit check` does; the resolution's whole-set check has the last word.
 
 A verdict is kept in memory for the run and in the cache (`Cache.put_result`), under a digest
@@ -25,9 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from packaging.utils import canonicalize_name
-
-from abifit.commands.check import check, requires_dist, target_interpreter, target_markers
+from abifit.commands.check import check, target_interpreter
 from abifit.errors import AbifitError
 from abifit.formats.elf import ElfImage
 from abifit.sim.findings import Finding, FindingKind
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str], None]
 
-PAIR_FORMAT = "resolve-pair-1"  # what a stored verdict holds; a change makes old entries misses
+PAIR_FORMAT = "resolve-pair-2"  # what a stored verdict holds; a change makes old entries misses
 _MODULE = re.compile(r".+\.(cpython-[^.]+|abi3|pypy[^.]*)\.so$")
 
 
@@ -110,22 +109,20 @@ def problems_of(findings: tuple[Finding, ...]) -> tuple[Problem, ...]:
 
 
 def describe(verdict: PairVerdict) -> str:
-    """One line: why the extension does not load next to the host."""
+    """One line: why the extension does not load next to the host (its first problem)."""
     if verdict.error is not None:
         return f"{verdict.extension} with {verdict.host} could not be checked: {verdict.error}"
     if not verdict.problems:
         return f"{verdict.extension} does not load next to {verdict.host}"
     first = verdict.problems[0]
-    more = len(verdict.problems) - 1
-    tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
     if first.kind in (FindingKind.UNDEFINED_SYMBOL.value, FindingKind.MISSING_VERSION.value):
         change = f" ({first.change})" if first.change else ""
         return (f"{verdict.extension} needs {first.subject}, which {verdict.host} does not "
-                f"define{change}{tail}")
+                f"define{change}")
     if first.kind == FindingKind.MISSING_LIBRARY.value:
         return (f"{verdict.extension} needs {first.subject}, which neither {verdict.host} nor "
-                f"its dependencies ship{tail}")
-    return f"{verdict.extension} next to {verdict.host}: {first.subject}{tail}"
+                "its dependencies ship")
+    return f"{verdict.extension} next to {verdict.host}: {first.subject}"
 
 
 class PairJudge:
@@ -148,10 +145,10 @@ class PairJudge:
         self._directions: dict[tuple[str, str], Future[PairVerdict]] = {}
         self._shapes: dict[str, Shape] = {}
         self._needed: dict[str, frozenset[str]] = {}
-        self._requires: dict[str, frozenset[str]] = {}
         self.checked = 0  # directions simulated in this run
         self.cached = 0  # directions whose verdict the cache held
         self.unchecked = 0  # directions that cannot bind (no simulation)
+        self.projects: set[frozenset[str]] = set()  # pairs of projects that had to be checked
 
     def close(self) -> None:
         """Wait for the verdicts computed ahead (they go into the cache: a later resolution
@@ -184,30 +181,6 @@ class PairJudge:
             self._shapes[file.url] = shape
         return shape
 
-    def requires(self, file: IndexFile) -> frozenset[str]:
-        """The projects the wheel's metadata requires for the target (any extra)."""
-        with self._lock:
-            known = self._requires.get(file.url)
-        if known is not None:
-            return known
-        from packaging.requirements import InvalidRequirement, Requirement
-
-        from abifit.remote.wheels import shared_wheel
-
-        markers = target_markers(self.ctx.target)
-        names = set()
-        for text in requires_dist(shared_wheel(file, self.ctx).metadata()):
-            try:
-                req = Requirement(text)
-            except InvalidRequirement:
-                continue
-            if req.marker is None or req.marker.evaluate({**markers, "extra": ""}):
-                names.add(canonicalize_name(req.name))
-        found = frozenset(names)
-        with self._lock:
-            self._requires[file.url] = found
-        return found
-
     def needed(self, file: IndexFile) -> frozenset[str]:
         """The sonames the wheel's ELF members need (their views are what a check of the
         wheel reads first)."""
@@ -231,15 +204,13 @@ class PairJudge:
 
     def binds(self, extension: IndexFile, host: IndexFile) -> bool:
         """Whether the extension's binaries can bind to the host's: both hold extension
-        modules, and the extension requires the host's project or needs a library it ships.
-        Cheap reads first: directories and metadata before views."""
+        modules, and an ELF member of the extension needs a library the host ships. Cheap
+        reads first: directories before views (a host that ships no library is not read
+        further)."""
         theirs, ours = self.shape(host), self.shape(extension)
-        if not theirs.modules or not ours.modules:
+        if not theirs.modules or not ours.modules or not theirs.libraries:
             return False
-        wheel = host.wheel()
-        if wheel is not None and wheel[0] in self.requires(extension):
-            return True
-        return bool(theirs.libraries) and bool(self.needed(extension) & theirs.libraries)
+        return bool(self.needed(extension) & theirs.libraries)
 
     # --- verdicts ------------------------------------------------------------------------------
 
@@ -269,6 +240,7 @@ class PairJudge:
             with self._lock:
                 if stored.checked:
                     self.cached += 1
+                    self.projects.add(frozenset((_project(extension), _project(host))))
                 else:
                     self.unchecked += 1
             return stored
@@ -291,6 +263,7 @@ class PairJudge:
                        lambda _m: None, self.executable)
         with self._lock:
             self.checked += 1
+            self.projects.add(frozenset((_project(extension), _project(host))))
         fits = report.verdict != "fails"
         return PairVerdict(name, other, True, fits, () if fits else problems_of(report.findings))
 
@@ -305,6 +278,11 @@ class PairJudge:
         inputs = (PAIR_FORMAT, __version__, keys, str(target), target.platforms,
                   self.host.fingerprint, self.host.assume_driver, self._run_key)
         return hashlib.sha256(repr(inputs).encode()).hexdigest()
+
+
+def _project(file: IndexFile) -> str:
+    wheel = file.wheel()
+    return wheel[0] if wheel is not None else file.filename
 
 
 def _is_module(path: str) -> bool:

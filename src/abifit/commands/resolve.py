@@ -27,7 +27,6 @@ resolution runs again (at most `MAX_ROUNDS` times).
 from __future__ import annotations
 
 import functools
-import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
@@ -59,7 +58,7 @@ Progress = Callable[[str], None]
 
 MAX_ROUNDS = 3  # resolutions after a whole-set check fails
 RESOLVER_ROUNDS = 5000
-SHOWN_NEWER = 8  # newer releases listed with their reasons, per package
+SHOWN_NEWER = 64  # newer releases listed with their reasons, per package
 _LOCAL_CUDA = re.compile(r"cu(\d{2,3})")
 _NAME_CUDA = re.compile(r".+-cu(\d+)")
 
@@ -369,7 +368,7 @@ class Provider(AbstractProvider[Req, Pinned, str]):
             out.append(Need(base, str(base)))
         for req in self.requirements_of(candidate):
             if _applies(req, self.markers, candidate.extras):
-                need = Need(req, str(req))
+                need = Need(req, _text(req))
                 self.seen.add(need.name)
                 self._require(candidate.label, need)
                 out.append(need)
@@ -441,15 +440,18 @@ class Provider(AbstractProvider[Req, Pinned, str]):
     def _loadable(self, candidates: list[Candidate], partners: list[Candidate]
                   ) -> Iterator[Candidate]:
         """The candidates that pass the cheap filters and load next to every partner, in
-        order; the pair verdicts of the next few are computed ahead, in parallel."""
-        passing = (c for c in candidates if self.unary(c) is None)
+        order; after a rejection the pair verdicts of the next few are computed ahead, in
+        parallel (1, then 2, 4, ... up to `jobs`, as rejections follow one another)."""
+        passing = (c for c in candidates if self.unary(c) is None
+                   and not any(self._forbids(p, c) for p in partners))
         if not partners:
             yield from passing
             return
         window: list[tuple[Candidate, list[Future[PairVerdict]]]] = []
         stream = iter(passing)
+        ahead = 1  # doubles with each rejection, up to `jobs`: little read beyond the one
         while True:
-            while len(window) < self.jobs:
+            while len(window) < ahead:
                 nxt = next(stream, None)
                 if nxt is None:
                     break
@@ -461,7 +463,24 @@ class Provider(AbstractProvider[Req, Pinned, str]):
             candidate, _futures = window.pop(0)
             self.tried.add((candidate.name, str(candidate.version)))
             if all(not self._pair_failures(p, candidate) for p in partners):
+                ahead = 1
                 yield candidate
+            else:
+                ahead = min(self.jobs, ahead * 2)
+
+    def _forbids(self, partner: Candidate, candidate: Candidate) -> bool:
+        """Whether the metadata of either release forbids the other (`torchvision 0.24.1
+        requires torch==2.9.1`): a pair that no binary check needs. Recorded as a rejection
+        of the candidate."""
+        for a, b in ((candidate, partner), (partner, candidate)):
+            for req in self.requirements_of(a):
+                if (canonicalize_name(req.name) == b.name
+                        and _applies(req, self.markers, a.extras)
+                        and not req.specifier.contains(b.version, prereleases=True)):
+                    self.reject(Rejection(candidate.name, str(candidate.version), Why.METADATA,
+                                          f"{a.label} requires {_text(req)}", partner.label))
+                    return True
+        return False
 
     def _pair_failures(self, partner: Candidate, candidate: Candidate) -> tuple[PairVerdict, ...]:
         """The failing directions of (partner, candidate), each recorded as a rejection of
@@ -526,6 +545,13 @@ class Provider(AbstractProvider[Req, Pinned, str]):
         return Rejection(candidate.name, str(candidate.version), Why.GPU,
                          f"{candidate.label} has no kernel image for {self.gpu.arch}: "
                          f"{failing[0].message}")
+
+
+def _text(requirement: Requirement) -> str:
+    """A requirement as reasons quote it: without its marker (it applies, or it would not be
+    quoted)."""
+    extras = f"[{','.join(sorted(requirement.extras))}]" if requirement.extras else ""
+    return f"{requirement.name}{extras}{requirement.specifier}"
 
 
 def _is_exact(requirement: Requirement) -> bool:
@@ -832,17 +858,17 @@ def _preferred(recorded: list[Rejection]) -> Rejection:
 
 
 def _naive(provider: Provider, roots: Sequence[Need]) -> int:
-    """The pairs a product of versions would check: for each pair of projects with extension
-    modules, the product of their releases that fit the target and the roots' specifiers."""
-    counts = []
-    for name in sorted(provider.native & provider.seen):
-        listed = provider._listings.get(name, [])
-        if not listed or not any(provider.judge.shape(c.file).modules for c in listed[:1]):
-            continue
+    """The pairs a product of versions would check: for each pair of projects whose binaries
+    had to be checked together, the product of their releases that fit the target and the
+    roots' specifiers."""
+    def count(name: str) -> int:
         specs = [n.requirement.specifier for n in roots if n.name == name]
-        counts.append(sum(1 for c in listed if not c.version.is_prerelease
-                          and all(s.contains(c.version, prereleases=True) for s in specs)))
-    return sum(a * b for a, b in itertools.combinations(counts, 2))
+        return sum(1 for c in provider._listings.get(name, [])
+                   if (provider.ctx.prereleases or not c.version.is_prerelease)
+                   and all(s.contains(c.version, prereleases=True) for s in specs))
+
+    return sum(count(a) * count(b) for a, b in (sorted(p) for p in provider.judge.projects
+                                                   if len(p) == 2))
 
 
 def derive_conflict(provider: Provider,

@@ -41,14 +41,32 @@ def _set_check_line(check: SetCheck | None) -> str:
 
 def _stats_line(report: ResolveReport) -> str:
     s = report.stats
-    return (f"pairs: {s.pairs_checked} checked, {s.pairs_cached} from the cache, "
-            f"{s.pairs_unchecked} that cannot bind (a product of the releases: "
-            f"{s.naive_pairs}); {s.candidates_tried} release(s) tried in {s.resolutions} "
-            f"resolution(s)")
+    return (f"pairs: {s.pairs_checked} checked, {s.pairs_cached} from the cache (a product of "
+            f"the releases would check {s.naive_pairs}); {s.candidates_tried} release(s) tried "
+            f"in {s.resolutions} resolution(s)")
 
 
-def _rejection_line(r: Rejection) -> str:
-    return f"    {r.version}: {r.reason} [{r.why}]"
+def _rejection_lines(pin: Pin) -> list[str]:
+    """The newer releases grouped by reason (the release a reason names, replaced by the
+    group's): `2.15.0, 2.14.1 and 2.14.0: ... torch 2.15.0, 2.14.1 and 2.14.0 ...`."""
+    groups: dict[tuple[str, str], list[Rejection]] = {}
+    for r in pin.newer:
+        key = (r.why.value, r.reason.replace(f"{pin.name} {r.version}", "\0"))
+        groups.setdefault(key, []).append(r)
+    lines = []
+    for (why, reason), listed in groups.items():
+        versions = [r.version for r in listed]
+        single = len(versions) == 1
+        text = reason.replace("\0", f"{pin.name} {versions[0]}" if single else pin.name)
+        lines.append(f"    {_versions(versions)}: {text} [{why}]")
+    return lines
+
+
+def _versions(versions: list[str]) -> str:
+    if len(versions) > 8:
+        return f"{', '.join(versions[:7])} and {len(versions) - 7} more"
+    return versions[0] if len(versions) == 1 else ", ".join(versions[:-1]) + " and " + \
+        versions[-1]
 
 
 def resolve_text(report: ResolveReport) -> str:
@@ -75,7 +93,7 @@ def resolve_text(report: ResolveReport) -> str:
         lines += ["", "newer releases not chosen:"]
         for pin in rejected:
             lines.append(f"  {pin.name} (chosen {pin.version}):")
-            lines += [_rejection_line(r) for r in pin.newer]
+            lines += _rejection_lines(pin)
             if pin.newer_unlisted:
                 lines.append(f"    ... and {pin.newer_unlisted} more")
     if report.set_check and report.set_check.problems:
