@@ -589,16 +589,25 @@ class Recorder(BaseReporter[Req, Pinned, str]):
             return
         requirement = own[0]
         if isinstance(requirement, Fits):
-            why, reason = Why.BINARY, (f"{candidate.label} loads with no release of "
-                                       f"{requirement.name} the other requirements allow: "
-                                       f"{_binary_summary(self.provider, requirement)}")
+            partner_rejections = [r for (n, _v), listed in self.provider.rejections.items()
+                                  if n == requirement.name for r in listed
+                                  if r.against == candidate.label]
+            binary = any(r.why is Why.BINARY for r in partner_rejections) or \
+                not partner_rejections
+            why = Why.BINARY if binary else Why.METADATA
+            reason = (f"{candidate.label} loads with no release of {requirement.name} the "
+                      f"other requirements allow: "
+                      f"{_binary_summary(self.provider, requirement)}")
+            against: str | None = requirement.name  # ranks it first among metadata reasons
         else:
             others = [i for i in infos if i.parent != candidate]
             why, reason = Why.METADATA, (f"{candidate.label} requires {requirement.text}"
                                          + (f", but {_joined(_said(i) for i in others)}"
                                             if others else
                                             f": {_no_release(self.provider, requirement)}"))
-        self.provider.reject(Rejection(candidate.name, str(candidate.version), why, reason))
+            against = None
+        self.provider.reject(Rejection(candidate.name, str(candidate.version), why, reason,
+                                       against))
 
 
 def _said(info: RequirementInformation[Req, Pinned]) -> str:
@@ -629,12 +638,18 @@ def _binary_summary(provider: Provider, requirement: Fits) -> str:
         f"none of its releases loads next to {requirement.partner.label}"
 
 
-def _binary_reasons(provider: Provider, name: str, partner: Candidate) -> list[str]:
-    """The pair rejections of `name`'s releases against `partner`, one line per reason, the
-    releases it holds for listed in it ("which hostpkg 2.0 and 2.1 do not define")."""
-    items = [(version, r.reason) for (n, version), listed in provider.rejections.items()
-             if n == name for r in listed if r.against == partner.label and r.why is Why.BINARY]
-    return _grouped(name, items)
+def _binary_reasons(provider: Provider, name: str, partner: Candidate,
+                    shown: int = 3) -> list[str]:
+    """The pair rejections of `name`'s releases against `partner` (their binaries, else
+    their metadata), one line per reason, the releases it holds for listed in it ("which
+    hostpkg 2.0 and 2.1 do not define"); `shown` lines at most."""
+    found = [(version, r) for (n, version), listed in provider.rejections.items()
+             if n == name for r in listed if r.against == partner.label]
+    binary = [(v, r.reason) for v, r in found if r.why is Why.BINARY]
+    lines = _grouped(name, binary or [(v, r.reason) for v, r in found])
+    if len(lines) > shown:
+        lines = [*lines[:shown - 1], f"{lines[shown - 1]} and {len(lines) - shown + 1} more"]
+    return lines
 
 
 def _grouped(name: str, items: Iterable[tuple[str, str]]) -> list[str]:
