@@ -4,7 +4,7 @@ file."""
 
 from __future__ import annotations
 
-from abifit.commands.resolve import Conflict, Pin, Rejection, ResolveReport, SetCheck
+from abifit.commands.resolve import Conflict, Pin, Rejection, ResolveReport, SetCheck, Why
 from abifit.report.json import SCHEMA_VERSION, JsonObject
 
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -89,13 +89,19 @@ def resolve_text(report: ResolveReport) -> str:
     width = max((len(f"{p.name}=={p.version}") for p in report.pins), default=0)
     lines += [_pin_line(p, width) for p in report.pins]
     rejected = [p for p in report.pins if p.newer]
+    # dependencies held back only by what their dependents require: one line (JSON has each)
+    held = [p for p in rejected if p.role == "dependency"
+            and all(r.why is Why.METADATA for r in p.newer)]
     if rejected:
         lines += ["", "newer releases not chosen:"]
-        for pin in rejected:
+        for pin in (p for p in rejected if p not in held):
             lines.append(f"  {pin.name} (chosen {pin.version}):")
             lines += _rejection_lines(pin)
             if pin.newer_unlisted:
                 lines.append(f"    ... and {pin.newer_unlisted} more")
+        if held:
+            lines.append(f"  held back by what the packages that require them require "
+                         f"(--json lists each release): {', '.join(p.name for p in held)}")
     if report.set_check and report.set_check.problems:
         lines += ["", "whole-set check problems:"]
         lines += [f"  {p}" for p in report.set_check.problems]
