@@ -45,12 +45,12 @@ from resolvelib.structs import RequirementInformation
 from abifit.commands.check import check, requires_dist, target_markers
 from abifit.commands.pairs import PairJudge, PairVerdict, describe, is_native
 from abifit.errors import AbifitError, UsageError
+from abifit.remote.index import IndexFile  # a field's type: its hint must evaluate (datacodec)
 
 if TYPE_CHECKING:
     from resolvelib.resolvers import Criterion
 
     from abifit.host.profile import HostProfile
-    from abifit.remote.index import IndexFile
     from abifit.remote.wheels import RemoteContext
     from abifit.sim.gpu import GpuTarget
 
