@@ -43,7 +43,7 @@ from resolvelib.providers import AbstractProvider
 from resolvelib.structs import RequirementInformation
 
 from abifit.commands.check import check, requires_dist, target_markers
-from abifit.commands.pairs import PairJudge, PairVerdict, describe, is_native
+from abifit.commands.pairwise import PairJudge, PairVerdict, describe, is_native
 from abifit.errors import AbifitError, UsageError
 from abifit.remote.index import IndexFile  # a field's type: its hint must evaluate (datacodec)
 
@@ -791,7 +791,7 @@ def check_set(chosen: Sequence[Candidate], provider: Provider, ctx: RemoteContex
     native wheels beside them. Returns the failing releases, each with its first problem."""
     from dataclasses import replace
 
-    from abifit.commands.pairs import problems_of
+    from abifit.commands.pairwise import problems_of
 
     native = [c for c in chosen if is_native(c.file)]
     if not native:
@@ -819,7 +819,7 @@ def check_set(chosen: Sequence[Candidate], provider: Provider, ctx: RemoteContex
 
 
 def _problem_line(problem: object) -> str:
-    from abifit.commands.pairs import Problem
+    from abifit.commands.pairwise import Problem
 
     assert isinstance(problem, Problem)
     return problem.subject + (f" ({problem.change})" if problem.change else "")
