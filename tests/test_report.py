@@ -28,7 +28,7 @@ from abifit.sim.loader import LoadProblem, ProblemKind
 
 SCHEMAS = files("abifit").joinpath("report/schemas")
 COMMANDS = ("inspect", "doctor", "check", "cuda", "matrix", "variants", "cache",
-            "explain", "index", "history", "snapshot", "diff")
+            "explain", "index", "history", "snapshot", "diff", "resolve")
 TRANSFER = {"bytes_fetched": 4096, "requests": 3, "wheel_bytes": 1_000_000}
 
 

@@ -1,6 +1,6 @@
 """abifit: do the pre-built native parts of a Python stack fit together, and if not, why not.
 
-As a library, five functions do what the commands of the same names do and return the report
+As a library, six functions do what the commands of the same names do and return the report
 the command prints (frozen dataclasses; the text and JSON output are made from them):
 
     import abifit
@@ -11,6 +11,7 @@ the command prints (frozen dataclasses; the text and JSON output are made from t
     report = abifit.explain(error_text, with_=["torch==2.10.0"])
     report = abifit.history("c10::cuda::c10_cuda_check_implementation", "torch",
                             versions=">=2.8,<2.11")
+    report = abifit.resolve(["sgl-kernel==0.3.21", "torch"], python_version="3.11")
 
 They raise an `AbifitError` (`UsageError`, `FormatError`, ...) when something cannot be analysed;
 the problems they find are data in the report. Importing abifit is cheap: the commands are
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from abifit.commands.explain import ExplainReport
     from abifit.commands.history import HistoryReport
     from abifit.commands.inspect import InspectReport
+    from abifit.commands.resolve import ResolveReport
     from abifit.formats.demangle import demangle
     from abifit.remote.wheels import RemoteContext
 
@@ -47,6 +49,7 @@ __all__ = [
     "FormatError",
     "HistoryReport",
     "InspectReport",
+    "ResolveReport",
     "UsageError",
     "__version__",
     "check",
@@ -55,6 +58,7 @@ __all__ = [
     "explain",
     "history",
     "inspect",
+    "resolve",
 ]
 
 # names of __all__ imported on first use, so that `import abifit` imports only abifit.errors
@@ -64,6 +68,7 @@ _LAZY = {
     "ExplainReport": "abifit.commands.explain",
     "HistoryReport": "abifit.commands.history",
     "InspectReport": "abifit.commands.inspect",
+    "ResolveReport": "abifit.commands.resolve",
     "demangle": "abifit.formats.demangle",
 }
 
@@ -116,6 +121,46 @@ def check(
         return check_wheels(_names(requirements), _names(with_), ctx, ctx.target,
                             host_profile(host, assume_driver, dict(os.environ)),
                             progress or _quiet, python)
+
+
+def resolve(
+    requirements: str | Sequence[str],
+    *,
+    with_: str | Sequence[str] = (),
+    python_version: str | None = None,
+    platforms: Sequence[str] | None = None,
+    host: str | None = None,
+    assume_driver: str | None = None,
+    cuda: int | None = None,
+    python: str | None = None,
+    index_url: str | None = None,
+    extra_index_urls: Sequence[str] = (),
+    find_links: Sequence[str] = (),
+    cache_dir: str | Path | None = None,
+    offline: bool = False,
+    jobs: int = 4,
+    progress: Callable[[str], None] | None = None,
+) -> ResolveReport:
+    """The newest set of releases whose metadata agrees and whose binaries load together:
+    what `abifit resolve` prints, as a report (`report.found`, `report.pins`, each pin's
+    `newer` releases with why they were not chosen, or `report.conflict`).
+
+    The arguments are `check`'s; `cuda` keeps only wheels built for that CUDA major (or none),
+    and the host's driver (`assume_driver`, or the profile's) rejects CUDA builds it cannot
+    run.
+    """
+    from abifit.commands.contexts import index_context, open_cache
+    from abifit.commands.resolve import resolve as resolve_set
+    from abifit.host.profile import host_profile
+
+    make = index_context(lambda: open_cache(cache_dir, os.environ), os.environ, offline=offline,
+                         index_url=index_url, extra_index_urls=extra_index_urls,
+                         find_links=find_links, python_version=python_version,
+                         platforms=platforms)
+    with _closing(make) as remote:
+        return resolve_set(_names(requirements), _names(with_), remote(),
+                           host_profile(host, assume_driver, dict(os.environ)),
+                           progress or _quiet, cuda=cuda, executable=python, jobs=jobs)
 
 
 def doctor(

@@ -62,11 +62,12 @@ EXIT_INTERRUPTED = 130
 EXIT_STATUS = """\
 exit status:
   0    fits: every module checked loads, no problem found (matrix: a host release fits;
-       history: a release defines the symbol); inspect, variants, cache, index: done;
+       history: a release defines the symbol; resolve: a set was found); inspect, variants,
+       cache, index: done;
        explain: no message confirmed in the environment
   1    problems found: a module that does not load, a GPU without a kernel image, a CUDA
        problem (matrix: no host release fits; explain: a message confirmed; history: no
-       release examined defines the symbol)
+       release examined defines the symbol; resolve: no set fits)
   2    usage or analysis error: a bad option or input; a file, interpreter or index that could
        not be read (inspect: an object; matrix: every host release; index: a wheel, or
        a file to import; explain: no message recognised in the text)
@@ -74,7 +75,8 @@ exit status:
   130  interrupted (Ctrl-C)"""
 
 # Commands whose text report ends with its verdict line: all that --quiet prints of them.
-_VERDICT_COMMANDS = frozenset({"check", "doctor", "cuda", "matrix", "explain", "diff"})
+_VERDICT_COMMANDS = frozenset({"check", "doctor", "cuda", "matrix", "explain", "diff",
+                              "resolve"})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -280,6 +282,34 @@ def _parser() -> argparse.ArgumentParser:
     _host_options(m)
     m.add_argument("--json", action="store_true", help="print one JSON document")
     _index_options(m)
+    r = sub.add_parser(
+        "resolve",
+        help="the newest set of releases whose binaries load together",
+        description="Resolve requirements over the index as pip does, with the loader as one "
+        "more constraint: a set is chosen only when every extension module of every package "
+        "loads next to the others. Newest releases first; for each package, the newer releases "
+        "not chosen and why; no set: the conflict, as a derivation.",
+    )
+    r.add_argument("requirements", nargs="*", metavar="REQ",
+                   help="a requirement, e.g. sgl-kernel==0.3.21 or torch")
+    r.add_argument("--with", dest="withs", action="append", default=[], metavar="REQ",
+                   help="a package the set must hold, at a version REQ allows (repeatable)")
+    r.add_argument("--cuda", type=_positive, metavar="MAJOR",
+                   help="keep only wheels built for this CUDA major (+cu130, nvidia-*-cu13) "
+                   "or for none")
+    r.add_argument("--gpu", metavar="ARCH",
+                   help="reject releases whose GPU code has no kernel image for this GPU "
+                   "(sm_120, 9.0, auto); their members with GPU code are read whole")
+    r.add_argument("-o", "--output", metavar="FILE",
+                   help="also write the pinned set to FILE (requirements, or constraints when "
+                   "the name says so or --format does)")
+    r.add_argument("--format", choices=("requirements", "constraints"),
+                   help="what -o writes (default: by the file name)")
+    r.add_argument("--jobs", type=_positive, default=4, metavar="N",
+                   help="pairs checked at once (default 4)")
+    _host_options(r)
+    r.add_argument("--json", action="store_true", help="print one JSON document")
+    _index_options(r)
     v = sub.add_parser(
         "variants",
         help="how do the wheels of one release differ?",
@@ -778,6 +808,50 @@ def _run_matrix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK if report.fits else EXIT_PROBLEMS
 
 
+def _run_resolve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from abifit.commands.resolve import resolve
+    from abifit.report.json import dumps
+    from abifit.report.resolve import (
+        constraints_txt,
+        requirements_txt,
+        resolve_json,
+        resolve_text,
+    )
+
+    output_format = _lock_format(args.output, args.format)
+    host = _host_platform(args)
+    remote = _remote(args)
+    gpus = _gpu_targets(args.gpu)
+    try:
+        report = resolve(args.requirements, args.withs, remote(), host, _progress(err),
+                         cuda=args.cuda, gpu=gpus[0] if gpus else None, executable=args.python,
+                         jobs=args.jobs)
+    finally:
+        _clear_progress(err)
+    transfer = _transfer(remote)
+    if not args.quiet and not args.json:
+        err.writelines(f"note: {n}\n" for n in report.notes)
+    if args.output and report.found:
+        text = (constraints_txt if output_format == "constraints" else requirements_txt)(report)
+        Path(args.output).write_text(text, "utf-8")
+    out.write(dumps(resolve_json(report, transfer)) + "\n" if args.json else resolve_text(report))
+    _transfer_line(err, transfer, args, remote)
+    return EXIT_OK if report.found else EXIT_PROBLEMS
+
+
+def _lock_format(path: str | None, given: str | None) -> str:
+    """What `resolve -o` writes: --format, else by the file's name."""
+    if path is None:
+        if given is not None:
+            raise UsageError("--format needs -o FILE")
+        return "requirements"
+    name = os.path.basename(path).lower()
+    if name.endswith(".toml"):
+        raise UsageError(f"-o {path}: pylock.toml output is not supported yet; write "
+                         "requirements or constraints (a .txt file)")
+    return given or ("constraints" if "constraint" in name else "requirements")
+
+
 def _run_variants(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from abifit.commands.variants import variants
     from abifit.report.json import dumps
@@ -878,6 +952,8 @@ def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _run_matrix(args, out, err)
     if args.command == "variants":
         return _run_variants(args, out, err)
+    if args.command == "resolve":
+        return _run_resolve(args, out, err)
     if args.command == "history":
         return _run_history(args, out, err)
     return _run_inspect(args, out, err)
@@ -979,7 +1055,8 @@ def _check_interpreter(args: argparse.Namespace) -> None:
     path = given if os.sep in given else shutil.which(given)
     if path is None:
         raise UsageError(f"--python {given}: no such command on PATH")
-    problem = interpreter_problem(path, scripts=args.command not in ("check", "matrix"))
+    problem = interpreter_problem(path, scripts=args.command not in ("check", "matrix",
+                                                                     "resolve"))
     if problem is not None:
         hint = None
         if os.path.isdir(path) and os.path.isfile(os.path.join(path, "bin", "python")):

@@ -1,0 +1,173 @@
+"""`abifit resolve` rendered: text (the pins, the newer releases not chosen and why, the
+verdict), one versioned JSON document, and the pinned set as a requirements or constraints
+file."""
+
+from __future__ import annotations
+
+from abifit.commands.resolve import Conflict, Pin, Rejection, ResolveReport, SetCheck, Why
+from abifit.report.json import SCHEMA_VERSION, JsonObject
+
+DEFAULT_INDEX = "https://pypi.org/simple"
+
+
+def _pin_line(pin: Pin, width: int) -> str:
+    spec = f"{pin.name}=={pin.version}"
+    details = [pin.role, "native" if pin.native else "pure"]
+    if pin.cuda:
+        details.append(f"CUDA {pin.cuda}")
+    return f"  {spec.ljust(width)}  ({', '.join(details)})"
+
+
+def derivation(conflict: Conflict) -> list[str]:
+    """The conflict as uv writes one: "Because A, and B, no set of ... loads together."."""
+    facts = list(conflict.facts) or ["the requirements conflict"]
+    lines = [f"  Because {facts[0]},"]
+    lines += [f"  and {fact}," for fact in facts[1:]]
+    names = list(conflict.packages)
+    which = (names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]) \
+        if names else "these requirements"
+    lines.append(f"  no set of {which} loads together.")
+    return lines
+
+
+def _set_check_line(check: SetCheck | None) -> str:
+    if check is None:
+        return "whole-set check: nothing native to load"
+    head = f"whole-set check: {check.verdict} ({check.modules} module(s)"
+    if check.failing:
+        head += f", {check.failing} failing"
+    return head + ")"
+
+
+def _stats_line(report: ResolveReport) -> str:
+    s = report.stats
+    return (f"pairs: {s.pairs_checked} checked, {s.pairs_cached} from the cache (a product of "
+            f"the releases would check {s.naive_pairs}); {s.candidates_tried} release(s) tried "
+            f"in {s.resolutions} resolution(s)")
+
+
+def _rejection_lines(pin: Pin) -> list[str]:
+    """The newer releases grouped by reason (the release a reason names, replaced by the
+    group's): `2.15.0, 2.14.1 and 2.14.0: ... torch 2.15.0, 2.14.1 and 2.14.0 ...`."""
+    groups: dict[tuple[str, str], list[Rejection]] = {}
+    for r in pin.newer:
+        key = (r.why.value, r.reason.replace(f"{pin.name} {r.version}", "\0"))
+        groups.setdefault(key, []).append(r)
+    lines = []
+    for (why, reason), listed in groups.items():
+        versions = [r.version for r in listed]
+        single = len(versions) == 1
+        text = reason.replace("\0", f"{pin.name} {versions[0]}" if single else pin.name)
+        lines.append(f"    {_versions(versions)}: {text} [{why}]")
+    return lines
+
+
+def _versions(versions: list[str]) -> str:
+    if len(versions) > 8:
+        return f"{', '.join(versions[:7])} and {len(versions) - 7} more"
+    return versions[0] if len(versions) == 1 else ", ".join(versions[:-1]) + " and " + \
+        versions[-1]
+
+
+def resolve_text(report: ResolveReport) -> str:
+    """The text rendering; the last line is the verdict."""
+    lines: list[str] = []
+    host = []
+    if report.cuda is not None:
+        host.append(f"CUDA {report.cuda}")
+    if report.driver:
+        host.append(f"driver {report.driver} (CUDA up to {report.driver_cuda or '?'})")
+    if report.gpu:
+        host.append(report.gpu)
+    where = report.target + (f"; {', '.join(host)}" if host else "")
+    if report.conflict is not None:
+        lines.append(f"no set fits ({where}):")
+        lines += derivation(report.conflict)
+        lines += ["", _stats_line(report), "no set fits"]
+        return "\n".join(lines) + "\n"
+    lines.append(f"resolved for {where}:")
+    width = max((len(f"{p.name}=={p.version}") for p in report.pins), default=0)
+    lines += [_pin_line(p, width) for p in report.pins]
+    rejected = [p for p in report.pins if p.newer]
+    # dependencies held back only by what their dependents require: one line (JSON has each)
+    held = [p for p in rejected if p.role == "dependency"
+            and all(r.why is Why.METADATA for r in p.newer)]
+    if rejected:
+        lines += ["", "newer releases not chosen:"]
+        for pin in (p for p in rejected if p not in held):
+            lines.append(f"  {pin.name} (chosen {pin.version}):")
+            lines += _rejection_lines(pin)
+            if pin.newer_unlisted:
+                lines.append(f"    ... and {pin.newer_unlisted} more")
+        if held:
+            lines.append(f"  held back by what the packages that require them require "
+                         f"(--json lists each release): {', '.join(p.name for p in held)}")
+    if report.set_check and report.set_check.problems:
+        lines += ["", "whole-set check problems:"]
+        lines += [f"  {p}" for p in report.set_check.problems]
+    chosen = ", ".join(f"{p.name}=={p.version}" for p in report.pins if p.role != "dependency")
+    lines += ["", _set_check_line(report.set_check), _stats_line(report),
+              f"resolved: {chosen or 'nothing'}"]
+    return "\n".join(lines) + "\n"
+
+
+def resolve_json(report: ResolveReport, transfer: dict[str, int] | None) -> JsonObject:
+    """The `--json` document of `abifit resolve`."""
+    s = report.stats
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "command": "resolve",
+        "target": report.target,
+        "requirements": list(report.requirements),
+        "withs": list(report.withs),
+        "found": report.found,
+        "pins": [_pin_json(p) for p in report.pins],
+        "conflict": None if report.conflict is None else {
+            "facts": list(report.conflict.facts), "packages": list(report.conflict.packages),
+            "derivation": "\n".join(line.strip() for line in derivation(report.conflict))},
+        "set_check": None if report.set_check is None else {
+            "verdict": report.set_check.verdict, "modules": report.set_check.modules,
+            "failing": report.set_check.failing, "problems": list(report.set_check.problems)},
+        "stats": {"pairs_checked": s.pairs_checked, "pairs_cached": s.pairs_cached,
+                  "pairs_unchecked": s.pairs_unchecked, "naive_pairs": s.naive_pairs,
+                  "candidates_tried": s.candidates_tried, "resolutions": s.resolutions},
+        "cuda": report.cuda,
+        "driver": report.driver,
+        "driver_cuda": report.driver_cuda,
+        "gpu": report.gpu,
+        "notes": list(report.notes),
+        "transfer": transfer,
+    }
+
+
+def _pin_json(pin: Pin) -> JsonObject:
+    return {"name": pin.name, "version": pin.version, "filename": pin.filename, "url": pin.url,
+            "sha256": pin.sha256, "role": pin.role, "native": pin.native, "cuda": pin.cuda,
+            "newer": [{"version": r.version, "why": r.why.value, "reason": r.reason,
+                       "against": r.against} for r in pin.newer],
+            "newer_unlisted": pin.newer_unlisted}
+
+
+def _index_lines(report: ResolveReport) -> list[str]:
+    urls = list(report.index_urls)
+    if not urls or urls == [DEFAULT_INDEX]:
+        return []
+    return [f"--index-url {urls[0]}", *(f"--extra-index-url {u}" for u in urls[1:])]
+
+
+def requirements_txt(report: ResolveReport) -> str:
+    """The pinned set as a requirements file pip installs as is (`--hash` where the index gave
+    one: pip then checks every wheel)."""
+    head = ["# abifit resolve " + " ".join(report.requirements)
+            + "".join(f" --with {w}" for w in report.withs), f"# for {report.target}"]
+    hashed = all(p.sha256 for p in report.pins)
+    lines = [f"{p.name}=={p.version}" + (f" --hash=sha256:{p.sha256}" if hashed else "")
+             for p in report.pins]
+    return "\n".join([*head, *_index_lines(report), *lines]) + "\n"
+
+
+def constraints_txt(report: ResolveReport) -> str:
+    """The pinned set as constraints (`pip install -c`, `uv pip install -c`)."""
+    head = ["# abifit resolve " + " ".join(report.requirements)
+            + "".join(f" --with {w}" for w in report.withs), f"# for {report.target}"]
+    return "\n".join([*head, *(f"{p.name}=={p.version}" for p in report.pins)]) + "\n"
