@@ -210,3 +210,21 @@ def test_no_release_in_the_spec_is_an_error(
     code, out, err = run(capsys, monkeypatch, loopback_index, tmp_path, "matrix", "extpkg",
                          "--versions", "latest", "--against", "hostpkg>=1")
     assert (code, out) == (2, "") and "--versions 'latest'" in err
+
+
+def test_resolve_backtracks_over_a_host_that_ships_only_libraries(
+        loopback_index: LoopbackIndex, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """hostpkg has no extension module, so no pair verdict covers it: the whole-set check finds
+    extpkg 1.0 failing next to hostpkg 3.0 and 2.0, and since extpkg==1.0 is asked for, those
+    hostpkg releases are the ones set aside, until 1.0 fits."""
+    code, out, err = run(capsys, monkeypatch, loopback_index, tmp_path / "cache", "resolve",
+                         "extpkg==1.0", "hostpkg", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    pins = {p["name"]: p for p in doc["pins"]}
+    assert (pins["extpkg"]["version"], pins["hostpkg"]["version"]) == ("1.0", "1.0")
+    newer = {r["version"]: r for r in pins["hostpkg"]["newer"]}
+    assert set(newer) == {"3.0", "2.0+cu130", "2.0"}
+    assert all(r["why"] == "set" for r in newer.values())
+    assert "(parameter 2: `int` → `unsigned int`)" in newer["2.0"]["reason"]

@@ -139,3 +139,42 @@ def test_the_page_renders_and_a_failing_cell_opens(
                for d in browser.find_elements(By.CSS_SELECTOR, "td.fails details"))
     severe = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
     assert severe == []
+
+
+def test_the_resolve_page_renders_and_a_package_opens_to_its_rejections(
+        browser: WebDriver, loopback_index: LoopbackIndex, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`resolve --html` over the same wheels: the chosen releases are highlighted, a package
+    whose newer releases were not chosen opens on a click to each with its reason (the
+    parameter that changed), and the console has no error."""
+    from selenium.webdriver.common.by import By
+
+    page = tmp_path / "resolve.html"
+    code, out, err = run(capsys, monkeypatch, loopback_index, tmp_path / "cache", "resolve",
+                         "extpkg==1.0", "hostpkg", "--html", str(page))
+    assert code == 0, err
+    browser.get(page.as_uri())
+    assert browser.title == "abifit resolve extpkg==1.0 hostpkg"
+    chosen = {r.find_element(By.CSS_SELECTOR, "th[scope=row]").text.split()[0]:
+              r.find_element(By.CSS_SELECTOR, "td.fits").text.splitlines()[0].lstrip("✓ ")
+              for r in browser.find_elements(By.CSS_SELECTOR, "table.grid tbody tr")}
+    assert chosen["hostpkg"] == "1.0" and chosen["extpkg"] == "1.0"
+    assert "hostpkg==1.0" in out  # the page says what the text says
+    fit = browser.find_element(By.CSS_SELECTOR, "td.fits")
+    assert fit.value_of_css_property("background-color") == "rgba(218, 251, 225, 1)"
+    [row] = [r for r in browser.find_elements(By.CSS_SELECTOR, "table.grid tbody tr")
+             if r.find_element(By.CSS_SELECTOR, "th[scope=row]").text.startswith("hostpkg")]
+    rejected = row.find_element(By.CSS_SELECTOR, "td.fails")
+    detail = rejected.find_element(By.CSS_SELECTOR, ".detail")
+    assert not detail.is_displayed()
+    rejected.find_element(By.TAG_NAME, "summary").click()
+    assert detail.is_displayed()
+    assert "hostlib::pick<char>(char const&, int) (parameter 2: int → unsigned int)" in \
+        detail.text
+    assert "3.0: " in detail.text and "libhost.so: cannot open shared object file" in detail.text
+    shot = tmp_path / "resolve.png"
+    assert browser.save_screenshot(str(shot))
+    with capsys.disabled():
+        print(f"\nscreenshot of the resolve page: {shot}")
+    severe = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
+    assert severe == []

@@ -229,8 +229,9 @@ def test_no_set_gives_the_smallest_conflict(
 def test_output_files(loopback_index: LoopbackIndex, tmp_path: Path,
                       capsys: pytest.CaptureFixture[str],
                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """-o writes requirements with the index's sha256, or constraints by the file's name or
-    --format; a pylock.toml is refused for now (exit 2)."""
+    """-o writes requirements with the index's sha256, constraints by the file's name or
+    --format, or a PEP 751 lock for pylock.toml (which packaging's PEP 751 reader takes, each
+    wheel with its URL and sha256); another *.toml name is refused (exit 2)."""
     out_file = tmp_path / "requirements.txt"
     code, _out, _err = run(capsys, monkeypatch, loopback_index, tmp_path / "c", "nopin",
                            "hostpkg", "-o", str(out_file))
@@ -247,8 +248,22 @@ def test_output_files(loopback_index: LoopbackIndex, tmp_path: Path,
         str(constraints))
     assert [x for x in constraints.read_text().splitlines() if not x.startswith("#")] == [
         "hostpkg==1.1", "nopin==0.1"]
+    lock = tmp_path / "pylock.toml"
+    code, _out, err = run(capsys, monkeypatch, loopback_index, tmp_path / "c", "nopin",
+                          "hostpkg", "-o", str(lock))
+    assert code == 0, err
+    tomllib = pytest.importorskip("tomllib")
+    from packaging.pylock import Pylock
+
+    locked = Pylock.from_dict(tomllib.loads(lock.read_text()))
+    wheels = {p.name: (str(p.version), p.wheels[0].hashes["sha256"], p.wheels[0].url)
+              for p in locked.packages if p.wheels}
+    assert wheels["hostpkg"][:2] == ("1.1", digest)
+    assert wheels["hostpkg"][2].endswith("/hostpkg-1.1-cp310-abi3-linux_x86_64.whl")
+    assert set(wheels) == {"hostpkg", "nopin"}
+    assert locked.requires_python is not None and "3.11" in str(locked.requires_python)
     code, _out, err = run(capsys, monkeypatch, loopback_index, tmp_path / "c", "nopin", "-o",
-                          str(tmp_path / "pylock.toml"))
+                          str(tmp_path / "lock.toml"))
     assert code == 2 and err.startswith("error: -o ") and "pylock.toml" in err
 
 

@@ -301,10 +301,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="reject releases whose GPU code has no kernel image for this GPU "
                    "(sm_120, 9.0, auto); their members with GPU code are read whole")
     r.add_argument("-o", "--output", metavar="FILE",
-                   help="also write the pinned set to FILE (requirements, or constraints when "
-                   "the name says so or --format does)")
-    r.add_argument("--format", choices=("requirements", "constraints"),
+                   help="also write the pinned set to FILE: requirements, constraints when the "
+                   "name says so, a PEP 751 lock for pylock.toml or pylock.NAME.toml, or what "
+                   "--format says")
+    r.add_argument("--format", choices=("requirements", "constraints", "pylock"),
                    help="what -o writes (default: by the file name)")
+    r.add_argument("--html", metavar="FILE",
+                   help="also write a self-contained HTML page of the resolution")
     r.add_argument("--jobs", type=_positive, default=4, metavar="N",
                    help="pairs checked at once (default 4)")
     _host_options(r)
@@ -809,11 +812,14 @@ def _run_matrix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _run_resolve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from abifit.commands.check import target_markers
     from abifit.commands.resolve import resolve
     from abifit.report.json import dumps
     from abifit.report.resolve import (
         constraints_txt,
+        pylock_text,
         requirements_txt,
+        resolve_html,
         resolve_json,
         resolve_text,
     )
@@ -832,8 +838,14 @@ def _run_resolve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not args.quiet and not args.json:
         err.writelines(f"note: {n}\n" for n in report.notes)
     if args.output and report.found:
-        text = (constraints_txt if output_format == "constraints" else requirements_txt)(report)
+        if output_format == "pylock":
+            text = pylock_text(report, target_markers(remote().target))
+        else:
+            text = (constraints_txt if output_format == "constraints" else requirements_txt)(
+                report)
         Path(args.output).write_text(text, "utf-8")
+    if args.html:
+        Path(args.html).write_text(resolve_html(report), "utf-8")
     out.write(dumps(resolve_json(report, transfer)) + "\n" if args.json else resolve_text(report))
     _transfer_line(err, transfer, args, remote)
     return EXIT_OK if report.found else EXIT_PROBLEMS
@@ -846,9 +858,11 @@ def _lock_format(path: str | None, given: str | None) -> str:
             raise UsageError("--format needs -o FILE")
         return "requirements"
     name = os.path.basename(path).lower()
-    if name.endswith(".toml"):
-        raise UsageError(f"-o {path}: pylock.toml output is not supported yet; write "
-                         "requirements or constraints (a .txt file)")
+    if given is None and name.endswith(".toml"):
+        if not re.fullmatch(r"pylock(\.[^.]+)?\.toml", name):
+            raise UsageError(f"-o {path}: a PEP 751 lock is named pylock.toml or "
+                             "pylock.NAME.toml (or give --format)")
+        return "pylock"
     return given or ("constraints" if "constraint" in name else "requirements")
 
 

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str], None]
 
-MAX_ROUNDS = 3  # resolutions after a whole-set check fails
+MAX_ROUNDS = 8  # resolutions after a whole-set check fails
 RESOLVER_ROUNDS = 5000
 SHOWN_NEWER = 64  # newer releases listed with their reasons, per package
 _LOCAL_CUDA = re.compile(r"cu(\d{2,3})")
@@ -758,6 +758,9 @@ def _resolve(roots: list[Need], requirements: Sequence[str], withs: Sequence[str
         set_check, failed = check_set(chosen, provider, ctx, host, progress, executable)
         if not failed:
             break
+        libraries = [c for c in chosen if is_native(c.file)
+                     and not provider.judge.shape(c.file).modules]
+        failed = culprits(failed, libraries, roots)
         for candidate, reason in failed.items():
             rejection = Rejection(candidate.name, str(candidate.version), Why.SET, reason)
             provider.excluded[candidate] = rejection
@@ -782,6 +785,26 @@ def _resolve(roots: list[Need], requirements: Sequence[str], withs: Sequence[str
                          set_check, stats, tuple(notes), provider.cuda, driver, driver_cuda,
                          provider.gpu.arch if provider.gpu else None,
                          tuple(ctx.index.config.index_urls))
+
+
+def culprits(failed: Mapping[Candidate, str], libraries: Sequence[Candidate],
+             roots: Sequence[Need]) -> dict[Candidate, str]:
+    """The releases to exclude after a whole-set check failed: each failing release, unless a
+    root requirement pins it exactly (`==`); then the set's library-only releases (no pair
+    verdict covers those: their symbols are judged here first) that no root pins exactly, so
+    that an older library is tried next to the release asked for."""
+    exact = {need.name for need in roots
+             if any(s.operator in ("==", "===") and "*" not in s.version
+                    for s in need.requirement.specifier)}
+    out: dict[Candidate, str] = {}
+    for candidate, reason in failed.items():
+        blamed = [lib for lib in libraries if lib.name not in exact]
+        if candidate.name not in exact or not blamed:
+            out.setdefault(candidate, reason)
+            continue
+        for lib in blamed:
+            out.setdefault(lib, f"{reason} (next to {lib.label})")
+    return out
 
 
 def check_set(chosen: Sequence[Candidate], provider: Provider, ctx: RemoteContext,
@@ -813,8 +836,10 @@ def check_set(chosen: Sequence[Candidate], provider: Provider, ctx: RemoteContex
     for module in report.modules:
         candidate = by_name.get(canonicalize_name(module.distribution))
         if candidate is not None and not module.loads and module.counts:
-            failed.setdefault(candidate, f"{candidate.label}: {module.module}: "
-                                         f"{module.error or 'does not load'}")
+            own = problems_of(tuple(f for f in report.findings if f.module == module.module))
+            why = (_problem_line(own[0]) if own and own[0].change
+                   else module.error or "does not load")
+            failed.setdefault(candidate, f"{candidate.label}: {module.module}: {why}")
     return verdict, failed
 
 

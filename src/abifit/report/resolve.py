@@ -1,10 +1,17 @@
 """`abifit resolve` rendered: text (the pins, the newer releases not chosen and why, the
-verdict), one versioned JSON document, and the pinned set as a requirements or constraints
-file."""
+verdict), one versioned JSON document, an HTML page, and the pinned set as a requirements or
+constraints file or a PEP 751 lock."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import datetime, timezone
+
+from abifit import __version__
 from abifit.commands.resolve import Conflict, Pin, Rejection, ResolveReport, SetCheck, Why
+from abifit.errors import UsageError
+from abifit.formats.snapshot import LockedPackage, Snapshot, WheelFile, dumps
+from abifit.report import page
 from abifit.report.json import SCHEMA_VERSION, JsonObject
 
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -171,3 +178,91 @@ def constraints_txt(report: ResolveReport) -> str:
     head = ["# abifit resolve " + " ".join(report.requirements)
             + "".join(f" --with {w}" for w in report.withs), f"# for {report.target}"]
     return "\n".join([*head, *(f"{p.name}=={p.version}" for p in report.pins)]) + "\n"
+
+
+def pylock_text(report: ResolveReport, markers: Mapping[str, str]) -> str:
+    """The pinned set as a PEP 751 lock (`formats.snapshot`, without abifit's machine facts):
+    each release's wheel by URL and sha256, for the target `markers` describe. UsageError when
+    the index gave a wheel no sha256 (PEP 751 requires one)."""
+    unhashed = [p.filename for p in report.pins if not p.sha256]
+    if unhashed:
+        raise UsageError(f"cannot write a PEP 751 lock: the index gave no sha256 for "
+                         f"{', '.join(unhashed)}; write requirements instead")
+    packages = tuple(LockedPackage(p.name, p.version, WheelFile(p.filename, p.sha256 or "",
+                                                                url=p.url))
+                     for p in report.pins)
+    environment = " and ".join(f"{k} == '{markers[k]}'" for k in (
+        "sys_platform", "platform_machine", "implementation_name", "python_version")
+        if k in markers)
+    minor = markers.get("python_version")
+    return dumps(Snapshot(f"abifit {__version__}", packages,
+                          requires_python=f"=={minor}.*" if minor else None,
+                          environments=(environment,) if environment else ()))
+
+
+# The page (`resolve --html`): the chosen set, each package's newer releases not chosen (a
+# `<details>` per package), or the conflict's derivation; from `report.page`'s parts.
+
+_CHOSEN = page.Outcome("fits", "✓", "chosen", "the release chosen: every extension module of "
+                       "the set loads next to the others")
+_REJECTED = page.Outcome("fails", "✗", "not chosen", "a newer release, and why it was not "
+                         "chosen (open the row)")
+
+
+def resolve_html(report: ResolveReport, checked_at: str | None = None) -> str:
+    """The resolution as one self-contained page a person reads without help."""
+    when = checked_at or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    title = "abifit resolve " + " ".join(report.requirements)
+    lead = ("The newest releases whose metadata agrees and whose binaries load together."
+            if report.found else "No set of releases fits: the derivation below says why.")
+    checked = [("Requirements", " ".join(report.requirements) or "none"),
+               ("With", " ".join(report.withs) or "none"), ("Searched", _stats_line(report))]
+    host = [("CUDA", f"{report.cuda}" if report.cuda is not None else "any"),
+            ("NVIDIA driver", f"{report.driver} (CUDA up to {report.driver_cuda or '?'})"
+             if report.driver else "assumed present"), ("GPU", report.gpu or "not checked")]
+    parts = [page.heading(title, when, __version__, lead),
+             page.target_box(None, [*checked, *host], target_text=report.target),
+             _legend_html()]
+    if report.conflict is not None:
+        parts.append("<section><h2>Why no set fits</h2><ol class=\"derivation\">"
+                     + "".join(f"<li>{page.rich(line.strip())}</li>"
+                               for line in derivation(report.conflict)) + "</ol></section>")
+    else:
+        parts.append(_pins_html(report))
+    return page.document(title, parts)
+
+
+def _legend_html() -> str:
+    items = "".join(f"<li><span class=\"swatch {o.css}\"><span class=\"mark\" "
+                    f"aria-hidden=\"true\">{o.mark}</span>{page.escape(o.word)}</span>"
+                    f"{page.escape(o.meaning)}</li>" for o in (_CHOSEN, _REJECTED))
+    return (f"<section class=\"legend-box\"><h2>Legend</h2><ul class=\"legend\">{items}</ul>"
+            "</section>")
+
+
+def _pins_html(report: ResolveReport) -> str:
+    rows = "".join(_pin_row(p) for p in report.pins)
+    check = page.escape(_set_check_line(report.set_check))
+    return ("<section><h2>The chosen set</h2>" + page.tools()
+            + "<table class=\"grid\"><caption>each package with the release chosen and the "
+            "newer releases not chosen</caption><thead><tr><th scope=\"col\">package</th>"
+            "<th scope=\"col\">chosen</th><th scope=\"col\">newer releases</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table><p>{check}</p></section>")
+
+
+def _pin_row(pin: Pin) -> str:
+    chosen = (f"<td class=\"fits\"><span class=\"mark\" aria-hidden=\"true\">✓</span>"
+              f"{page.escape(pin.version)}<div class=\"files\">{page.escape(pin.filename)}"
+              "</div></td>")
+    if not pin.newer:
+        newer = "<td>none newer</td>"
+    else:
+        more = f"<li>… and {pin.newer_unlisted} more</li>" if pin.newer_unlisted else ""
+        items = "".join(f"<li><strong>{page.escape(r.version)}</strong>: {page.rich(r.reason)}"
+                        "</li>" for r in pin.newer)
+        newer = (f"<td class=\"fails\"><details><summary><span class=\"mark\" "
+                 f"aria-hidden=\"true\">✗</span>{len(pin.newer) + pin.newer_unlisted} not "
+                 f"chosen</summary><div class=\"detail\"><ul>{items}{more}</ul></div>"
+                 "</details></td>")
+    return (f"<tr><th scope=\"row\">{page.escape(pin.name)} <span class=\"role\">"
+            f"({page.escape(pin.role)})</span></th>{chosen}{newer}</tr>")
