@@ -341,3 +341,19 @@ def test_an_output_name_installers_do_not_read_is_warned_of(
     err = capsys.readouterr().err
     assert out.is_file()
     assert ("warning: " in err and "pylock.NAME.toml" in err) == warned
+
+
+def test_snapshot_and_diff_as_library_calls(conf_stack: dict[str, Path], tmp_path: Path) -> None:
+    """`abifit.snapshot` writes the lock and returns the report the command prints;
+    `abifit.diff` of that lock against the same environment finds nothing broken."""
+    import abifit
+
+    lock = tmp_path / "pylock.toml"
+    python = str(conf_stack["venv"] / "bin/python")
+    report = abifit.snapshot(python, output=lock, index=False, cache_dir=tmp_path / "cache")
+    assert isinstance(report, abifit.SnapshotReport)
+    assert loads(lock.read_text("utf-8")) == report.snapshot
+    assert [m.module for m in report.snapshot.modules] == ["foopkg._foo"]
+    compared = abifit.diff(lock, conf_stack["venv"], cache_dir=tmp_path / "cache")
+    assert isinstance(compared, abifit.DiffReport)
+    assert (compared.breaks, compared.abi, compared.versions) == ((), (), ())

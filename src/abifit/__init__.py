@@ -1,6 +1,6 @@
 """abifit: do the pre-built native parts of a Python stack fit together, and if not, why not.
 
-As a library, six functions do what the commands of the same names do and return the report
+As a library, eight functions do what the commands of the same names do and return the report
 the command prints (frozen dataclasses; the text and JSON output are made from them):
 
     import abifit
@@ -11,6 +11,8 @@ the command prints (frozen dataclasses; the text and JSON output are made from t
     report = abifit.explain(error_text, with_=["torch==2.10.0"])
     report = abifit.history("c10::cuda::c10_cuda_check_implementation", "torch",
                             versions=">=2.8,<2.11")
+    report = abifit.snapshot(".venv/bin/python", output="pylock.toml")
+    report = abifit.diff("pylock.toml", ".venv")
     report = abifit.resolve(["sgl-kernel==0.3.21", "torch"], python_version="3.11")
 
 They raise an `AbifitError` (`UsageError`, `FormatError`, ...) when something cannot be analysed;
@@ -31,11 +33,13 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from abifit.commands.check import CheckReport
+    from abifit.commands.diff import DiffReport
     from abifit.commands.doctor import DoctorReport
     from abifit.commands.explain import ExplainReport
     from abifit.commands.history import HistoryReport
     from abifit.commands.inspect import InspectReport
     from abifit.commands.resolve import ResolveReport
+    from abifit.commands.snapshot import SnapshotReport
     from abifit.formats.demangle import demangle
     from abifit.remote.wheels import RemoteContext
 
@@ -44,16 +48,19 @@ __version__ = "0.1.0"
 __all__ = [
     "AbifitError",
     "CheckReport",
+    "DiffReport",
     "DoctorReport",
     "ExplainReport",
     "FormatError",
     "HistoryReport",
     "InspectReport",
     "ResolveReport",
+    "SnapshotReport",
     "UsageError",
     "__version__",
     "check",
     "demangle",
+    "diff",
     "doctor",
     "explain",
     "history",
@@ -64,10 +71,12 @@ __all__ = [
 # names of __all__ imported on first use, so that `import abifit` imports only abifit.errors
 _LAZY = {
     "CheckReport": "abifit.commands.check",
+    "DiffReport": "abifit.commands.diff",
     "DoctorReport": "abifit.commands.doctor",
     "ExplainReport": "abifit.commands.explain",
     "HistoryReport": "abifit.commands.history",
     "InspectReport": "abifit.commands.inspect",
+    "SnapshotReport": "abifit.commands.snapshot",
     "ResolveReport": "abifit.commands.resolve",
     "demangle": "abifit.formats.demangle",
 }
@@ -310,6 +319,53 @@ def history(
                          python_version=python_version, platforms=platforms)
     with _closing(make) as remote, contextlib.closing(store):
         return symbol_history(symbol, package, versions, remote(), store, progress or _quiet)
+
+
+def snapshot(
+    python: str | None = None,
+    *,
+    output: str | Path | None = None,
+    index: bool = True,
+    cache_dir: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> SnapshotReport:
+    """The environment of `python` (default: the active one) as `abifit snapshot` takes it: the
+    lock with each module's ABI fingerprint (`report.snapshot`), written to `output` as a PEP
+    751 `pylock.toml` when given. `index=False` asks no index where a wheel came from."""
+    from pathlib import Path
+
+    from abifit.commands.contexts import cache_root, index_context, open_cache
+    from abifit.commands.snapshot import snapshot as take
+    from abifit.host.environment import default_interpreter
+
+    remote = index_context(lambda: open_cache(cache_dir, os.environ), os.environ) if index \
+        else None
+    with contextlib.ExitStack() as stack:
+        if remote is not None:
+            remote = stack.enter_context(_closing(remote))
+        return take(python or default_interpreter(os.environ),
+                    Path(output) if output is not None else None,
+                    cache_dir=cache_root(cache_dir, os.environ), environ=dict(os.environ),
+                    progress=progress or _quiet, remote=remote)
+
+
+def diff(
+    a: str | Path,
+    b: str | Path | None = None,
+    *,
+    cache_dir: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> DiffReport:
+    """`abifit diff A B`: each side a snapshot file, an environment (an interpreter or a venv
+    directory) or a lock/requirements file; `b` defaults to the active environment.
+    `report.breaks` holds the changes that break a module A loaded."""
+    from abifit.commands.contexts import cache_root
+    from abifit.commands.diff import diff as compare_sides
+    from abifit.host.environment import default_interpreter
+
+    return compare_sides(str(a), str(b) if b is not None else default_interpreter(os.environ),
+                         cache_dir=cache_root(cache_dir, os.environ), environ=dict(os.environ),
+                         progress=progress or _quiet)
 
 
 def _quiet(_message: str) -> None:
