@@ -118,13 +118,10 @@ def check(
     (`index_url` replaces it); `offline` reads only the cache.
     """
     from abifit.commands.check import check as check_wheels
-    from abifit.commands.contexts import index_context, open_cache
     from abifit.host.profile import host_profile
 
-    make = index_context(lambda: open_cache(cache_dir, os.environ), os.environ, offline=offline,
-                         index_url=index_url, extra_index_urls=extra_index_urls,
-                         find_links=find_links, python_version=python_version,
-                         platforms=platforms)
+    make = _wheel_index(cache_dir, offline, index_url, extra_index_urls, find_links,
+                        python_version, platforms)
     with _closing(make) as remote:
         ctx = remote()
         return check_wheels(_names(requirements), _names(with_), ctx, ctx.target,
@@ -158,14 +155,11 @@ def resolve(
     and the host's driver (`assume_driver`, or the profile's) rejects CUDA builds it cannot
     run.
     """
-    from abifit.commands.contexts import index_context, open_cache
     from abifit.commands.resolve import resolve as resolve_set
     from abifit.host.profile import host_profile
 
-    make = index_context(lambda: open_cache(cache_dir, os.environ), os.environ, offline=offline,
-                         index_url=index_url, extra_index_urls=extra_index_urls,
-                         find_links=find_links, python_version=python_version,
-                         platforms=platforms)
+    make = _wheel_index(cache_dir, offline, index_url, extra_index_urls, find_links,
+                        python_version, platforms)
     with _closing(make) as remote:
         return resolve_set(_names(requirements), _names(with_), remote(),
                            host_profile(host, assume_driver, dict(os.environ)),
@@ -366,6 +360,19 @@ def diff(
     return compare_sides(str(a), str(b) if b is not None else default_interpreter(os.environ),
                          cache_dir=cache_root(cache_dir, os.environ), environ=dict(os.environ),
                          progress=progress or _quiet)
+
+
+def _wheel_index(cache_dir: str | Path | None, offline: bool, index_url: str | None,
+                 extra_index_urls: Sequence[str], find_links: Sequence[str],
+                 python_version: str | None, platforms: Sequence[str] | None,
+                 ) -> Callable[[], RemoteContext]:
+    """The index context of `check` and `resolve`: pip's configuration with these options."""
+    from abifit.commands.contexts import index_context, open_cache
+
+    return index_context(lambda: open_cache(cache_dir, os.environ), os.environ, offline=offline,
+                         index_url=index_url, extra_index_urls=extra_index_urls,
+                         find_links=find_links, python_version=python_version,
+                         platforms=platforms)
 
 
 def _quiet(_message: str) -> None:

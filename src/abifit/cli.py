@@ -16,7 +16,6 @@ import io
 import logging
 import os
 import platform
-import re
 import shutil
 import signal
 import sys
@@ -859,7 +858,9 @@ def _lock_format(path: str | None, given: str | None) -> str:
         return "requirements"
     name = os.path.basename(path).lower()
     if given is None and name.endswith(".toml"):
-        if not re.fullmatch(r"pylock(\.[^.]+)?\.toml", name):
+        from abifit.formats.snapshot import is_lock_name
+
+        if not is_lock_name(name):
             raise UsageError(f"-o {path}: a PEP 751 lock is named pylock.toml or "
                              "pylock.NAME.toml (or give --format)")
         return "pylock"
@@ -903,11 +904,12 @@ def _run_history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _run_snapshot(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from abifit.commands.snapshot import snapshot
+    from abifit.formats.snapshot import is_lock_name
     from abifit.report.json import dumps
     from abifit.report.snapshot import requirements_text, snapshot_json, snapshot_text
 
     cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
-    if args.output and not re.fullmatch(r"pylock(\.[^.]+)?\.toml", Path(args.output).name):
+    if args.output and not is_lock_name(Path(args.output).name):
         err.write(f"warning: {args.output}: installers that read PEP 751 locks look for a file "
                   "named pylock.toml or pylock.NAME.toml\n")
     try:

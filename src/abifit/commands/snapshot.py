@@ -39,6 +39,7 @@ from abifit.formats.snapshot import (
     Toolkit,
     WheelFile,
     bindings_digest,
+    target_of,
 )
 from abifit.host import observe
 from abifit.host.environment import Distribution
@@ -111,14 +112,13 @@ def observe_stack(python: str, *, cache_dir: Path | None, environ: Mapping[str, 
     packages = tuple(lock_distribution(d, remote) for d in
                      sorted(sim.env.dists.values(), key=lambda d: d.key))
     markers = dict(facts.markers)
-    minor = ".".join(facts.version.split(".")[:2])
+    markers.setdefault("python_version", ".".join(facts.version.split(".")[:2]))
+    requires_python, environments = target_of(markers)
     return Snapshot(
         created_by=f"abifit {__version__}",
         packages=packages,
-        requires_python=f"=={minor}.*",
-        environments=(" and ".join(f"{k} == '{markers[k]}'" for k in (
-            "sys_platform", "platform_machine", "implementation_name", "python_version")
-            if k in markers),),
+        requires_python=requires_python,
+        environments=environments,
         python=report.python, python_version=facts.version,
         host=_host_record(host, simulation.results, sim, read_ld_so_conf_entries(ld_so_conf)),
         cuda=_cuda_record(environ, host, used) if cuda else None,

@@ -24,6 +24,7 @@ uses (a malformed file is one `FormatError`), and executes nothing.
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -40,6 +41,9 @@ else:  # pragma: no cover - Python 3.10
 
 LOCK_VERSION = "1.0"
 FORMAT = 1  # of [tool.abifit]
+_LOCK_NAME = re.compile(r"pylock(\.[^.]+)?\.toml")
+_ENVIRONMENT_MARKERS = ("sys_platform", "platform_machine", "implementation_name",
+                        "python_version")
 
 T = TypeVar("T")
 Table = Mapping[str, object]
@@ -156,6 +160,20 @@ class Snapshot:
     @property
     def unrecorded(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.packages if not p.recorded)
+
+
+def is_lock_name(name: str) -> bool:
+    """Whether a file name is one PEP 751 installers read: `pylock.toml`, `pylock.NAME.toml`."""
+    return _LOCK_NAME.fullmatch(name) is not None
+
+
+def target_of(markers: Mapping[str, str]) -> tuple[str | None, tuple[str, ...]]:
+    """A lock's `requires-python` and `environments` for the interpreter and platform that
+    these environment markers (PEP 508) describe."""
+    minor = markers.get("python_version")
+    environment = " and ".join(f"{k} == '{markers[k]}'" for k in _ENVIRONMENT_MARKERS
+                               if k in markers)
+    return (f"=={minor}.*" if minor else None), ((environment,) if environment else ())
 
 
 def bindings_digest(lines: Iterable[tuple[str, str | None, str]]) -> str:

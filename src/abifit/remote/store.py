@@ -221,13 +221,20 @@ class SymbolStore:
     def _insert_wheel(self, cursor: sqlite3.Cursor, key: str, package: str, version: str,
                       wheel: str, objects: list[tuple[str, str | None, list[_Row]]]) -> None:
         """Replace the wheel of `key` with these objects, inside the caller's transaction."""
+        numbered = self._numbered(cursor, objects)
+        wheel_id = _new_wheel(cursor, key, package, version, wheel, True)
+        for member, soname, rows in numbered:
+            _add_object(cursor, wheel_id, member, soname, rows)
+
+    def _numbered(self, cursor: sqlite3.Cursor, objects: list[tuple[str, str | None, list[_Row]]]
+                  ) -> list[tuple[str, str | None, list[tuple[int, int, int]]]]:
+        """The objects with their symbols as (name id, version id, defined), the ids of names
+        and version nodes not stored yet added."""
         names = self._id_of(cursor, "names", (n for _m, _s, rows in objects for n, _v, _d in rows))
         versions = self._id_of(cursor, "versions", {v for _m, _s, rows in objects
                                                     for _n, v, _d in rows if v is not None})
-        wheel_id = _new_wheel(cursor, key, package, version, wheel, True)
-        for member, soname, rows in objects:
-            _add_object(cursor, wheel_id, member, soname,
-                        [(names[n], 0 if v is None else versions[v], d) for n, v, d in rows])
+        return [(member, soname, [(names[n], 0 if v is None else versions[v], d)
+                                  for n, v, d in rows]) for member, soname, rows in objects]
 
     def has_wheel(self, wheel_key: str) -> bool:
         """Whether the wheel of this key (`abifit.remote.wheels.view_key`) is recorded whole."""
@@ -271,18 +278,15 @@ class SymbolStore:
 
     def _add_members(self, cursor: sqlite3.Cursor, wheel: SeenView, wheel_id: int | None,
                      objects: list[tuple[str, str | None, list[_Row]]], complete: bool) -> None:
-        names = self._id_of(cursor, "names", (n for _m, _s, rows in objects for n, _v, _d in rows))
-        versions = self._id_of(cursor, "versions", {v for _m, _s, rows in objects
-                                                    for _n, v, _d in rows if v is not None})
+        numbered = self._numbered(cursor, objects)
         if wheel_id is None:
             wheel_id = _new_wheel(cursor, wheel.key, str(canonicalize_name(wheel.package)),
                                   wheel.version, wheel.wheel, complete)
         elif complete:
             cursor.execute("UPDATE wheels SET complete = 1 WHERE id = ?", (wheel_id,))
-        for member, soname, rows in objects:
+        for member, soname, rows in numbered:
             _delete_object(cursor, wheel_id, member)
-            _add_object(cursor, wheel_id, member, soname,
-                        [(names[n], 0 if v is None else versions[v], d) for n, v, d in rows])
+            _add_object(cursor, wheel_id, member, soname, rows)
 
     def record(self, wheel_key: str, package: str, version: str, wheel: str,
                views: Iterable[tuple[str, ElfImage]]) -> None:

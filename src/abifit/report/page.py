@@ -164,11 +164,11 @@ def target_box(setting: Setting | None, checked: Sequence[tuple[str, str]],
             "</section>")
 
 
-def legend() -> str:
-    """What each verdict's mark, word and colour mean."""
+def legend(outcomes: Sequence[Outcome] = OUTCOMES) -> str:
+    """What each verdict's mark, word and colour mean (a matrix's `OUTCOMES` by default)."""
     items = "".join(f"<li><span class=\"swatch {o.css}\"><span class=\"mark\" "
                     f"aria-hidden=\"true\">{o.mark}</span>{escape(o.word)}</span>"
-                    f"{escape(o.meaning)}</li>" for o in OUTCOMES)
+                    f"{escape(o.meaning)}</li>" for o in outcomes)
     return f"<section class=\"legend-box\"><h2>Legend</h2><ul class=\"legend\">{items}</ul>" \
         "</section>"
 

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from abifit import __version__
 from abifit.commands.resolve import Conflict, Pin, Rejection, ResolveReport, SetCheck, Why
 from abifit.errors import UsageError
-from abifit.formats.snapshot import LockedPackage, Snapshot, WheelFile, dumps
+from abifit.formats.snapshot import LockedPackage, Snapshot, WheelFile, dumps, target_of
 from abifit.report import page
 from abifit.report.json import SCHEMA_VERSION, JsonObject
 
@@ -191,13 +191,9 @@ def pylock_text(report: ResolveReport, markers: Mapping[str, str]) -> str:
     packages = tuple(LockedPackage(p.name, p.version, WheelFile(p.filename, p.sha256 or "",
                                                                 url=p.url))
                      for p in report.pins)
-    environment = " and ".join(f"{k} == '{markers[k]}'" for k in (
-        "sys_platform", "platform_machine", "implementation_name", "python_version")
-        if k in markers)
-    minor = markers.get("python_version")
-    return dumps(Snapshot(f"abifit {__version__}", packages,
-                          requires_python=f"=={minor}.*" if minor else None,
-                          environments=(environment,) if environment else ()))
+    requires_python, environments = target_of(markers)
+    return dumps(Snapshot(f"abifit {__version__}", packages, requires_python=requires_python,
+                          environments=environments))
 
 
 # The page (`resolve --html`): the chosen set, each package's newer releases not chosen (a
@@ -222,7 +218,7 @@ def resolve_html(report: ResolveReport, checked_at: str | None = None) -> str:
              if report.driver else "assumed present"), ("GPU", report.gpu or "not checked")]
     parts = [page.heading(title, when, __version__, lead),
              page.target_box(None, [*checked, *host], target_text=report.target),
-             _legend_html()]
+             page.legend((_CHOSEN, _REJECTED))]
     if report.conflict is not None:
         parts.append("<section><h2>Why no set fits</h2><ol class=\"derivation\">"
                      + "".join(f"<li>{page.rich(line.strip())}</li>"
@@ -230,14 +226,6 @@ def resolve_html(report: ResolveReport, checked_at: str | None = None) -> str:
     else:
         parts.append(_pins_html(report))
     return page.document(title, parts)
-
-
-def _legend_html() -> str:
-    items = "".join(f"<li><span class=\"swatch {o.css}\"><span class=\"mark\" "
-                    f"aria-hidden=\"true\">{o.mark}</span>{page.escape(o.word)}</span>"
-                    f"{page.escape(o.meaning)}</li>" for o in (_CHOSEN, _REJECTED))
-    return (f"<section class=\"legend-box\"><h2>Legend</h2><ul class=\"legend\">{items}</ul>"
-            "</section>")
 
 
 def _pins_html(report: ResolveReport) -> str:
