@@ -175,6 +175,7 @@ def test_malformed_snapshot_is_one_error(text: str, tmp_path: Path,
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("error:") == 1 and err.startswith("error: "), err
+        assert ": : " not in err, err  # a key at the top level is named without a blank
 
 
 # --- comparing -------------------------------------------------------------------------------

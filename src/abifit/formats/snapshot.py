@@ -259,7 +259,7 @@ class _Reader:
         self.name = name
 
     def fail(self, where: str, problem: str) -> FormatError:
-        return FormatError(self.name, f"{where}: {problem}")
+        return FormatError(self.name, f"{where}: {problem}" if where else problem)
 
     def get(self, table: Table, key: str, kind: type[T], where: str,
             default: T | None = None, required: bool = False) -> T | None:
