@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import posixpath
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -49,18 +50,19 @@ from abifit.host.environment import (
     query_interpreter,
 )
 from abifit.host.ldconfig import HostFacts, probe_host
-from abifit.host.localfs import ElfCache, FileCache, LocalObjects
+from abifit.host.localfs import FileCache, LocalObjects
 from abifit.host.locate import Locator, library_dirs
 from abifit.host.natives import (
     NativeFile,
     NotAFile,
     executable_file,
     glob_files,
+    has_shared_objects,
+    heads_or_none,
     image_or_none,
     not_files,
     parse_ahead_names,
     scan_native_files,
-    shared_object_names,
     short_name,
     site_root,
 )
@@ -75,7 +77,7 @@ from abifit.sim.imports import (
     load_import_rules,
     load_imports_rules,
 )
-from abifit.sim.loader import LoadResult
+from abifit.sim.loader import LoadResult, SearchConfig, cached_paths
 from abifit.sim.process import (
     Environment,
     ImportVerdict,
@@ -155,6 +157,19 @@ class DoctorReport:
         return any(f.breaks for f in self.findings)
 
 
+def system_libraries(natives: Iterable[NativeFile], head: Callable[[str], ElfImage | None],
+                     config: SearchConfig) -> list[str]:
+    """The libraries outside the environment that its native files name (libc, libstdc++, ...),
+    where ld.so.cache has them: the simulation will open most of them, and they are parsed
+    ahead (a guess: the simulation finds each library itself)."""
+    heads = [image for n in natives if (image := head(n.path)) is not None]
+    if not heads:
+        return []
+    own = {posixpath.basename(n.path) for n in natives} | {h.soname for h in heads if h.soname}
+    names = sorted({name for h in heads for name in h.needed} - own)
+    return cached_paths(config, names, heads[0])
+
+
 def located_copy(locate: Callable[[str], tuple[str, ...]],
                  image: Callable[[str], ElfImage | None],
                  ) -> Callable[[str], tuple[str, ElfImage] | None]:
@@ -230,31 +245,43 @@ def _import_names(dist: Distribution) -> list[str]:
 class InstalledCode:
     """The Python code of the installed distributions that may have native files, read from
     the start: `start` has the other cores read every module's text and the code of those that
-    name a loading function (`abifit.commands.plans.survey`) while the main thread goes on
+    name a loading function, and find the modules that mention the wrappers those define
+    (`abifit.commands.plans.survey`, a call per distribution), while the main thread goes on
     (to the ELF scan); `plans` then makes the import plans. Without worker processes the
     texts are read when the plans are made."""
-
-    BATCH = 256  # modules read by one call of a worker
 
     def __init__(self, cache: Cache | None = None) -> None:
         self._cache = cache
         self._read = functools.cache(read_source)
         self._parser = ParseAhead(cache, cached_parse(cache))
         self._sources: dict[str, dict[str, str]] = {}
-        self._surveys: list[tuple[list[tuple[str, str]], Future[Survey]]] = []
+        self._surveys: list[tuple[str, list[tuple[str, str]], Future[Survey]]] = []
         self._surveyed: set[str] = set()  # the paths of the modules read by surveys
         self._loading: set[str] = set()  # those of them that name a loading function
+        self._mentions: dict[str, dict[str, tuple[str, ...]]] = {}  # by distribution, word
+        self._rest: list[tuple[str, list[tuple[str, str]]]] = []  # distributions to read later
 
-    def start(self, dists: Iterable[Distribution]) -> None:
-        """Start reading the modules of `dists` on the other cores."""
+    def start(self, dists: Iterable[Distribution], first_only: bool = False) -> None:
+        """Start reading the modules of `dists` on the other cores, the largest distribution
+        first; with `first_only`, that one only, the others at `start_rest`."""
         if not cores.parallel():
             return
-        modules = [(name, path) for dist in dists for name, path in self._modules(dist).items()]
+        batches = [(dist.key, list(self._modules(dist).items())) for dist in dists]
+        batches.sort(key=lambda b: -len(b[1]))
+        self._rest = batches[1:] if first_only else []
+        self._submit(batches[:1] if first_only else batches)
+
+    def start_rest(self) -> None:
+        """Start reading the distributions `start` left for later."""
+        rest, self._rest = self._rest, []
+        self._submit(rest)
+
+    def _submit(self, batches: list[tuple[str, list[tuple[str, str]]]]) -> None:
         root = str(self._cache.root) if self._cache is not None else None
-        for i in range(0, len(modules), self.BATCH):
-            batch = modules[i:i + self.BATCH]
-            self._surveys.append((batch, cores.submit(survey, batch, root)))
-        self._surveyed.update(path for _, path in modules)
+        for key, modules in batches:
+            if modules:
+                self._surveys.append((key, modules, cores.submit(survey, modules, root, True)))
+                self._surveyed.update(path for _, path in modules)
 
     def _modules(self, dist: Distribution) -> dict[str, str]:
         if dist.key not in self._sources:
@@ -263,14 +290,15 @@ class InstalledCode:
 
     def _gather(self) -> None:
         """Take in the surveys started; one whose worker failed is made here."""
-        for batch, coming in self._surveys:
+        for key, batch, coming in self._surveys:
             try:
                 found = coming.result()
             except Exception:  # whatever it was, reading here says it again
-                found = survey(batch, None)
+                found = survey(batch, None, True)
             observe.note_all(found.seen)
             self._parser.given(found.codes)
             self._loading.update(found.marked)
+            self._mentions[key] = dict(found.mentions)
         self._surveys = []
 
     def plans(self, dists: list[Distribution], natives: list[NativeFile],
@@ -284,7 +312,7 @@ class InstalledCode:
         return {dist.key: plan_for(dist.key, by_dist[dist.key], self._modules(dist),
                                    str(dist.metadata_dir.parent), _declared_names(dist),
                                    self._read, rules, self._parser, self._parser.ahead,
-                                   self._loading_of(dist))
+                                   self._loading_of(dist), self._mentions.get(dist.key))
                 for dist in dists if by_dist.get(dist.key)}
 
     def _loading_of(self, dist: Distribution) -> list[str] | None:
@@ -595,16 +623,22 @@ def _doctor(
 ) -> DoctorReport:
     progress("reading distributions")
     dists = list_distributions(facts)
-    source = LocalObjects(ElfCache(cache_dir) if cache_dir else None)
-    source.prefetch(parse_ahead_names(dists, executable_file))
     progress("reading the packages' Python code")
     code = InstalledCode(Cache(cache_dir) if cache_dir else None)
-    code.start(d for d in dists if shared_object_names([d]))  # while the ELF files are parsed
-    natives = scan_native_files(facts, dists, image_or_none(source), loose=True)
+    # the largest distribution's code is read first: it takes longest
+    code.start((d for d in dists if has_shared_objects(d)), first_only=True)
+    # local files are parsed again rather than kept in the cache: taking a view from the cache
+    # costs 2/3 of parsing the file again, and keeping it there more than the parse
+    source = LocalObjects(None)
+    objects, programs = parse_ahead_names(dists, executable_file)
+    source.prefetch(objects, heads=programs)
+    code.start_rest()  # while the ELF files are parsed
+    natives = scan_native_files(facts, dists, image_or_none(source), loose=True,
+                                head=heads_or_none(source))
     roots = [p for p in facts.sys_path if observe.isdir(p)]
     reads = GpuReads(gpus, FileCache(cache_dir, GPU_BUCKET) if cache_dir else None)
     if gpus and not packages:  # every distribution's GPU code is checked: start on it now
-        reads.start(natives, image_or_none(source))
+        reads.start(natives, heads_or_none(source))
     plans = code.plans(dists, natives)
     natives = mark_loaded(natives, plans, roots)
     env = Environment(facts, dists, natives, plans)
@@ -614,6 +648,7 @@ def _doctor(
                          f"of {facts.executable}")
     locator = Locator(lambda: library_dirs(facts.sys_path, environ))
     config = replace(search_config(host), stand_in=located_copy(locator, image_or_none(source)))
+    source.prefetch(system_libraries(natives, heads_or_none(source), config))
     sim = Simulator(env, source, config, load_import_rules(), glob_files)
     ctx = context(sim, locator, load_soname_packages(),
                   index_library_fix(library_search(remote), roots) if remote is not None
@@ -643,7 +678,7 @@ def _doctor(
     libraries = sum(1 for n in natives if n.module is None)
     checks: tuple[GpuCheck, ...] = ()
     if gpus:
-        checks = _gpu_check(natives, statuses, roots, image_or_none(source), progress, reads)
+        checks = _gpu_check(natives, statuses, roots, heads_or_none(source), progress, reads)
         findings += [f for c in checks for f in c.findings]
     return DoctorReport(facts.executable, facts.version, tuple(statuses), tuple(findings),
                         verification, libraries,

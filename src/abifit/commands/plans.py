@@ -28,7 +28,9 @@ from abifit.sim.imports import (
     ImportsRule,
     PackageCode,
     marked,
+    mentions_in,
     plan_distribution,
+    wrappers_of,
 )
 
 ReadText = Callable[[str], bytes | None]
@@ -117,29 +119,54 @@ class Survey:
     """What reading some modules of this machine found: the observations of the reads (for
     the run's `abifit.host.observe` record), the paths of the modules whose text names a
     loading function (`marked`), and those modules read, by the digest of their text
-    (`code_digest`)."""
+    (`code_digest`). A survey of a whole distribution also has the modules that mention the
+    wrappers of loading functions they define, by the wrapper's name (`mentions_in`), and
+    those modules read too."""
 
     seen: tuple[tuple[tuple[str, str], Seen], ...]
     marked: tuple[str, ...]
     codes: tuple[tuple[str, ModuleCode | None], ...]
+    mentions: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
-def survey(modules: Sequence[tuple[str, str]], cache_dir: str | None) -> Survey:
+def survey(modules: Sequence[tuple[str, str]], cache_dir: str | None,
+           whole: bool = False) -> Survey:
     """Read the modules (name, path), and read the code of those that name a loading
     function, taking it from the cache under `cache_dir` and storing it there: a function
-    another process can run, so that the main thread need not pass over every text."""
+    another process can run, so that the main thread need not pass over every text. With
+    `whole` (the modules are all those of a distribution), also find the modules that mention
+    the wrappers those define, and read their code: what `load_steps` asks of the texts."""
     parser = cached_parse(Cache(Path(cache_dir)) if cache_dir is not None else None)
     marked_paths: list[str] = []
-    codes: list[tuple[str, ModuleCode | None]] = []
+    codes: dict[str, tuple[str, ModuleCode | None]] = {}
+    texts: list[tuple[str, bytes | None]] = []
+
+    def read(name: str, path: str, data: bytes) -> None:
+        is_package = path.endswith("/__init__.py")
+        codes[name] = (code_digest(data, name, is_package), parser(data, name, is_package))
+
     with observe.recording() as recorder:
         for name, path in modules:
             data = read_source(path)
+            if whole:
+                texts.append((name, data))
             if data is not None and marked(data):
-                is_package = path.endswith("/__init__.py")
                 marked_paths.append(path)
-                codes.append((code_digest(data, name, is_package),
-                              parser(data, name, is_package)))
-    return Survey(tuple(recorder.seen.items()), tuple(marked_paths), tuple(codes))
+                read(name, path, data)
+    mentions: list[tuple[str, tuple[str, ...]]] = []
+    if whole:
+        by_name = dict(texts)
+        paths = dict(modules)
+        texts.sort()
+        for word in wrappers_of(code for _, code in list(codes.values())):
+            found = mentions_in(word, texts)
+            mentions.append((word, tuple(found)))
+            for name in found:
+                data = by_name[name]
+                if name not in codes and data is not None:
+                    read(name, paths[name], data)
+    return Survey(tuple(recorder.seen.items()), tuple(marked_paths), tuple(codes.values()),
+                  tuple(mentions))
 
 
 class ParseAhead:
@@ -188,14 +215,16 @@ def plan_for(key: str, natives: list[NativeFile], sources: Mapping[str, str], si
              rules: Mapping[str, ImportsRule], parser: Parse = parse,
              ahead: Callable[[list[tuple[bytes, str, bool]]], None] | None = None,
              loading: Iterable[str] | None = None,
+             mentions: Mapping[str, Sequence[str]] | None = None,
              ) -> DistributionPlan:
     """The import plan of distribution `key` (its native files, Python files and site);
-    `loading`, when known, names its modules whose text names a loading function."""
+    `loading` and `mentions`, when known, are what reading its texts found (`PackageCode`)."""
     prefix = site.rstrip("/") + "/"
     files = {n.path[len(prefix):]: n.path for n in natives if n.path.startswith(prefix)}
     modules = {n.module: n.path for n in natives if n.module}
     tops = top_names(declared, [*sources, *modules])
-    return plan_distribution(key, tops, PackageCode(sources, read, parser, ahead, loading),
+    return plan_distribution(key, tops, PackageCode(sources, read, parser, ahead, loading,
+                                                         mentions),
                              modules, files, rules.get(key))
 
 

@@ -21,7 +21,7 @@ import struct
 import sys
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from typing import Literal, TypeVar
 
@@ -312,6 +312,9 @@ class SymbolTable:
     """The dynamic symbol table in columns, without the null symbol at index 0.
 
     Entry `i` here is dynamic symbol `i + 1`. `versym` is None when the object has no DT_VERSYM.
+    With `intern` (the default) the names are interned: one string per name, however many
+    tables of the process hold it. A process that holds one table per file, with few names in
+    common (a scan of an environment), leaves that out: it costs more time than it saves memory.
     """
 
     names: tuple[str, ...]
@@ -322,17 +325,20 @@ class SymbolTable:
     sizes: array[int]
     versym: array[int] | None
     version_names: Mapping[int, VersionName]
+    intern: bool = field(default=True, compare=False)
 
     def __post_init__(self) -> None:
         # one string per name, however many tables hold it: a library's exports are its users'
         # imports, and the releases of a package share most of their names (a matrix of three
         # torch releases held 1.4 million name strings)
-        object.__setattr__(self, "names", tuple(map(sys.intern, self.names)))
+        if self.intern:
+            object.__setattr__(self, "names", tuple(map(sys.intern, self.names)))
 
     def __reduce__(self) -> tuple[type[SymbolTable], tuple[object, ...]]:
         # built again where it is unpickled, so that its names are interned there too
         return (SymbolTable, (self.names, self.info, self.other, self.section_indexes,
-                              self.values, self.sizes, self.versym, self.version_names))
+                              self.values, self.sizes, self.versym, self.version_names,
+                              self.intern))
 
     def __len__(self) -> int:
         return len(self.names)
@@ -910,12 +916,17 @@ _EMPTY_TABLE = SymbolTable((), b"", b"", array("H"), array("Q"), array("Q"), Non
 
 
 def parse_elf(
-    source: ByteSource, *, relocations: bool = True, sections: bool = True
+    source: ByteSource, *, relocations: bool = True, sections: bool = True,
+    symbols: bool = True, intern: bool = True,
 ) -> ElfImage:
     """Read the dynamic view of the ELF file in `source`; raises ElfError if it is not readable.
 
     `relocations=False` skips the relocation tables (the order in which ld.so binds symbols) and
     `sections=False` the section headers: a remote reader need not fetch either.
+    `symbols=False` reads a head only: the headers, the dynamic entries and the version tables,
+    with an empty symbol table (and no relocations): what a file is and what it links to, not
+    what it defines or binds; never a view to bind symbols with. `intern` is the symbol table's
+    (`SymbolTable`).
     """
     r = _Reader(source)
     h, lay = _parse_header(r)
@@ -935,12 +946,12 @@ def parse_elf(
         table, section_problem = (), e.problem
     dyn_seg = next((s for s in segments if s.type == PT_DYNAMIC), None)
     dynamic: DynamicInfo | None = None
-    symbols, needs, defs = _EMPTY_TABLE, list[VersionNeed](), list[VersionDef]()
+    table_read, needs, defs = _EMPTY_TABLE, list[VersionNeed](), list[VersionDef]()
     relocated: array[int] | None = None
     if dyn_seg is not None:
-        dynamic, symbols, needs, defs, relocated = _parse_dynamic(r, amap, lay, h, dyn_seg,
-                                                                  relocations, table)
-    warnings = _name_warnings(symbols)
+        dynamic, table_read, needs, defs, relocated = _parse_dynamic(
+            r, amap, lay, h, dyn_seg, relocations and symbols, table, symbols, intern)
+    warnings = _name_warnings(table_read)
     return ElfImage(
         name=source.name,
         elf_class=h.elf_class,
@@ -951,7 +962,7 @@ def parse_elf(
         interpreter=interpreter,
         loads=tuple(loads),
         dynamic=dynamic,
-        symbols=symbols,
+        symbols=table_read,
         version_needs=tuple(needs),
         version_defs=tuple(defs),
         sections=table,
@@ -1008,7 +1019,7 @@ def parse_layout(source: ByteSource, *, sections: bool = True, names: bool = Tru
 
 def _parse_dynamic(
     r: _Reader, amap: _AddressMap, lay: _Layout, h: _Header, seg: Segment, relocations: bool,
-    sections: tuple[Section, ...] = (),
+    sections: tuple[Section, ...] = (), symbols: bool = True, intern: bool = True,
 ) -> tuple[DynamicInfo, SymbolTable, list[VersionNeed], list[VersionDef], array[int] | None]:
     entries = _parse_dynamic_entries(r, seg, lay)
     first: dict[int, int] = {}
@@ -1062,8 +1073,8 @@ def _parse_dynamic(
         return max(found, dynsym.size // lay.sym_size) if dynsym is not None else found
 
     table = _EMPTY_TABLE
-    if DT_SYMTAB in first:
-        table = _symbol_table(r, amap, lay, h, first, strings, needs, defs, at_least)
+    if DT_SYMTAB in first and symbols:
+        table = _symbol_table(r, amap, lay, h, first, strings, needs, defs, at_least, intern)
     relocated = None
     if referenced is not None:
         count = len(table)
@@ -1126,7 +1137,7 @@ def _relocated_symbols(
 def _symbol_table(
     r: _Reader, amap: _AddressMap, lay: _Layout, h: _Header, first: dict[int, int],
     strings: _Strings, needs: list[VersionNeed], defs: list[VersionDef],
-    at_least: Callable[[bool], int] = lambda _needed: 0,
+    at_least: Callable[[bool], int] = lambda _needed: 0, intern: bool = True,
 ) -> SymbolTable:
     """The dynamic symbol table. Its size is DT_HASH's chain count when there is one (the exact
     count); else the one DT_GNU_HASH implies (the last hashed symbol), raised to `at_least`
@@ -1159,4 +1170,4 @@ def _symbol_table(
         raw = r.read(at, (count - 1) * 2, f"symbol version table ({count} entries)")
         versym = _column(raw, "H", lay.prefix == _NATIVE, 0, 1)
     return SymbolTable(names, info, other, shndx, values, sizes, versym,
-                       _version_names(needs, defs))
+                       _version_names(needs, defs), intern)

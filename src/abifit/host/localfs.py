@@ -153,20 +153,28 @@ def parse_file(path: str, cache_root: str | None) -> ElfImage:
 
 def _parse_and_keep(path: str, st: os.stat_result, cache: ElfCache | None) -> ElfImage:
     """The ELF image of the file at `path` (whose `stat` was `st`), parsed and kept in
-    `cache`."""
+    `cache`. Its names are not interned (`SymbolTable`): a process holds one image per file."""
     with FileSource(path) as source:
-        image = parse_elf(source)
+        image = parse_elf(source, intern=False)
     if cache is not None:
         cache.put(path, st, image)
     return image
 
 
-def parse_file_pickled(path: str, cache_root: str | None) -> bytes:
-    """`parse_file`, its image pickled: the thread that waits for a worker then takes in bytes,
-    and the image is rebuilt by the thread that uses it. Rebuilding a large image holds the
-    interpreter lock for milliseconds at a time, and done in waiting threads, it made every
-    read of the main thread wait that long to go on."""
-    return pickle.dumps(parse_file(path, cache_root), protocol=pickle.HIGHEST_PROTOCOL)
+def parse_head(path: str) -> ElfImage:
+    """The head of the ELF file at `path` (`parse_elf` with `symbols=False`): what it is and
+    what it links to. Raises OSError and FormatError."""
+    with FileSource(path) as source:
+        return parse_elf(source, symbols=False)
+
+
+def parse_file_pickled(path: str, cache_root: str | None, head: bool = False) -> bytes:
+    """`parse_file` (`parse_head` with `head`), its image pickled: the thread that waits for a
+    worker then takes in bytes, and the image is rebuilt by the thread that uses it. Rebuilding
+    a large image holds the interpreter lock for milliseconds at a time, and done in waiting
+    threads, it made every read of the main thread wait that long to go on."""
+    image = parse_head(path) if head else parse_file(path, cache_root)
+    return pickle.dumps(image, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class LocalObjects:
@@ -175,14 +183,30 @@ class LocalObjects:
     def __init__(self, cache: ElfCache | None = None) -> None:
         self._cache = cache
         self._images: dict[str, ElfImage] = {}
+        self._heads: dict[str, ElfImage] = {}
         self._coming: dict[str, Future[bytes]] = {}
+        self._heads_coming: dict[str, Future[bytes]] = {}
 
-    def prefetch(self, paths: Iterable[str]) -> None:
+    def prefetch(self, paths: Iterable[str], heads: Iterable[str] = ()) -> None:
         """Start parsing the ELF files at `paths` on the other cores (`abifit.remote.cores`),
-        the largest first, for `image` to take; a file known, already coming or in the cache
-        is left to `image`. Nothing happens without worker processes."""
+        the largest first, for `image` to take, and the heads of those at `heads`, for `head`;
+        a file known, already coming or in the cache is left to `image`. Nothing happens
+        without worker processes."""
         if not cores.parallel():
             return
+        wanted = self._wanted(paths, self._coming)
+        wanted_heads = self._wanted(heads, self._heads_coming)
+        root = str(self._cache.base) if self._cache is not None else None
+        for key, (_size, path) in sorted(wanted.items(), key=lambda kv: -kv[1][0]):
+            self._coming[key] = cores.submit(parse_file_pickled, path, root)
+        for key, (_size, path) in wanted_heads.items():
+            if key not in self._coming:
+                self._heads_coming[key] = cores.submit(parse_file_pickled, path, None, True)
+
+    def _wanted(self, paths: Iterable[str], coming: dict[str, Future[bytes]],
+                ) -> dict[str, tuple[int, str]]:
+        """The regular files of `paths` neither known, nor in `coming`, nor in the cache, by
+        identity: (size, path)."""
         wanted: dict[str, tuple[int, str]] = {}
         for path in paths:
             try:
@@ -190,12 +214,10 @@ class LocalObjects:
             except OSError:
                 continue
             key = f"{st.st_dev}:{st.st_ino}"
-            if (stat.S_ISREG(st.st_mode) and key not in self._images and key not in self._coming
+            if (stat.S_ISREG(st.st_mode) and key not in self._images and key not in coming
                     and not (self._cache is not None and self._cache.holds(path))):
                 wanted[key] = (st.st_size, path)
-        root = str(self._cache.base) if self._cache is not None else None
-        for key, (_size, path) in sorted(wanted.items(), key=lambda kv: -kv[1][0]):
-            self._coming[key] = cores.submit(parse_file_pickled, path, root)
+        return wanted
 
     def is_file(self, path: str) -> bool:
         return observe.isfile(path)
@@ -221,10 +243,30 @@ class LocalObjects:
         self._images[key] = image
         return image
 
-    def _taken(self, key: str) -> ElfImage | None:
-        """The image parsed ahead for `key`; None when none was, or its parse failed (it is
-        parsed here again, to raise its error in this process)."""
-        coming = self._coming.pop(key, None)
+    def head(self, path: str) -> ElfImage:
+        """The head of the file at `path` (`parse_head`): its whole image when that is known
+        or was asked for, else its head, parsed ahead (`prefetch`) or here. Never an image to
+        bind symbols with."""
+        st = observe.stat(path)
+        key = f"{st.st_dev}:{st.st_ino}"
+        cached = self._cache is not None and self._cache.holds(path)
+        if key in self._images or key in self._coming or (
+                cached and key not in self._heads_coming):
+            return self.image(path)
+        known = self._heads.get(key)
+        if known is None:
+            known = self._taken(key, self._heads_coming)
+            if known is None:
+                known = parse_head(path)
+            self._heads[key] = known
+        return known
+
+    def _taken(self, key: str, where: dict[str, Future[bytes]] | None = None,
+               ) -> ElfImage | None:
+        """The image parsed ahead for `key` (in `where`, by default the images coming); None
+        when none was, or its parse failed (it is parsed here again, to raise its error in this
+        process)."""
+        coming = (self._coming if where is None else where).pop(key, None)
         if coming is None:
             return None
         try:

@@ -29,7 +29,7 @@ from abifit.host.environment import (
     Distribution,
     InterpreterFacts,
 )
-from abifit.host.localfs import is_elf_file, special_kind
+from abifit.host.localfs import LocalObjects, is_elf_file, special_kind
 
 NO_DISTRIBUTION = ""  # the `distribution` of a loose file
 
@@ -86,17 +86,23 @@ def defines_init(image: ElfImage | None, module: str) -> bool:
         return False
     wanted = "PyInit_" + module.rsplit(".", 1)[-1]
     table = image.symbols
-    return any(name == wanted and table.is_defined(i) for i, name in enumerate(table.names))
+    names = table.names
+    if wanted not in names:  # one pass in C; the name is nearly always there, once
+        return False
+    return any(name == wanted and table.is_defined(i) for i, name in enumerate(names))
 
 
 def scan_native_files(
     facts: InterpreterFacts, dists: list[Distribution],
     image: Callable[[str], ElfImage | None], *, loose: bool = False,
+    head: Callable[[str], ElfImage | None] | None = None,
 ) -> list[NativeFile]:
     """Every ELF file the distributions list; an extension module is one at an importable name
     that exports its `PyInit_*` function. A file two distributions claim is the first's that
     lists it (listed files before inferred ones). With `loose`, also the ELF files on the
-    interpreter's path that no distribution claims (`loose_files`), of no distribution."""
+    interpreter's path that no distribution claims (`loose_files`), of no distribution.
+    `head` reads the files that are not extension modules (`mark_plugins` needs no more of
+    them); by default `image` does."""
     roots = [p for p in facts.sys_path if observe.isdir(p)]
     found: list[NativeFile] = []
     claimed: set[str] = set()
@@ -125,24 +131,32 @@ def scan_native_files(
         owned = {f for dist in dists for f in dist.files}
         for path in loose_files(search_dirs(facts), facts.extension_suffixes, owned):
             add(path, NO_DISTRIBUTION)
-    return mark_plugins(found, image, roots)
+    return mark_plugins(found, head or image, roots)
 
 
-def shared_object_names(dists: Iterable[Distribution]) -> list[str]:
-    """The files the distributions list that are named like shared objects (`x.so`,
-    `libx.so.1`)."""
-    return [path for dist in dists for path in dist.files
-            if ".so" in os.path.basename(path) and might_be_elf(path)]
+def has_shared_objects(dist: Distribution) -> bool:
+    """Whether the distribution lists a file named like a shared object (`x.so`, `libx.so.1`)."""
+    return any(".so" in path.rpartition("/")[2] and might_be_elf(path) for path in dist.files
+               if ".so" in path)
 
 
-def parse_ahead_names(dists: Iterable[Distribution],
-                      executable: Callable[[str], bool]) -> list[str]:
-    """The files the distributions list that are named like shared objects, or have no dot in
-    their name and are `executable` (`bin/protoc`, not `zoneinfo/Europe/Paris`): nearly all
-    that `scan_native_files` will parse, to be read ahead."""
-    return [path for dist in dists for path in dist.files if might_be_elf(path)
-            and (".so" in (base := path.rpartition("/")[2])
-                 or ("." not in base and executable(path)))]
+def parse_ahead_names(dists: Iterable[Distribution], executable: Callable[[str], bool],
+                      ) -> tuple[list[str], list[str]]:
+    """Nearly all the files `scan_native_files` will read, to be read ahead: those the
+    distributions list that are named like shared objects, to be parsed whole, and those with
+    no dot in their name that are `executable` (`bin/protoc`, not `zoneinfo/Europe/Paris`), of
+    which the scan reads the head only (programs: what they link to, see `mark_plugins`)."""
+    objects: list[str] = []
+    programs: list[str] = []
+    for dist in dists:
+        for path in dist.files:
+            if might_be_elf(path):
+                base = path.rpartition("/")[2]
+                if ".so" in base:
+                    objects.append(path)
+                elif "." not in base and executable(path):
+                    programs.append(path)
+    return objects, programs
 
 
 def executable_file(path: str) -> bool:
@@ -263,7 +277,9 @@ def _has_init(directory: str) -> bool:
 def mark_plugins(natives: list[NativeFile], image: Callable[[str], ElfImage | None],
                  roots: list[str], package_dir: Callable[[str], bool] = _has_init
                  ) -> list[NativeFile]:
-    """Libraries in a package directory that nothing links to are loaded by package code."""
+    """Libraries in a package directory that nothing links to are loaded by package code.
+    `image` may give heads (`abifit.formats.elf.parse_elf` with `symbols=False`): only what a
+    file is and what it links to are read."""
     candidates = {n.path for n in natives if n.module is None
                   and package_dir(os.path.dirname(n.path))}
     if not candidates:
@@ -290,6 +306,17 @@ def mark_plugins(natives: list[NativeFile], image: Callable[[str], ElfImage | No
 def glob_files(directory: str, pattern: str) -> list[str]:
     """Paths under `directory` matching a relative glob pattern, sorted."""
     return sorted(observe.glob(str(Path(directory, pattern)), hidden=True))
+
+
+def heads_or_none(source: LocalObjects) -> Callable[[str], ElfImage | None]:
+    """`image_or_none` for heads (`LocalObjects.head`)."""
+    def head(path: str) -> ElfImage | None:
+        try:
+            return source.head(path)
+        except (OSError, FormatError):
+            return None
+
+    return head
 
 
 def image_or_none(source: ObjectSource) -> Callable[[str], ElfImage | None]:

@@ -1,6 +1,7 @@
 """abifit's on-disk cache: versioned buckets of small files, written atomically.
 
     <root>/elf-v2/     parsed views of local ELF files, valid while the file is unchanged
+                       (`cuda`'s; `doctor` parses local files again, which costs less)
     <root>/views-v2/   parsed views of remote wheel members, by wheel sha256 and member path
     <root>/index-v2/   index pages, with the time they were fetched
     <root>/checks-v2/  results of checks, by the digest of every input

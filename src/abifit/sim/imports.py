@@ -150,13 +150,16 @@ class PackageCode:
     """The Python modules of one distribution: text and parsed code, each read once, on demand.
 
     `sources` names the modules (dotted name -> path); `read` gives a path's bytes (None when
-    unreadable); `parse` reads bytes into `ModuleCode` (None when they do not parse).
+    unreadable); `parse` reads bytes into `ModuleCode` (None when they do not parse). `loading`
+    and `mentions`, when given, are what reading every text found: the modules whose text
+    names a loading function, and by word the modules whose text holds it (`mentioning`).
     """
 
     def __init__(self, sources: Mapping[str, str], read: Callable[[str], bytes | None],
                  parse: Callable[[bytes, str, bool], ModuleCode | None],
                  ahead: Callable[[list[tuple[bytes, str, bool]]], None] | None = None,
-                 loading: Iterable[str] | None = None) -> None:
+                 loading: Iterable[str] | None = None,
+                 mentions: Mapping[str, Sequence[str]] | None = None) -> None:
         self.sources = dict(sources)
         # the modules whose text names a loading function, when told (else found by reading)
         self._loading = None if loading is None else sorted(set(loading) & set(sources))
@@ -165,7 +168,9 @@ class PackageCode:
         self._ahead = ahead  # told of modules about to be parsed, to start on them at once
         self._text: dict[str, bytes | None] = {}
         self._code: dict[str, ModuleCode | None] = {}
-        self._mentions: dict[bytes, list[str]] = {}
+        self._mentions: dict[bytes, list[str]] = {
+            word.encode("utf-8", "surrogateescape"): sorted(set(names) & self.sources.keys())
+            for word, names in (mentions or {}).items()}
 
     def text(self, name: str) -> bytes | None:
         if name not in self._text:
@@ -200,11 +205,27 @@ class PackageCode:
         """The modules whose text holds `word` as a whole word, in name order."""
         key = word.encode("utf-8", "surrogateescape")
         if key not in self._mentions:
-            pattern = re.compile(rb"(?<![\w])" + re.escape(key) + rb"(?![\w])")
-            self._mentions[key] = [m for m in sorted(self.sources)
-                                   if key in (self.text(m) or b"")
-                                   and pattern.search(self.text(m) or b"")]
+            self._mentions[key] = mentions_in(word, ((m, self.text(m))
+                                                     for m in sorted(self.sources)))
         return self._mentions[key]
+
+
+def mentions_in(word: str, texts: Iterable[tuple[str, bytes | None]]) -> list[str]:
+    """The names of the `texts` (name, text) that hold `word` as a whole word, in their order."""
+    key = word.encode("utf-8", "surrogateescape")
+    pattern = re.compile(rb"(?<![\w])" + re.escape(key) + rb"(?![\w])")
+    return [name for name, text in texts if text and key in text and pattern.search(text)]
+
+
+def wrappers_of(codes: Iterable[ModuleCode | None]) -> dict[str, tuple[int, LoadKind]]:
+    """The functions that the modules `codes` define around a loading function, by name: the
+    parameter that names the file, and how it is loaded (the first definition of a name)."""
+    wrappers: dict[str, tuple[int, LoadKind]] = {}
+    for module in codes:
+        for w in module.wrappers if module else ():
+            if not _implicit(w.name):
+                wrappers.setdefault(w.name, (w.param, w.kind))
+    return wrappers
 
 
 def _imports_module(what: Import | Load | Call, target: str) -> bool:
@@ -396,12 +417,7 @@ def load_steps(code: PackageCode, files: Mapping[str, str]) -> tuple[Step, ...]:
     each with the reach of its load within its module. Only modules whose text names a loading
     function (`LOAD_MARKERS`), or a wrapper of one, are parsed."""
     loading = code.loading()
-    wrappers: dict[str, tuple[int, LoadKind]] = {}
-    for name in loading:
-        module = code.code(name)
-        for w in module.wrappers if module else ():
-            if not _implicit(w.name):
-                wrappers.setdefault(w.name, (w.param, w.kind))
+    wrappers = wrappers_of(code.code(name) for name in loading)
     callers = sorted({m for w in wrappers for m in code.mentioning(w)} | set(loading))
     code.coming(callers)
     steps: dict[str, Step] = {}

@@ -102,6 +102,18 @@ class SearchConfig:
 ASSUMED_DIR = "<assumed>"
 
 
+def cached_paths(config: SearchConfig, names: Iterable[str], like: ElfImage) -> list[str]:
+    """Where ld.so.cache puts the libraries `names` for an object of the class and machine of
+    `like` (those it has), as the search below asks it: what a caller may read ahead of a
+    simulation that will open them."""
+    if config.cache is None or config.cache_id is None:
+        return []
+    flags = config.cache_id(like.elf_class, like.machine)
+    found = (config.cache.lookup(name, flags, hwcaps_subdirs=config.hwcaps,
+                                 legacy_hwcaps=config.legacy_hwcaps) for name in names)
+    return [path for path in found if path is not None]
+
+
 def placeholder_image(soname: str, like: ElfImage) -> ElfImage:
     """An empty object standing for an assumed library, of the class and machine of `like`."""
     empty = SymbolTable((), b"", b"", array("I"), array("Q"), array("Q"), None, {})

@@ -132,6 +132,7 @@ class Environment:
         self.dists = {d.key: d for d in dists}
         self.natives = natives
         self.owner_of = {n.path: n.distribution for n in natives}
+        self._native_owners = frozenset(self.owner_of.values())
         self._markers = dict(facts.markers)
         self._required: dict[str, tuple[str, ...]] = {}
         self._by_name: dict[str, list[NativeFile]] = {}
@@ -213,7 +214,7 @@ class Environment:
 
         for key in direct:
             visit(key)
-        return tuple(k for k in order if any(n.distribution == k for n in self.natives))
+        return tuple(k for k in order if k in self._native_owners)
 
 
 class Simulator:

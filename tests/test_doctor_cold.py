@@ -1,0 +1,200 @@
+"""What a cold `doctor` reads, and how little: heads of programs, tables without interning,
+the Python code of a distribution read in one call (with the modules that mention its wrappers),
+each against the whole reading it stands for."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from abifit.commands.doctor import system_libraries
+from abifit.commands.plans import code_digest, parse, survey
+from abifit.formats.elf import ElfImage, parse_elf
+from abifit.formats.pysource import ModuleCode
+from abifit.formats.sources import FileSource
+from abifit.host.ldconfig import probe_host
+from abifit.host.localfs import LocalObjects, parse_head
+from abifit.host.natives import NativeFile
+from abifit.remote import cores
+from abifit.sim.imports import PackageCode, load_steps, mentions_in, wrappers_of
+from abifit.sim.loader import cached_paths
+from abifit.sim.process import search_config
+from fixtures.build import compile_c
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+LIBRARY = """
+#include <math.h>
+double lib_value(double x) { return cos(x) + 1.0; }
+"""
+PROGRAM = """
+#include <stdio.h>
+extern double lib_value(double);
+int main(void) { printf("%f\\n", lib_value(0.5)); return 0; }
+"""
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A library (libvalue.so, needing libm) and a program that links to it."""
+    root = tmp_path_factory.mktemp("cold")
+    (root / "value.c").write_text(LIBRARY)
+    (root / "prog.c").write_text(PROGRAM)
+    lib = compile_c(root / "value.c", root / "libvalue.so", soname="libvalue.so",
+                    libs=["-lm"])
+    prog = compile_c(root / "prog.c", root / "prog", shared=False, libs=[lib],
+                     runpath=["$ORIGIN"])
+    return lib, prog
+
+
+def _full(path: Path) -> ElfImage:
+    with FileSource(str(path)) as source:
+        return parse_elf(source)
+
+
+def _readelf_needed(path: Path) -> list[str]:
+    out = subprocess.run(["readelf", "-dW", str(path)], capture_output=True, text=True,
+                         check=True).stdout
+    return [line.split("[", 1)[1].rstrip("]") for line in out.splitlines()
+            if "(NEEDED)" in line]
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_a_head_is_the_whole_view_but_its_symbols(built: tuple[Path, Path], which: int) -> None:
+    """`parse_head` reads what a file is and what it links to as the whole parse does (and as
+    `readelf -d` lists it), and no symbol nor relocation."""
+    path = built[which]
+    head, full = parse_head(str(path)), _full(path)
+    assert len(full.symbols) > 0 and len(head.symbols) == 0
+    assert head.relocated_symbols is None and full.relocated_symbols is not None
+    for name in ("file_type", "interpreter", "dynamic", "version_needs", "version_defs",
+                 "sections", "loads", "machine", "elf_class"):
+        assert getattr(head, name) == getattr(full, name), name
+    assert list(head.needed) == _readelf_needed(path)
+
+
+def test_tables_without_interning_equal_interned_ones(built: tuple[Path, Path]) -> None:
+    """A table read without interning its names is equal to the interned one, and stays
+    uninterned through a pickle (the form in which a worker hands it over)."""
+    lib = built[0]
+    interned = _full(lib)
+    with FileSource(str(lib)) as source:
+        plain = parse_elf(source, intern=False)
+    assert plain == interned
+    assert all(sys.intern(n) is n for n in interned.symbols.names)
+    back = pickle.loads(pickle.dumps(plain))
+    assert back == interned and back.symbols.intern is False
+    assert any(sys.intern(n) is not n for n in back.symbols.names if n)
+
+
+def test_local_objects_give_heads_and_whole_images(built: tuple[Path, Path]) -> None:
+    """Heads are asked ahead for programs, whole images for libraries: `head` of a library
+    parsed whole is that image, `head` of a program is a head, and `image` of a program is
+    still the whole view (never a head)."""
+    lib, prog = (str(p) for p in built)
+    source = LocalObjects()
+    source.prefetch([lib], heads=[prog])
+    assert source.head(lib) is source.image(lib)
+    head = source.head(prog)
+    assert len(head.symbols) == 0 and head.needed == _full(built[1]).needed
+    whole = source.image(prog)
+    assert whole == _full(built[1]) and len(whole.symbols) > 0
+    assert source.head(prog) is whole  # once the whole view is known, it serves heads too
+    if cores.parallel():  # the heads and images above came from worker processes
+        assert cores.run(parse_head, prog) == head
+
+
+PACKAGE = {
+    "ta/__init__.py": "from ta import _extension\n",
+    "ta/_extension/__init__.py": ("from ta._extension.utils import _load_lib\n"
+                                  "if True:\n    _load_lib('libtorchaudio')\n"),
+    "ta/_extension/utils.py": ("import torch\nfrom pathlib import Path\n"
+                               "_LIB_DIR = Path(__file__).parent.parent / 'lib'\n"
+                               "def _load_lib(lib):\n    path = _LIB_DIR / f'{lib}.so'\n"
+                               "    torch.ops.load_library(path)\n"),
+    "ta/other.py": "# mentions _load_libs and not_load_lib only\nx = 1\n",
+    "ta/late.py": "from ta._extension.utils import _load_lib\n_load_lib('libother')\n",
+}
+
+
+def test_a_whole_survey_finds_what_reading_the_texts_finds(tmp_path: Path) -> None:
+    """A distribution read in one call finds the modules that name a loading function, the
+    wrappers they define and the modules that mention those (as whole words), and reads them;
+    the load steps made from it are those made by reading every text on demand."""
+    modules = []
+    for rel, text in PACKAGE.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        name = rel[:-3].replace("/", ".").removesuffix(".__init__")
+        modules.append((name, str(path)))
+    found = survey(modules, None, True)
+    assert found.marked == (str(tmp_path / "ta/_extension/utils.py"),)
+    assert found.mentions == (("_load_lib", ("ta._extension", "ta._extension.utils",
+                                             "ta.late")),)
+    assert len(found.codes) == 3  # utils, then the two callers; `ta.other` is not read
+    sources = dict(modules)
+    texts = {path: Path(path).read_bytes() for path in sources.values()}
+    files = {"ta/lib/libtorchaudio.so": "/s/ta/lib/libtorchaudio.so",
+             "ta/lib/libother.so": "/s/ta/lib/libother.so"}
+    by_reading = load_steps(PackageCode(sources, texts.get, parse), files)
+
+    def unread(path: str) -> bytes | None:  # the surveyed code: only the digests' texts read
+        return texts[path] if path in {sources[n] for n in ("ta._extension", "ta.late",
+                                                           "ta._extension.utils")} else None
+
+    given = {digest: code for digest, code in found.codes}
+
+    def parse_given(data: bytes, name: str, is_package: bool) -> ModuleCode | None:
+        return given[code_digest(data, name, is_package)]
+
+    marked_names = [n for n, p in modules if p in found.marked]
+    surveyed = PackageCode(sources, unread, parse_given, loading=marked_names,
+                           mentions=dict(found.mentions))
+    assert load_steps(surveyed, files) == by_reading
+    assert {s.path for s in by_reading} == set(files.values())
+
+
+def test_mentions_and_wrappers_helpers() -> None:
+    """`mentions_in` matches whole words only; `wrappers_of` keeps a name's first definition."""
+    texts = [("a", b"call(_load_lib)"), ("b", b"_load_libs()"), ("c", None), ("d", b"x._load_lib")]
+    assert mentions_in("_load_lib", texts) == ["a", "d"]
+    code = parse(PACKAGE["ta/_extension/utils.py"].encode(), "ta._extension.utils", False)
+    assert code is not None
+    assert list(wrappers_of([code, None, code])) == ["_load_lib"]
+
+
+def _ldconfig_paths() -> dict[str, str]:
+    """soname -> path of the x86-64 entries `ldconfig -p` lists (the first of each)."""
+    out = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True,
+                         check=True).stdout
+    found: dict[str, str] = {}
+    for line in out.splitlines()[1:]:
+        name, _, rest = line.strip().partition(" (")
+        if "x86-64" in rest.split(")")[0]:
+            found.setdefault(name, rest.rpartition(" => ")[2])
+    return found
+
+
+@pytest.mark.skipif(not Path("/sbin/ldconfig").exists() or sys.platform != "linux",
+                    reason="needs ldconfig")
+def test_system_libraries_are_found_where_ldconfig_lists_them(built: tuple[Path, Path]) -> None:
+    """The libraries outside the environment that its files name, read ahead of the
+    simulation, are where `ldconfig -p` says; the environment's own are left out."""
+    lib, prog = built
+    natives = [NativeFile(str(lib), "pkg", None), NativeFile(str(prog), "pkg", None)]
+    config = search_config(probe_host(dict(os.environ)))
+    paths = system_libraries(natives, parse_head, config)
+    listed = _ldconfig_paths()
+    if "x86_64" not in os.uname().machine or not {"libc.so.6", "libm.so.6"} <= listed.keys():
+        pytest.skip("not an x86-64 glibc system")
+    assert sorted(map(os.path.realpath, paths)) == sorted(
+        os.path.realpath(listed[name]) for name in ("libc.so.6", "libm.so.6"))
+    assert not any("libvalue" in p for p in paths)
+    assert cached_paths(config, ["libno-such-library.so.9"], parse_head(str(lib))) == []
