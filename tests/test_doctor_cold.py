@@ -23,7 +23,7 @@ from abifit.host.localfs import LocalObjects, parse_head
 from abifit.host.natives import NativeFile
 from abifit.remote import cores
 from abifit.sim.imports import PackageCode, load_steps, mentions_in, wrappers_of
-from abifit.sim.loader import cached_paths
+from abifit.sim.loader import Process, cached_paths
 from abifit.sim.process import search_config
 from fixtures.build import compile_c
 
@@ -198,3 +198,56 @@ def test_system_libraries_are_found_where_ldconfig_lists_them(built: tuple[Path,
         os.path.realpath(listed[name]) for name in ("libc.so.6", "libm.so.6"))
     assert not any("libvalue" in p for p in paths)
     assert cached_paths(config, ["libno-such-library.so.9"], parse_head(str(lib))) == []
+
+
+QUIET = """
+__asm__(".globl zz_quiet_missing");  /* undefined, and no relocation references it */
+int quiet_ok(void) { return 1; }
+"""
+LOUD = """
+__asm__(".globl zz_quiet_missing");
+extern int zz_loud_b(void);
+extern int zz_loud_a(void);
+int loud(void) { return zz_loud_b() + zz_loud_a(); }
+"""
+REAL = """
+import ctypes, os, sys
+try:
+    ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW)
+    print("loads")
+except OSError as e:
+    print(e)
+"""
+
+
+def _real_dlopen(path: Path) -> str:
+    return subprocess.run([sys.executable, "-c", REAL, str(path)], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+@pytest.mark.parametrize("relocations", [True, False])
+def test_relocations_read_when_a_symbol_is_missing_agree_with_dlopen(
+        tmp_path: Path, relocations: bool) -> None:
+    """Views without relocation tables bind every undefined symbol; when one is missing, the
+    relocations are read, so that (as for the real loader) a symbol no relocation references
+    fails nothing, and the first missing one is the one ld.so names."""
+    (tmp_path / "quiet.c").write_text(QUIET)
+    (tmp_path / "loud.c").write_text(LOUD)
+    quiet = compile_c(tmp_path / "quiet.c", tmp_path / "libquiet.so")
+    loud = compile_c(tmp_path / "loud.c", tmp_path / "libloud.so")
+    assert "zz_quiet_missing" in subprocess.run(["nm", "-D", str(quiet)], capture_output=True,
+                                                text=True, check=True).stdout
+    config = search_config(probe_host(dict(os.environ)))
+    source = LocalObjects(relocations=relocations)
+    process = Process(source, config, sys.executable)
+    assert process.startup is not None and process.startup.loads
+    assert _real_dlopen(quiet) == "loads"
+    assert process.dlopen(str(quiet)).loads
+    real = _real_dlopen(loud)
+    assert "undefined symbol" in real
+    result = process.dlopen(str(loud))
+    assert not result.loads and result.error is not None
+    assert result.error.rpartition("undefined symbol: ")[2] == real.rpartition(
+        "undefined symbol: ")[2]
+    assert "zz_quiet_missing" not in result.error
+    assert source.image(str(loud)).relocated_symbols is not None  # read for the failure

@@ -628,8 +628,10 @@ def _doctor(
     # the largest distribution's code is read first: it takes longest
     code.start((d for d in dists if has_shared_objects(d)), first_only=True)
     # local files are parsed again rather than kept in the cache: taking a view from the cache
-    # costs 2/3 of parsing the file again, and keeping it there more than the parse
-    source = LocalObjects(None)
+    # costs 2/3 of parsing the file again, and keeping it there more than the parse. Their
+    # relocations are read only for a symbol not bound, unless the bindings themselves are
+    # shown (`on_simulation`) or the views kept (`save_host`)
+    source = LocalObjects(None, relocations=on_simulation is not None or save_host is not None)
     objects, programs = parse_ahead_names(dists, executable_file)
     source.prefetch(objects, heads=programs)
     code.start_rest()  # while the ELF files are parsed

@@ -17,7 +17,7 @@ import weakref
 import zlib
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from abifit.errors import FormatError, WheelRefused
 
@@ -49,6 +49,17 @@ class ObjectSource(Protocol):
 
     def image(self, path: str) -> ElfImage:
         """The parsed ELF file; raises FormatError when it is not a readable ELF file."""
+        ...
+
+
+@runtime_checkable
+class RelocationSource(Protocol):
+    """An `ObjectSource` whose images may leave out the relocation tables, and that reads them
+    when asked (`abifit.host.localfs.LocalObjects`)."""
+
+    def relocated(self, path: str, image: ElfImage) -> ElfImage | None:
+        """The image of `path` with its relocations, when `image`, this source's image of it,
+        left them out; None otherwise."""
         ...
 
 

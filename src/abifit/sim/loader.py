@@ -53,7 +53,7 @@ from abifit.formats.elf import (
     SymbolType,
     Visibility,
 )
-from abifit.formats.sources import ObjectSource
+from abifit.formats.sources import ObjectSource, RelocationSource
 
 DF_1_NODEFLIB = 0x800
 
@@ -379,13 +379,18 @@ def _references(image: ElfImage) -> list[Reference]:
     wanted = (_bits(bytes(map(SHN_UNDEF.__eq__, table.section_indexes)))
               & _bits(table.info.translate(_NOT_WEAK_INFO))).to_bytes(len(table), "little")
     refs = image.relocated_symbols
-    undefined = (compress(range(len(table)), wanted) if refs is None
-                 else [i for i in refs if wanted[i]])
     names = table.names
+    if refs is None:  # in table order, taken in bulk
+        if table.versym is None:
+            return [(name, None) for name in compress(names, wanted)]
+        return list(zip(compress(names, wanted), compress(table.versions(), wanted),
+                        strict=True))
+    undefined = [i for i in refs if wanted[i]]
     if table.versym is None:
         return [(names[i], None) for i in undefined]
     versions = table.versions()
-    return [(names[i], versions[i]) for i in undefined]
+    return list(zip(map(names.__getitem__, undefined), map(versions.__getitem__, undefined),
+                    strict=True))
 
 
 class _Symbols:
@@ -521,6 +526,8 @@ class Process:
         root = self._by_name.get(path)
         if root is None:
             return ()
+        if root.image.relocated_symbols is None and isinstance(self._source, RelocationSource):
+            root.image = self._source.relocated(root.path, root.image) or root.image
         order, seen = [root], {id(root)}
         for obj in order:  # grows while it is walked: breadth first
             for name in obj.image.needed:
@@ -800,11 +807,15 @@ class _Session:
                     if o.path.startswith(ASSUMED_DIR) and o.soname in assumed]
         unchecked = (re.compile(self.p._config.unchecked) if self.p._config.unchecked
                      else None)
-        binding = [obj.symbols() for obj in reversed(self._dependency_order())]
+        objects = list(reversed(self._dependency_order()))
+        binding = [obj.symbols() for obj in objects]
         missing = unbound([b.needs for b in binding], [o.symbols().exports for o in scope])
+        if missing and self._with_relocations(objects, missing):
+            binding = [obj.symbols() for obj in objects]
+            missing = unbound([b.needs for b in binding], [o.symbols().exports for o in scope])
         if not missing:
             return
-        for obj, symbols in zip(reversed(self._dependency_order()), binding, strict=True):
+        for obj, symbols in zip(objects, binding, strict=True):
             for name, version in symbols.references:
                 if (name, version) not in missing:
                     continue
@@ -820,6 +831,24 @@ class _Session:
                     symbol=name, version=version, scope=scope_paths, behind=behind,
                     stand_ins=tuple(o.path for o in extra),
                 ))
+
+    def _with_relocations(self, objects: list[_Obj], missing: set[Reference]) -> bool:
+        """Give the objects that reference a `missing` symbol the relocations their images left
+        out, when the source has them (`RelocationSource`): only the undefined symbols that
+        relocations reference are bound, and in their order. Whether any was given."""
+        relocated = self.p._source.relocated if isinstance(self.p._source,
+                                                           RelocationSource) else None
+        if relocated is None:
+            return False
+        given = False
+        for obj in objects:
+            if (obj.image.relocated_symbols is None
+                    and not missing.isdisjoint(obj.symbols().references)):
+                better = relocated(obj.path, obj.image)
+                if better is not None:
+                    obj.image = better
+                    given = True
+        return given
 
     def _dependency_order(self) -> list[_Obj]:
         """New objects with each one before its dependencies (glibc relocates in reverse)."""
