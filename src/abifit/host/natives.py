@@ -310,19 +310,18 @@ def glob_files(directory: str, pattern: str) -> list[str]:
 
 def heads_or_none(source: LocalObjects) -> Callable[[str], ElfImage | None]:
     """`image_or_none` for heads (`LocalObjects.head`)."""
-    def head(path: str) -> ElfImage | None:
-        try:
-            return source.head(path)
-        except (OSError, FormatError):
-            return None
-
-    return head
+    return _or_none(source.head)
 
 
 def image_or_none(source: ObjectSource) -> Callable[[str], ElfImage | None]:
+    """The source's image of a path; None for a file that cannot be read or is no ELF file."""
+    return _or_none(source.image)
+
+
+def _or_none(read: Callable[[str], ElfImage]) -> Callable[[str], ElfImage | None]:
     def image(path: str) -> ElfImage | None:
         try:
-            return source.image(path)
+            return read(path)
         except (OSError, FormatError):
             return None
 
