@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from abifit.commands import plans
 from abifit.commands.doctor import system_libraries
 from abifit.commands.plans import code_digest, parse, survey
 from abifit.formats.elf import ElfImage, parse_elf
@@ -123,10 +124,14 @@ PACKAGE = {
 }
 
 
-def test_a_whole_survey_finds_what_reading_the_texts_finds(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kept", [plans.KEPT_TEXT, 60])
+def test_a_whole_survey_finds_what_reading_the_texts_finds(
+        tmp_path: Path, kept: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A distribution read in one call finds the modules that name a loading function, the
     wrappers they define and the modules that mention those (as whole words), and reads them;
-    the load steps made from it are those made by reading every text on demand."""
+    the load steps made from it are those made by reading every text on demand. Texts past
+    the bytes a survey keeps are read again, to the same answer."""
+    monkeypatch.setattr(plans, "KEPT_TEXT", kept)
     modules = []
     for rel, text in PACKAGE.items():
         path = tmp_path / rel

@@ -129,42 +129,51 @@ class Survey:
     mentions: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
+KEPT_TEXT = 256 << 20  # bytes of text a whole survey keeps for its search; the rest is read again
+
+
 def survey(modules: Sequence[tuple[str, str]], cache_dir: str | None,
            whole: bool = False) -> Survey:
     """Read the modules (name, path), and read the code of those that name a loading
     function, taking it from the cache under `cache_dir` and storing it there: a function
     another process can run, so that the main thread need not pass over every text. With
     `whole` (the modules are all those of a distribution), also find the modules that mention
-    the wrappers those define, and read their code: what `load_steps` asks of the texts."""
+    the wrappers those define, and read their code: what `load_steps` asks of the texts. The
+    texts are kept for that search up to `KEPT_TEXT` bytes, and read again past it."""
     parser = cached_parse(Cache(Path(cache_dir)) if cache_dir is not None else None)
     marked_paths: list[str] = []
     codes: dict[str, tuple[str, ModuleCode | None]] = {}
-    texts: list[tuple[str, bytes | None]] = []
+    texts: dict[str, bytes | None] = {}
+    paths = dict(modules)
+    dropped: set[str] = set()  # texts not kept
+    kept = 0
 
-    def read(name: str, path: str, data: bytes) -> None:
-        is_package = path.endswith("/__init__.py")
+    def read(name: str, data: bytes) -> None:
+        is_package = paths[name].endswith("/__init__.py")
         codes[name] = (code_digest(data, name, is_package), parser(data, name, is_package))
 
+    def text(name: str) -> bytes | None:
+        return read_source(paths[name]) if name in dropped else texts[name]
+
+    mentions: list[tuple[str, tuple[str, ...]]] = []
     with observe.recording() as recorder:
         for name, path in modules:
             data = read_source(path)
             if whole:
-                texts.append((name, data))
+                if data is not None and kept + len(data) > KEPT_TEXT:
+                    dropped.add(name)
+                else:
+                    kept += len(data or b"")
+                texts[name] = None if name in dropped else data
             if data is not None and marked(data):
                 marked_paths.append(path)
-                read(name, path, data)
-    mentions: list[tuple[str, tuple[str, ...]]] = []
-    if whole:
-        by_name = dict(texts)
-        paths = dict(modules)
-        texts.sort()
-        for word in wrappers_of(code for _, code in list(codes.values())):
-            found = mentions_in(word, texts)
+                read(name, data)
+        for word in wrappers_of(code for _, code in list(codes.values())) if whole else ():
+            found = mentions_in(word, ((name, text(name)) for name in sorted(texts)))
             mentions.append((word, tuple(found)))
             for name in found:
-                data = by_name[name]
-                if name not in codes and data is not None:
-                    read(name, paths[name], data)
+                if name not in codes and (data := text(name)) is not None:
+                    read(name, data)
     return Survey(tuple(recorder.seen.items()), tuple(marked_paths), tuple(codes.values()),
                   tuple(mentions))
 
