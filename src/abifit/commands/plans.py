@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from abifit.errors import FormatError
 from abifit.formats.pysource import ModuleCode, read_module
 from abifit.host import observe
-from abifit.host.natives import NativeFile
 from abifit.host.observe import Seen
 from abifit.remote import cores
 from abifit.remote.cache import Cache
@@ -32,6 +32,9 @@ from abifit.sim.imports import (
     plan_distribution,
     wrappers_of,
 )
+
+if TYPE_CHECKING:
+    from abifit.host.natives import NativeFile
 
 ReadText = Callable[[str], bytes | None]
 
