@@ -373,20 +373,21 @@ class SymbolTable:
         """(version name, library it is required from, hidden) of entry i."""
         if self.versym is None:
             return None, None, False
-        return self._version_of_raw(self.versym[i])
+        return self.version_of_raw(self.versym[i])
 
     def versions(self) -> list[str | None]:
         """The version name of every entry (None where unversioned), in bulk."""
         if self.versym is None:
             return [None] * len(self.names)
-        lookup = {raw: self._version_of_raw(raw)[0] for raw in set(self.versym)}
+        lookup = {raw: self.version_of_raw(raw)[0] for raw in set(self.versym)}
         return list(map(lookup.__getitem__, self.versym))
 
     def bindings(self) -> bytes:
         """The binding (STB_* value) of every entry, in bulk."""
         return self.info.translate(_BINDING_TABLE)
 
-    def _version_of_raw(self, raw: int) -> tuple[str | None, str | None, bool]:
+    def version_of_raw(self, raw: int) -> tuple[str | None, str | None, bool]:
+        """(version name, library it is required from, hidden) of a DT_VERSYM value."""
         index = raw & VERSYM_INDEX
         if index in (VER_NDX_LOCAL, VER_NDX_GLOBAL):
             return None, None, False

@@ -42,7 +42,6 @@ from typing import Protocol
 
 from abifit.errors import FormatError
 from abifit.formats.elf import (
-    SHN_UNDEF,
     VERSYM_INDEX,
     Binding,
     DynamicInfo,
@@ -246,15 +245,34 @@ def _exported(table: SymbolTable) -> bytes:
     """1 for each entry of `table` that other objects can bind to, else 0: computed in bulk
     (libtorch has tens of thousands of symbols), each condition a mask of 0/1 bytes read as
     one integer."""
-    defined = _bits(bytes(map(bool, table.section_indexes)))
+    defined = _nonzero(table.section_indexes)
     bindable = _bits(table.info.translate(_BINDABLE_INFO))
     visible = _bits(table.other.translate(_VISIBLE_OTHER))
-    valued = _bits(bytes(map(bool, table.values))) | _bits(table.info.translate(_TLS_INFO))
+    valued = _nonzero(table.values) | _bits(table.info.translate(_TLS_INFO))
     return (defined & bindable & visible & valued).to_bytes(len(table), "little")
 
 
 def _bits(flags: bytes) -> int:
     return int.from_bytes(flags, "little")
+
+
+_NONZERO_BYTE = bytes([0]) + bytes([1]) * 255
+
+
+def _nonzero(column: array[int]) -> int:
+    """A mask (one byte, 0 or 1, per entry, read as one integer) of the entries of `column`
+    that are not 0: an entry is 0 when each of its bytes is, so the column's bytes are taken a
+    byte position at a time (slices, in C), not an entry at a time."""
+    raw, size = column.tobytes(), column.itemsize
+    mask = 0
+    for k in range(size):
+        mask |= _bits(raw[k::size].translate(_NONZERO_BYTE))
+    return mask
+
+
+def _zero(column: array[int]) -> int:
+    """The mask of the entries of `column` that are 0 (see `_nonzero`)."""
+    return _nonzero(column) ^ _bits(b"\x01" * len(column))
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,15 +394,16 @@ def _references(image: ElfImage) -> list[Reference]:
     """The undefined symbols a relocation of `image` binds, weak ones left out (they may stay
     undefined), in relocation order."""
     table = image.symbols
-    wanted = (_bits(bytes(map(SHN_UNDEF.__eq__, table.section_indexes)))
+    wanted = (_zero(table.section_indexes)  # SHN_UNDEF is 0
               & _bits(table.info.translate(_NOT_WEAK_INFO))).to_bytes(len(table), "little")
     refs = image.relocated_symbols
     names = table.names
     if refs is None:  # in table order, taken in bulk
         if table.versym is None:
             return [(name, None) for name in compress(names, wanted)]
-        return list(zip(compress(names, wanted), compress(table.versions(), wanted),
-                        strict=True))
+        raw = list(compress(table.versym, wanted))
+        version = {v: table.version_of_raw(v)[0] for v in set(raw)}
+        return list(zip(compress(names, wanted), map(version.__getitem__, raw), strict=True))
     undefined = [i for i in refs if wanted[i]]
     if table.versym is None:
         return [(names[i], None) for i in undefined]
