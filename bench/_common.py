@@ -6,6 +6,7 @@ and an environment that puts this working tree's `src` first on PYTHONPATH.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
@@ -105,6 +106,29 @@ def abifit_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), env.get("PYTHONPATH")]))
     return env
+
+
+def pypi_env() -> dict[str, str]:
+    """The environment of a live benchmark's abifit and pip processes: this working tree's src
+    on PYTHONPATH, and nothing of pip's or abifit's configuration (PyPI itself is asked)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "ABIFIT_"))}
+    env["PIP_CONFIG_FILE"] = "/dev/null"
+    env["PYTHONPATH"] = str(REPO / "src")
+    return env
+
+
+def abifit_json(args: list[str], timeout: float) -> tuple[float, dict[str, object]]:
+    """One `python -m abifit ARGS` process in `pypi_env()`: its seconds and its JSON document;
+    SystemExit when it exits with other than 0 or 1."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "abifit", *args], capture_output=True,
+                          text=True, env=pypi_env(), timeout=timeout)
+    seconds = time.perf_counter() - start
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"error: abifit {args[0]} exited with {done.returncode}: "
+                         f"{done.stderr.strip()[-800:]}")
+    doc: dict[str, object] = json.loads(done.stdout)
+    return seconds, doc
 
 
 def base_machine_info() -> dict[str, object]:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -33,7 +32,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO, Log, Runs, Target, base_machine_info, byte_compile_abifit, ratio
+from _common import (
+    Log,
+    Runs,
+    Target,
+    abifit_json,
+    base_machine_info,
+    byte_compile_abifit,
+    pypi_env,
+    ratio,
+)
 
 PYPI = "https://pypi.org/simple"
 SYMBOL = "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib"
@@ -49,26 +57,10 @@ PIP_TARGET = ("--python-version", "3.11", *(a for p in ("manylinux_2_28_x86_64",
               for a in ("--platform", p)))
 
 
-def environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "ABIFIT_"))}
-    env["PIP_CONFIG_FILE"] = "/dev/null"
-    env["PYTHONPATH"] = str(REPO / "src")
-    return env
-
-
 def history(cache: Path, versions: str) -> tuple[float, dict[str, object]]:
     """One `abifit history` process: its seconds and its JSON document."""
-    command = [sys.executable, "-m", "abifit", "history", SYMBOL, "--in", "torch",
-               "--versions", versions, "--json", "--index-url", PYPI, "--cache-dir", str(cache),
-               *TARGET]
-    start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=environment(),
-                          timeout=1800)
-    seconds = time.perf_counter() - start
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"error: abifit history exited with {done.returncode}: "
-                         f"{done.stderr.strip()[-800:]}")
-    return seconds, json.loads(done.stdout)
+    return abifit_json(["history", SYMBOL, "--in", "torch", "--versions", versions, "--json",
+                        "--index-url", PYPI, "--cache-dir", str(cache), *TARGET], 1800)
 
 
 def pip_download(releases: list[str], log: Log) -> tuple[float, int]:
@@ -81,7 +73,7 @@ def pip_download(releases: list[str], log: Log) -> tuple[float, int]:
             subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
                             "--only-binary", ":all:", "--index-url", PYPI, *PIP_TARGET,
                             f"torch=={release}", "-d", str(where)],
-                           check=True, env=environment(), capture_output=True)
+                           check=True, env=pypi_env(), capture_output=True)
             total_s += time.perf_counter() - start
             total_b += sum(f.stat().st_size for f in where.iterdir())
         finally:

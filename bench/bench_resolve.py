@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -30,7 +29,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO, Log, Runs, Target, base_machine_info, byte_compile_abifit, ratio
+from _common import (
+    Log,
+    Runs,
+    Target,
+    abifit_json,
+    base_machine_info,
+    byte_compile_abifit,
+    pypi_env,
+    ratio,
+)
 
 PYPI = "https://pypi.org/simple"
 REQUIREMENTS = ("sgl-kernel==0.3.21", "torch")
@@ -41,25 +49,10 @@ WARM_TARGET_S = 5.0
 PAIRS_TARGET_PCT = 50.0  # pairs checked, as a percentage of the naive product
 
 
-def environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "ABIFIT_"))}
-    env["PIP_CONFIG_FILE"] = "/dev/null"
-    env["PYTHONPATH"] = str(REPO / "src")
-    return env
-
-
 def resolve(cache: Path) -> tuple[float, dict[str, object]]:
     """One `abifit resolve` process: its seconds and its JSON document."""
-    command = [sys.executable, "-m", "abifit", "resolve", *REQUIREMENTS, "--json",
-               "--index-url", PYPI, "--cache-dir", str(cache), *TARGET]
-    start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=environment(),
-                          timeout=3600)
-    seconds = time.perf_counter() - start
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"error: abifit resolve exited with {done.returncode}: "
-                         f"{done.stderr.strip()[-800:]}")
-    return seconds, json.loads(done.stdout)
+    return abifit_json(["resolve", *REQUIREMENTS, "--json", "--index-url", PYPI,
+                        "--cache-dir", str(cache), *TARGET], 3600)
 
 
 def pip_download(pins: list[str], log: Log) -> tuple[float, int]:
@@ -69,7 +62,7 @@ def pip_download(pins: list[str], log: Log) -> tuple[float, int]:
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
                         "--only-binary", ":all:", "--index-url", PYPI, *PIP_TARGET, *pins,
-                        "-d", str(where)], check=True, env=environment(), capture_output=True)
+                        "-d", str(where)], check=True, env=pypi_env(), capture_output=True)
         seconds = time.perf_counter() - start
         size = sum(f.stat().st_size for f in where.iterdir())
     finally:
