@@ -259,28 +259,22 @@ class InstalledCode:
         self._surveyed: set[str] = set()  # the paths of the modules read by surveys
         self._loading: set[str] = set()  # those of them that name a loading function
         self._mentions: dict[str, dict[str, tuple[str, ...]]] = {}  # by distribution, word
-        self._rest: list[tuple[str, list[tuple[str, str]]]] = []  # distributions to read later
 
-    def start(self, dists: Iterable[Distribution], first_only: bool = False) -> None:
-        """Start reading the modules of `dists` on the other cores, the largest distribution
-        first; with `first_only`, that one only, the others at `start_rest`."""
+    def largest_first(self, dists: Iterable[Distribution]) -> list[Distribution]:
+        """`dists`, those with the most modules first: the order to `start` them in, as the
+        largest takes longest."""
+        return sorted(dists, key=lambda dist: -len(self._modules(dist)))
+
+    def start(self, dists: Iterable[Distribution]) -> None:
+        """Start reading the modules of `dists` on the other cores, in their order."""
         if not cores.parallel():
             return
-        batches = [(dist.key, list(self._modules(dist).items())) for dist in dists]
-        batches.sort(key=lambda b: -len(b[1]))
-        self._rest = batches[1:] if first_only else []
-        self._submit(batches[:1] if first_only else batches)
-
-    def start_rest(self) -> None:
-        """Start reading the distributions `start` left for later."""
-        rest, self._rest = self._rest, []
-        self._submit(rest)
-
-    def _submit(self, batches: list[tuple[str, list[tuple[str, str]]]]) -> None:
         root = str(self._cache.root) if self._cache is not None else None
-        for key, modules in batches:
+        for dist in dists:
+            modules = list(self._modules(dist).items())
             if modules:
-                self._surveys.append((key, modules, cores.submit(survey, modules, root, True)))
+                self._surveys.append((dist.key, modules, cores.submit(survey, modules, root,
+                                                                      True)))
                 self._surveyed.update(path for _, path in modules)
 
     def _modules(self, dist: Distribution) -> dict[str, str]:
@@ -625,8 +619,9 @@ def _doctor(
     dists = list_distributions(facts)
     progress("reading the packages' Python code")
     code = InstalledCode(Cache(cache_dir) if cache_dir else None)
-    # the largest distribution's code is read first: it takes longest
-    code.start((d for d in dists if has_shared_objects(d)), first_only=True)
+    # the largest distribution's code is read first, the others while the ELF files are parsed
+    with_code = code.largest_first(d for d in dists if has_shared_objects(d))
+    code.start(with_code[:1])
     # local files are parsed again rather than kept in the cache: taking a view from the cache
     # costs 2/3 of parsing the file again, and keeping it there more than the parse. Their
     # relocations are read only for a symbol not bound, unless the bindings themselves are
@@ -634,7 +629,7 @@ def _doctor(
     source = LocalObjects(None, relocations=on_simulation is not None or save_host is not None)
     objects, programs = parse_ahead_names(dists, executable_file)
     source.prefetch(objects, heads=programs)
-    code.start_rest()  # while the ELF files are parsed
+    code.start(with_code[1:])
     natives = scan_native_files(facts, dists, image_or_none(source), loose=True,
                                 head=heads_or_none(source))
     roots = [p for p in facts.sys_path if observe.isdir(p)]
