@@ -23,6 +23,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from enum import IntEnum
+from itertools import compress
 from typing import Literal, TypeVar
 
 from abifit.errors import ElfError, FormatError
@@ -373,21 +374,22 @@ class SymbolTable:
         """(version name, library it is required from, hidden) of entry i."""
         if self.versym is None:
             return None, None, False
-        return self.version_of_raw(self.versym[i])
+        return self._version_of_raw(self.versym[i])
 
-    def versions(self) -> list[str | None]:
-        """The version name of every entry (None where unversioned), in bulk."""
+    def versions(self, mask: bytes | None = None) -> list[str | None]:
+        """The version name of every entry (None where unversioned), in bulk; with `mask` (a
+        byte per entry, 0 or 1), of the entries it picks only."""
         if self.versym is None:
-            return [None] * len(self.names)
-        lookup = {raw: self.version_of_raw(raw)[0] for raw in set(self.versym)}
-        return list(map(lookup.__getitem__, self.versym))
+            return [None] * (len(self.names) if mask is None else mask.count(1))
+        raw = self.versym if mask is None else list(compress(self.versym, mask))
+        lookup = {value: self._version_of_raw(value)[0] for value in set(raw)}
+        return list(map(lookup.__getitem__, raw))
 
     def bindings(self) -> bytes:
         """The binding (STB_* value) of every entry, in bulk."""
         return self.info.translate(_BINDING_TABLE)
 
-    def version_of_raw(self, raw: int) -> tuple[str | None, str | None, bool]:
-        """(version name, library it is required from, hidden) of a DT_VERSYM value."""
+    def _version_of_raw(self, raw: int) -> tuple[str | None, str | None, bool]:
         index = raw & VERSYM_INDEX
         if index in (VER_NDX_LOCAL, VER_NDX_GLOBAL):
             return None, None, False

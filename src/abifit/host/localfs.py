@@ -143,12 +143,14 @@ class FileCache:
         write_value(key_path(self.root, path, key), (_stamp(st), path, key, value))
 
 
-def parse_file(path: str, cache_root: str | None) -> ElfImage:
-    """The ELF image of the file at `path`, parsed, and stored in the ELF cache under
-    `cache_root` when there is one: what `LocalObjects.image` does for a file it has not seen,
-    as a function another process can run. Raises OSError and FormatError."""
+def parse_file(path: str, cache_root: str | None, relocations: bool = True) -> ElfImage:
+    """The ELF image of the file at `path`, parsed (without its relocation tables unless
+    `relocations`), and stored in the ELF cache under `cache_root` when there is one: what
+    `LocalObjects.image` does for a file it has not seen, as a function another process can
+    run. Raises OSError and FormatError."""
     return _parse_and_keep(path, os.stat(path),
-                           ElfCache(Path(cache_root)) if cache_root is not None else None)
+                           ElfCache(Path(cache_root)) if cache_root is not None else None,
+                           relocations)
 
 
 def _parse_and_keep(path: str, st: os.stat_result, cache: ElfCache | None,
@@ -177,12 +179,7 @@ def parse_file_pickled(path: str, cache_root: str | None, head: bool = False,
     and the image is rebuilt by the thread that uses it. Rebuilding a large image holds the
     interpreter lock for milliseconds at a time, and done in waiting threads, it made every
     read of the main thread wait that long to go on."""
-    if head:
-        image = parse_head(path)
-    else:
-        image = _parse_and_keep(path, os.stat(path),
-                                ElfCache(Path(cache_root)) if cache_root is not None else None,
-                                relocations)
+    image = parse_head(path) if head else parse_file(path, cache_root, relocations)
     return pickle.dumps(image, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -270,8 +267,7 @@ class LocalObjects:
             known = self._images.get(key)
             better = None
             if known is image:  # not another source's image of it, nor an older file's
-                with FileSource(path) as source:
-                    better = parse_elf(source, intern=False)
+                better = parse_file(path, None)
                 if better.relocated_symbols is None:
                     better = None
                 else:

@@ -392,18 +392,15 @@ def unbound(needs: Sequence[Needs], scope: Sequence[Exports]) -> set[Reference]:
 
 def _references(image: ElfImage) -> list[Reference]:
     """The undefined symbols a relocation of `image` binds, weak ones left out (they may stay
-    undefined), in relocation order."""
+    undefined), in relocation order; all of them, in table order, when the image's relocations
+    were not read."""
     table = image.symbols
     wanted = (_zero(table.section_indexes)  # SHN_UNDEF is 0
               & _bits(table.info.translate(_NOT_WEAK_INFO))).to_bytes(len(table), "little")
     refs = image.relocated_symbols
     names = table.names
     if refs is None:  # in table order, taken in bulk
-        if table.versym is None:
-            return [(name, None) for name in compress(names, wanted)]
-        raw = list(compress(table.versym, wanted))
-        version = {v: table.version_of_raw(v)[0] for v in set(raw)}
-        return list(zip(compress(names, wanted), map(version.__getitem__, raw), strict=True))
+        return list(zip(compress(names, wanted), table.versions(wanted), strict=True))
     undefined = [i for i in refs if wanted[i]]
     if table.versym is None:
         return [(names[i], None) for i in undefined]
