@@ -8,15 +8,21 @@ import os
 import pickle
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+import abifit
 from abifit.errors import ElfError, FormatError
 from abifit.remote import cores, deflate
+
+SRC = Path(abifit.__file__).resolve().parents[1]
 
 
 def _stream() -> tuple[bytes, bytes]:
@@ -149,3 +155,66 @@ def test_waiting_calls_of_higher_priority_go_first() -> None:
     finally:
         pool.close()
     assert order == [3, 2, 1]
+
+
+_FORKED = r'''
+import os, signal, subprocess, threading, time
+from abifit.host import observe
+from abifit.remote import cores
+
+
+
+def recordings() -> int:
+    return len(observe._recorders)
+
+
+assert threading.active_count() == 1
+cores.fork_workers()
+with observe.recording():  # forked while this process records: the workers do not
+    pool = cores._Pool(2)
+    assert recordings() == 1 and {w.call(recordings, ()) for w in pool._workers} == {0}
+first, second = (w._process for w in pool._workers)
+assert isinstance(first, cores._Forked) and isinstance(second, cores._Forked)
+# forks of this process, each in a session of its own, answering for it
+assert [w.call(os.getpid, ()) for w in pool._workers] == [first.pid, second.pid]
+assert {w.call(os.getppid, ()) for w in pool._workers} == {os.getpid()}
+assert all(os.getsid(p.pid) == p.pid for p in (first, second))
+try:
+    pool.run(int, ("not a number",), 0)
+except ValueError:
+    pass
+else:
+    raise AssertionError("the error did not come back")
+pool.run(print, ("printed by a worker",), 0)  # nowhere near this process's output
+# the terminal's Ctrl-C does not reach them, and they ignore SIGINT besides
+os.kill(first.pid, signal.SIGINT)
+time.sleep(0.1)
+assert first.poll() is None and pool.run(divmod, (7, 2), 0) == (3, 1)
+# each ends when its own pipe closes: the second holds none of the first's
+pool._workers[0].close()
+assert first.wait(timeout=5) == 0 and second.poll() is None
+# a dead worker leaves its calls to the caller; stop_workers kills and reaps at once
+cores._pool = pool
+cores.stop_workers()
+assert second.returncode == -signal.SIGKILL
+assert pool.run(divmod, (9, 4), 0) == (2, 1)
+# with another thread running, workers are new interpreters again
+threading.Thread(target=time.sleep, args=(0.5,)).start()
+late = cores._Pool(1)
+assert isinstance(late._workers[0]._process, subprocess.Popen)
+late.close()
+print("done")
+'''
+
+
+def test_forked_workers_answer_like_new_interpreters(tmp_path: Path) -> None:
+    """What the `abifit` command asks for (`fork_workers`), in a fresh process that has one
+    thread: workers forked from it answer calls, send errors back, keep out of its output and
+    its recordings, ignore Ctrl-C, each end when its own pipe closes, and are killed by
+    `stop_workers`; a process with another thread gets new interpreters instead."""
+    script = tmp_path / "forked.py"
+    script.write_text(_FORKED)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "done\n"

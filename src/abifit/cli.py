@@ -984,11 +984,14 @@ def entry() -> int:
     freeing the hundreds of megabytes of views a large run holds, object by object, is time
     (0.1-0.2 s of a cold doctor) that nobody waits for a result of. Nothing is left to do at
     exit: files are written and closed before `main` returns, and the worker processes end when
-    their pipes close with this process."""
+    their pipes close with this process. Those are forks of this process where it can
+    (`abifit.remote.cores.fork_workers`)."""
     from abifit.host.allocator import tune_allocator, tune_collector
+    from abifit.remote import cores
 
     tune_allocator()
     tune_collector()
+    cores.fork_workers()
     code = main()
     try:
         sys.stdout.flush()

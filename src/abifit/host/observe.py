@@ -81,6 +81,7 @@ class Recorder:
 
 
 _recorders: list[Recorder] = []
+os.register_at_fork(after_in_child=_recorders.clear)  # a forked worker's reads are its own
 
 
 @contextmanager
