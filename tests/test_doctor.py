@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from importlib.resources import files
@@ -18,10 +19,12 @@ from abifit.sim.loader import SearchConfig, expand_path
 SCHEMA = json.loads(files("abifit").joinpath("report/schemas/doctor.schema.json").read_text())
 
 
-def doctor(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
+def doctor(*args: str, cache: Path | None = None,
+           workers: str | None = None) -> subprocess.CompletedProcess[str]:
     extra = ["--cache-dir", str(cache)] if cache else ["--no-cache"]
+    env = {**os.environ, **({"ABIFIT_WORKERS": workers} if workers is not None else {})}
     return subprocess.run([sys.executable, "-m", "abifit", "doctor", *args, *extra],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env=env)
 
 
 @pytest.mark.slow
@@ -56,6 +59,17 @@ def test_warm_cache_gives_the_same_answer(torch_venv: Path, tmp_path: Path) -> N
     (tmp_path / "pycode-v2").rename(other / "pycode-v2")
     third = doctor("--python", py, "--json", cache=other)
     assert json.loads(first.stdout)["modules"] == json.loads(third.stdout)["modules"]
+
+
+@pytest.mark.slow
+def test_the_same_report_with_forked_workers_and_without(torch_venv: Path) -> None:
+    """The command forks its worker processes, which read the Python code and parse the ELF
+    files that this process has not taken back yet: the report is the one this process makes
+    alone, byte for byte."""
+    py = str(torch_venv / "bin" / "python")
+    alone, forked = (doctor("--python", py, "--json", workers=n) for n in ("0", "2"))
+    assert alone.returncode == 0, alone.stderr
+    assert forked.stdout == alone.stdout and forked.returncode == 0
 
 
 @pytest.mark.slow

@@ -9,6 +9,9 @@ import pickle
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,7 +23,7 @@ from abifit.formats.elf import ElfImage, parse_elf
 from abifit.formats.pysource import ModuleCode
 from abifit.formats.sources import FileSource
 from abifit.host.ldconfig import probe_host
-from abifit.host.localfs import LocalObjects, parse_head
+from abifit.host.localfs import LocalObjects, parse_file, parse_head
 from abifit.host.natives import NativeFile
 from abifit.remote import cores
 from abifit.sim.imports import PackageCode, load_steps, mentions_in, wrappers_of
@@ -109,6 +112,47 @@ def test_local_objects_give_heads_and_whole_images(built: tuple[Path, Path]) -> 
     assert source.head(prog) is whole  # once the whole view is known, it serves heads too
     if cores.parallel():  # the heads and images above came from worker processes
         assert cores.run(parse_head, prog) == head
+
+
+@pytest.fixture
+def busy_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Future[None]]:
+    """One worker process, busy for a while with the first call: calls submitted now wait,
+    not started, in the queue of the one thread that hands calls to it."""
+    pool = cores._Pool(1)
+    submitter = ThreadPoolExecutor(1)
+    monkeypatch.setattr(cores, "_pool", pool)
+    monkeypatch.setattr(cores, "_submitter", submitter)
+    busy = cores.submit(time.sleep, 1.5)
+    yield busy
+    busy.result()
+    submitter.shutdown()
+    pool.close()
+
+
+def test_a_parse_no_worker_has_started_is_made_here(built: tuple[Path, Path],
+                                                    busy_worker: Future[None]) -> None:
+    """An image asked for while its parse still waits for a worker is parsed here, and the
+    waiting parse taken back, rather than waited for: the same image, before the worker is
+    free."""
+    lib, prog = (str(p) for p in built)
+    source = LocalObjects(None, relocations=False)
+    source.prefetch([lib], heads=[prog])
+    coming = [*source._coming.values(), *source._heads_coming.values()]
+    assert len(coming) == 2 and not any(c.running() or c.done() for c in coming)
+    assert source.image(lib) == parse_file(lib, None, relocations=False)
+    assert source.head(prog) == parse_head(prog)
+    assert all(c.cancelled() for c in coming) and not busy_worker.done()
+
+
+def test_python_code_no_worker_has_started_is_read_here(busy_worker: Future[None]) -> None:
+    """The same for a module's code read ahead (`ParseAhead`)."""
+    text = PACKAGE["ta/_extension/utils.py"].encode()
+    reader = plans.ParseAhead(None, parse)
+    reader.ahead([(text, "ta._extension.utils", False)])
+    (coming,) = reader._coming.values()
+    assert reader(text, "ta._extension.utils", False) == parse(text, "ta._extension.utils",
+                                                               False)
+    assert coming.cancelled() and not busy_worker.done()
 
 
 PACKAGE = {

@@ -107,9 +107,9 @@ def finish_runs() -> None:
     """End the runs of the index contexts made since the last call: the views each read are
     noted in the symbol store (`remote.wheels.record_seen`). The command and the library API
     call it once a command is done."""
-    from abifit.remote.wheels import record_seen
-
     while _UNFINISHED:
+        from abifit.remote.wheels import record_seen  # a command that made none never needs it
+
         record_seen(_UNFINISHED.pop())
 
 

@@ -195,10 +195,12 @@ SimulationSeen = Callable[[Simulator, Simulation], None]  # shown doctor's simul
 def library_search(remote: Callable[[], RemoteContext]) -> LibrarySearchFn:
     """The wheels on the index that ship a soname, searched once per soname; None (nothing
     fetched) for a soname no wheel of the table may ship."""
-    from abifit.remote.wheelfiles import find_library_wheels, load_library_table
 
     @functools.cache
     def search(soname: str) -> LibrarySearch | None:
+        # imported on the first miss: 60 ms that a run missing no library does not spend
+        from abifit.remote.wheelfiles import find_library_wheels, load_library_table
+
         if not load_library_table().candidates(soname):
             return None
         return find_library_wheels(soname, remote())
@@ -209,12 +211,13 @@ def library_search(remote: Callable[[], RemoteContext]) -> LibrarySearchFn:
 def index_library_fix(search: LibrarySearchFn, roots: list[str]) -> LibraryFix:
     """The fix for a missing soname from the wheels on the index that ship it (`search`,
     from `library_search`)."""
-    from abifit.remote.wheelfiles import render_library_fix
 
     def fix(soname: str, needer: str) -> tuple[str | None, str] | None:
         found = search(soname)
         if found is None:
             return None
+        from abifit.remote.wheelfiles import render_library_fix  # as `search` imports it
+
         if not found.wheels:
             return None, found.reason.rstrip(".") + "."
         root = site_root(needer, roots)
@@ -247,8 +250,8 @@ class InstalledCode:
     the start: `start` has the other cores read every module's text and the code of those that
     name a loading function, and find the modules that mention the wrappers those define
     (`abifit.commands.plans.survey`, a call per distribution), while the main thread goes on
-    (to the ELF scan); `plans` then makes the import plans. Without worker processes the
-    texts are read when the plans are made."""
+    (to the ELF scan, parsing the files no worker has started); `plans` then makes the import
+    plans. Without worker processes the texts are read when the plans are made."""
 
     def __init__(self, cache: Cache | None = None) -> None:
         self._cache = cache
@@ -619,9 +622,9 @@ def _doctor(
     dists = list_distributions(facts)
     progress("reading the packages' Python code")
     code = InstalledCode(Cache(cache_dir) if cache_dir else None)
-    # the largest distribution's code is read first, the others while the ELF files are parsed
-    with_code = code.largest_first(d for d in dists if has_shared_objects(d))
-    code.start(with_code[:1])
+    # the code is read on the other cores, the largest distribution first; the ELF files are
+    # parsed there once a core is free, and here: the scan takes back those not started yet
+    code.start(code.largest_first(d for d in dists if has_shared_objects(d)))
     # local files are parsed again rather than kept in the cache: taking a view from the cache
     # costs 2/3 of parsing the file again, and keeping it there more than the parse. Their
     # relocations are read only for a symbol not bound, unless the bindings themselves are
@@ -629,7 +632,6 @@ def _doctor(
     source = LocalObjects(None, relocations=on_simulation is not None or save_host is not None)
     objects, programs = parse_ahead_names(dists, executable_file)
     source.prefetch(objects, heads=programs)
-    code.start(with_code[1:])
     natives = scan_native_files(facts, dists, image_or_none(source), loose=True,
                                 head=heads_or_none(source))
     roots = [p for p in facts.sys_path if observe.isdir(p)]

@@ -214,7 +214,7 @@ class ParseAhead:
 
     def __call__(self, data: bytes, name: str, is_package: bool) -> ModuleCode | None:
         found = self._coming.pop(code_digest(data, name, is_package), None)
-        if found is not None:
+        if found is not None and not found.cancel():  # one not started yet is read here
             try:
                 return found.result()
             except Exception:  # whatever it was, reading it here says it again

@@ -296,10 +296,11 @@ class LocalObjects:
     def _taken(self, key: str, where: dict[str, Future[bytes]] | None = None,
                ) -> ElfImage | None:
         """The image parsed ahead for `key` (in `where`, by default the images coming); None
-        when none was, or its parse failed (it is parsed here again, to raise its error in this
-        process)."""
+        when none was, no worker has started it yet (it is taken back: parsing it here costs
+        less than waiting for it, and than taking in a worker's answer), or its parse failed
+        (it is parsed here again, to raise its error in this process)."""
         coming = (self._coming if where is None else where).pop(key, None)
-        if coming is None:
+        if coming is None or coming.cancel():
             return None
         try:
             image = pickle.loads(coming.result())  # from abifit's own worker process
