@@ -383,6 +383,17 @@ def test_ctypes_load_spellings(source: str) -> None:
     assert events(source)[-1] == Event(Load(CTYPES, ("libx.so",)), ALWAYS, 2)
 
 
+def test_loads_through_several_star_imports() -> None:
+    """Each name called as written stands for the load it is in the modules imported with
+    `*`, the first of them that has it (here `torch.ops` and `torch.classes` both have
+    `load_library`); a name none of them has is no load."""
+    found = events('from os import *\nfrom torch.ops import *\nfrom torch.classes import *\n'
+                   'from ctypes import *\nload_library("a.so")\nCDLL("b.so")\n'
+                   'cdll.LoadLibrary("c.so")\nLoadLibrary("d.so")\n')
+    assert [e.what for e in found if isinstance(e.what, Load)] == [
+        Load(TORCH_OPS, ("a.so",)), Load(CTYPES, ("b.so",)), Load(CTYPES, ("c.so",))]
+
+
 @pytest.mark.parametrize("source", [
     'CDLL("libx.so")',
     'import ctypes.util\nctypes.util.find_library("x")',

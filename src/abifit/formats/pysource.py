@@ -172,6 +172,24 @@ _LEAVES = (ast.Constant, ast.Name, ast.expr_context, ast.operator, ast.unaryop, 
 _DEPTH = 50  # how deep hints and messages follow an expression (operands, names, calls)
 
 
+_NOT_NODES = frozenset({"id", "attr", "arg", "name", "module", "level", "conversion",
+                        "is_async", "kind", "type_comment", "simple", "ctx", "op"})
+_LEAF_TYPES = frozenset({type(None), str, int, *(
+    kind for kind in vars(ast).values()
+    if isinstance(kind, type) and issubclass(kind, _LEAVES))})  # exact types: no subclasses
+
+
+_BRANCH_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _branch_fields(kind: type) -> tuple[str, ...]:
+    """The fields of an AST node type that may hold nodes below it: not names, numbers,
+    contexts or operators (kept in `_BRANCH_FIELDS`)."""
+    fields = tuple(name for name in getattr(kind, "_fields", ()) if name not in _NOT_NODES)
+    _BRANCH_FIELDS[kind] = fields
+    return fields
+
+
 def _dotted(expr: ast.expr) -> str | None:
     """`a.b.c` for a name or a chain of attributes of a name, else None."""
     parts: list[str] = []
@@ -511,6 +529,12 @@ class _Reader:
         self.name = name
         self.package = package
         self.aliases, self.stars = _aliases(tree, package)
+        # what a name called as written stands for through `from m import *`: the first such m
+        self.starred: dict[str, str] = {}
+        for module in self.stars:
+            for load in _LOADS:
+                if load.startswith(module + "."):
+                    self.starred.setdefault(load[len(module) + 1:], load)
         self.events: list[tuple[int, int, int, Event]] = []
         self.wrappers: list[Wrapper] = []
 
@@ -585,18 +609,22 @@ class _Reader:
         stack = [(node, ctx) for node in nodes]
         while stack:
             node, here = stack.pop()
-            if isinstance(node, ast.Lambda):
+            kind = type(node)
+            if kind is ast.Lambda:
+                lambda_ = cast(ast.Lambda, node)
                 on_use = replace(here, reach=Reach.ON_USE, masked=None)
-                stack += [(node.args, here), (node.body, on_use)]
+                stack += [(lambda_.args, here), (lambda_.body, on_use)]
                 continue
-            if isinstance(node, ast.Call):
-                self.call(node, here)
-            for name in node._fields:  # ast.iter_child_nodes, without the leaves
+            if kind is ast.Call:
+                self.call(cast(ast.Call, node), here)
+            fields = _BRANCH_FIELDS.get(kind)
+            for name in _branch_fields(kind) if fields is None else fields:
+                # ast.iter_child_nodes, without the leaves
                 value = getattr(node, name, None)
-                if isinstance(value, list):
-                    stack += [(v, here) for v in value
-                              if isinstance(v, ast.AST) and not isinstance(v, _LEAVES)]
-                elif isinstance(value, ast.AST) and not isinstance(value, _LEAVES):
+                if type(value) is list:
+                    stack += [(v, here) for v in value if type(v) not in _LEAF_TYPES
+                              and isinstance(v, ast.AST)]
+                elif type(value) not in _LEAF_TYPES and isinstance(value, ast.AST):
                     stack.append((value, here))
 
     def call(self, node: ast.Call, ctx: _Context) -> None:
@@ -617,8 +645,7 @@ class _Reader:
         head, dot, rest = written.partition(".")
         if head in self.aliases:
             return self.aliases[head] + dot + rest
-        starred = (f"{module}.{written}" for module in self.stars)
-        return next((name for name in starred if name in _LOADS), written)
+        return self.starred.get(written, written)
 
     def load(self, node: ast.Call, kind: LoadKind, ctx: _Context) -> None:
         arg = node.args[0] if node.args else _keyword(node, _ARGUMENT[kind])
