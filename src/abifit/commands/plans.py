@@ -171,7 +171,7 @@ def survey(modules: Sequence[tuple[str, str]], cache_dir: str | None,
             if data is not None and marked(data):
                 marked_paths.append(path)
                 read(name, data)
-        for word in wrappers_of(code for _, code in list(codes.values())) if whole else ():
+        for word in wrappers_of(code for _, code in codes.values()) if whole else ():
             found = mentions_in(word, ((name, text(name)) for name in sorted(texts)))
             mentions.append((word, tuple(found)))
             for name in found:

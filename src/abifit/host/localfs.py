@@ -183,6 +183,11 @@ def parse_file_pickled(path: str, cache_root: str | None, head: bool = False,
     return pickle.dumps(image, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+def _identity(st: os.stat_result) -> str:
+    """What a file is known by while it exists: its device and inode (one file, many names)."""
+    return f"{st.st_dev}:{st.st_ino}"
+
+
 class LocalObjects:
     """`ObjectSource` over this machine's files.
 
@@ -227,7 +232,7 @@ class LocalObjects:
                 st = observe.stat(path)
             except OSError:
                 continue
-            key = f"{st.st_dev}:{st.st_ino}"
+            key = _identity(st)
             if (stat.S_ISREG(st.st_mode) and key not in self._images and key not in coming
                     and not (self._cache is not None and self._cache.holds(path))):
                 wanted[key] = (st.st_size, path)
@@ -241,11 +246,11 @@ class LocalObjects:
             st = observe.stat(path)
         except OSError:
             return path
-        return f"{st.st_dev}:{st.st_ino}"
+        return _identity(st)
 
     def image(self, path: str) -> ElfImage:
         st = observe.stat(path)
-        key = f"{st.st_dev}:{st.st_ino}"
+        key = _identity(st)
         known = self._images.get(key)
         if known is not None:
             return known
@@ -280,7 +285,7 @@ class LocalObjects:
         or was asked for, else its head, parsed ahead (`prefetch`) or here. Never an image to
         bind symbols with."""
         st = observe.stat(path)
-        key = f"{st.st_dev}:{st.st_ino}"
+        key = _identity(st)
         cached = self._cache is not None and self._cache.holds(path)
         if key in self._images or key in self._coming or (
                 cached and key not in self._heads_coming):

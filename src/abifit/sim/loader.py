@@ -533,6 +533,18 @@ class Process:
         self.startup = session.finish(global_=True, target=executable)
         return exe
 
+    def _relocate(self, obj: _Obj) -> bool:
+        """Give `obj` the relocation tables its image left out, when the source reads them
+        (`RelocationSource`); whether it did."""
+        if obj.image.relocated_symbols is not None or not isinstance(self._source,
+                                                                       RelocationSource):
+            return False
+        better = self._source.relocated(obj.path, obj.image)
+        if better is None:
+            return False
+        obj.image = better
+        return True
+
     def bindings(self, path: str) -> tuple[tuple[str, str | None, str], ...]:
         """(name, version, defining object's path) for each undefined symbol a relocation of
         the loaded object at `path` binds, in relocation order, as glibc's lookup finds them:
@@ -542,8 +554,7 @@ class Process:
         root = self._by_name.get(path)
         if root is None:
             return ()
-        if root.image.relocated_symbols is None and isinstance(self._source, RelocationSource):
-            root.image = self._source.relocated(root.path, root.image) or root.image
+        self._relocate(root)
         order, seen = [root], {id(root)}
         for obj in order:  # grows while it is walked: breadth first
             for name in obj.image.needed:
@@ -852,18 +863,11 @@ class _Session:
         """Give the objects that reference a `missing` symbol the relocations their images left
         out, when the source has them (`RelocationSource`): only the undefined symbols that
         relocations reference are bound, and in their order. Whether any was given."""
-        relocated = self.p._source.relocated if isinstance(self.p._source,
-                                                           RelocationSource) else None
-        if relocated is None:
-            return False
         given = False
         for obj in objects:
             if (obj.image.relocated_symbols is None
                     and not missing.isdisjoint(obj.symbols().references)):
-                better = relocated(obj.path, obj.image)
-                if better is not None:
-                    obj.image = better
-                    given = True
+                given = self.p._relocate(obj) or given
         return given
 
     def _dependency_order(self) -> list[_Obj]:
