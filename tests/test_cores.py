@@ -218,3 +218,88 @@ def test_forked_workers_answer_like_new_interpreters(tmp_path: Path) -> None:
                           timeout=60, env={**os.environ, "PYTHONPATH": str(SRC)})
     assert done.returncode == 0, done.stderr
     assert done.stdout == "done\n"
+
+
+_FORK_CALL = '''
+import os, pickle, sys, threading, time
+from abifit.host import observe
+from abifit.remote import cores
+
+os.environ["ABIFIT_WORKERS"] = "2"
+assert cores.fork_call(os.getpid) is None  # not asked for: a library does not fork
+cores.fork_workers()
+state = {"parent": os.getpid()}
+
+def answer():
+    print("from the fork")  # its stdout is not the caller's
+    with observe.recording() as recorder:
+        observe.isfile(__file__)
+    return os.getpid(), state["parent"], cores.workers_wanted(), len(recorder.seen)
+
+# a call submitted and running is waited for, so that the process forks with one thread
+running = cores.submit(time.sleep, 0.3)
+time.sleep(0.1)
+fork = cores.fork_call(answer)
+assert fork is not None and running.done()
+pid, parent, workers, seen = fork.result()
+assert (parent, workers, seen) == (os.getpid(), 0, 1) and pid != os.getpid()
+assert cores.submit(divmod, 9, 4).result() == (2, 1)  # submitting again works
+
+def fails():
+    raise KeyError("raised in the fork")
+
+try:
+    cores.fork_call(fails).result()
+except KeyError as e:
+    assert "raised in the fork" in str(e)
+else:
+    raise AssertionError("the fork's error was not raised again")
+try:
+    cores.fork_call(lambda: os._exit(3)).result()
+except cores.ForkFailed:
+    pass
+else:
+    raise AssertionError("a fork that died answered")
+
+# tickets: each number taken once, by this process or the fork, however they interleave
+tickets = cores.Tickets(500)
+def take():
+    got = []
+    while (t := tickets.take()) is not None:
+        got.append(t)
+        time.sleep(0.0005)
+    return got
+fork = cores.fork_call(take)
+here = take()
+there = fork.result()
+tickets.close()
+assert here and there, (len(here), len(there))
+assert sorted(here + there) == list(range(500))
+try:
+    cores.Tickets(cores.Tickets.MAX + 1)
+except ValueError:
+    pass
+else:
+    raise AssertionError("more tickets than a pipe holds")
+
+# another thread running: no fork
+stop = threading.Event()
+threading.Thread(target=stop.wait).start()
+assert cores.fork_call(os.getpid) is None
+stop.set()
+print("done")
+'''
+
+
+def test_a_call_made_by_a_fork_of_this_process(tmp_path: Path) -> None:
+    """`fork_call`, in a fresh process that asked for forks: the submitted calls are settled
+    first (one running waited for), the fork answers with what it computed from this
+    process's state, with recordings and no workers of its own, without printing into this
+    process's output; its error is raised here, its death is ForkFailed. Tickets shared with
+    a fork are each taken once. A library, or a process with another thread, gets no fork."""
+    script = tmp_path / "fork_call.py"
+    script.write_text(_FORK_CALL)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "done\n"

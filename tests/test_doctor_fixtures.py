@@ -130,6 +130,7 @@ class Venv:
     envs: dict[str, dict[str, str]]
     has_32bit: bool
     hidden_cuda: Path
+    wheels: tuple[Path, ...]  # those installed
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +220,8 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     site = next((env_dir / "lib").glob("python3*/site-packages"))
     envs = {PLAIN: {}, PRELOAD: {"LD_PRELOAD": str(built.preload)},
             LD_PATH: {"LD_LIBRARY_PATH": ":".join(str(d) for d in built.ld_library_path)}}
-    return Venv(str(env_dir / "bin" / "python"), site, envs, built.has_32bit, built.hidden_cuda)
+    return Venv(str(env_dir / "bin" / "python"), site, envs, built.has_32bit, built.hidden_cuda,
+                tuple(built.wheels))
 
 
 def run_doctor(venv: Venv, *args: str, env: str = PLAIN) -> tuple[int, Json, str]:
@@ -544,3 +546,73 @@ def test_nothing_is_named_past_a_copy_that_defines_it(
     out = outcome_of(outcomes, venv, "library-in-nvidia-wheel-only")
     kinds = [f["kind"] for f in out.findings() if f["module"] == "ext_missing_cand._ext"]
     assert kinds == ["missing-library"]
+
+
+# --- checks shared with a fork ------------------------------------------------------------------
+
+_COUNTING_FORKS = '''
+import os, sys
+from abifit import cli
+from abifit.remote import cores
+
+made = []
+fork_call = cores.fork_call
+
+
+class Done:
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
+
+
+def counted(function):
+    fork = fork_call(function)
+    made.append(fork is not None)
+    if fork is not None and os.environ.get("FORK_TAKES_ALL"):
+        return Done(fork.result())  # the fork took every ticket before this process starts
+    return fork
+
+
+cores.fork_call = counted
+cores.fork_workers()
+code = cli.main(sys.argv[1:])
+sys.stderr.write(f"forks: {made}\\n")
+sys.exit(code)
+'''
+
+
+def test_the_same_report_with_checks_shared_with_a_fork(venv: Venv, tmp_path: Path) -> None:
+    """The `abifit` command checks the modules in this process and in a fork of it, each
+    taking the next distribution's: the report of a venv holding every fixture package, with
+    hostpkg._C replaced by a module that does not load (so the modules that need hostpkg's
+    library are blocked by it), is the one this process makes alone, byte for byte; also
+    when the fork made every check, and this process only took in what it found."""
+    broken = tmp_path / "venv"
+    subprocess.run([venv.python, "-m", "venv", "--without-pip", str(broken)], check=True)
+    python = str(broken / "bin" / "python")
+    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps",
+                    "--no-index", "--disable-pip-version-check", "-q", *map(str, venv.wheels)],
+                   check=True, env=_env_without_ld())
+    site = next(broken.glob("lib/python3*/site-packages"))
+    shutil.copyfile(site / "ext_removed" / f"_ext{EXT}", site / "hostpkg" / f"_C{EXT}")
+    script = tmp_path / "counting.py"
+    script.write_text(_COUNTING_FORKS)
+    runs = {}
+    for name, env in (("alone", {"ABIFIT_WORKERS": "0"}), ("shared", {"ABIFIT_WORKERS": "2"}),
+                      ("fork", {"ABIFIT_WORKERS": "2", "FORK_TAKES_ALL": "1"})):
+        done = subprocess.run(
+            [sys.executable, str(script), "doctor", "--python", python, "--json",
+             "--no-cache", "--no-index"], capture_output=True, text=True, timeout=300,
+            env={**_env_without_ld(), **env}, check=False)
+        assert done.returncode == 1, done.stderr
+        runs[name] = done
+    assert "forks: [True]" not in runs["alone"].stderr
+    assert "forks: [True]" in runs["shared"].stderr, runs["shared"].stderr
+    assert "forks: [True]" in runs["fork"].stderr, runs["fork"].stderr
+    doc = json.loads(runs["alone"].stdout)
+    kinds = {f["kind"] for f in doc["findings"]}
+    assert {"undefined-symbol", "missing-library", "blocked-by"} <= kinds, kinds
+    assert runs["shared"].stdout == runs["alone"].stdout
+    assert runs["fork"].stdout == runs["alone"].stdout

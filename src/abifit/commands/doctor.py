@@ -79,6 +79,8 @@ from abifit.sim.imports import (
 )
 from abifit.sim.loader import LoadResult, SearchConfig, cached_paths
 from abifit.sim.process import (
+    BuildLogs,
+    Checked,
     Environment,
     ImportVerdict,
     LibraryFix,
@@ -481,6 +483,10 @@ class GpuReads:
             self._coming[path] = cores.submit(gpu_verdicts_at, path, sections, self.targets,
                                               where)
 
+    def pending(self) -> bool:
+        """Whether verdicts are still being worked out on the other cores."""
+        return any(not coming.done() for coming in self._coming.values())
+
     def verdicts(self, path: str, image: ElfImage,
                  progress: Progress) -> tuple[GpuVerdict, ...] | None:
         """The file's verdicts: those worked out ahead, else worked out here."""
@@ -561,6 +567,56 @@ def _gpu_check(natives: list[NativeFile], statuses: list[ModuleStatus], roots: l
     keys = {s.distribution for s in statuses} | {k for s in statuses for k in s.prerequisites}
     return check_gpu_codes([n for n in natives if n.distribution in keys], image,
                            lambda n: short_name(n, roots), progress, reads)
+
+
+Observed = tuple[tuple[tuple[str, str], observe.Seen], ...]  # a recording's reads
+MIN_SHARED = 16  # fewer modules are checked here alone: a fork costs more than it saves
+
+
+def check_shared(sim: Simulator, targets: list[NativeFile]) -> dict[str, Checked]:
+    """The checks of `targets` (`Simulator.check`, by path), made here and in a fork of this
+    process (`cores.fork_call`) at once, each taking the next distribution's modules, those
+    with the most symbols first; the fork's logs and reads are taken in. {} where no fork is
+    made (on one core, in a library, for a few modules): `simulate_modules` checks them then,
+    as it does those of a fork that failed."""
+    groups: dict[str, list[NativeFile]] = {}
+    for native in targets:
+        groups.setdefault(native.distribution, []).append(native)
+    if len(targets) < MIN_SHARED or not 2 <= len(groups) <= cores.Tickets.MAX:
+        return {}
+
+    def weight(group: list[NativeFile]) -> int:
+        return sum(len(image.symbols) for n in group if (image := sim.image(n.path)))
+
+    order = sorted(groups.values(), key=weight, reverse=True)
+    tickets = cores.Tickets(len(order))
+
+    def take() -> dict[str, Checked]:
+        done = {}
+        while (ticket := tickets.take()) is not None:
+            for native in order[ticket]:
+                done[native.path] = sim.check(native)
+        return done
+
+    def theirs() -> tuple[dict[str, Checked], BuildLogs, Observed]:
+        with observe.recording() as recorder:
+            done = take()
+        return done, sim.logs, tuple(recorder.seen.items())
+
+    try:
+        fork = cores.fork_call(theirs)
+        if fork is None:
+            return {}
+        done = take()
+        try:
+            their, logs, seen = fork.result()
+        except Exception:  # whatever it was, the modules it took are checked again here
+            return done
+    finally:
+        tickets.close()
+    observe.note_all(seen)
+    sim.take_logs(logs)
+    return {**done, **their}
 
 
 def doctor(
@@ -654,7 +710,9 @@ def _doctor(
                   else None)
     major, minor = (int(p) for p in facts.version.split(".")[:2])
     ctx = replace(ctx, symbol_note=lambda name: pythonapi.history(name, (major, minor)))
-    simulation = simulate_modules(sim, targets, ctx, progress)
+    # the modules are checked here and in a fork, unless GPU code is still being read
+    checked = {} if reads.pending() else check_shared(sim, targets)
+    simulation = simulate_modules(sim, targets, ctx, progress, checked)
     if on_simulation is not None:
         on_simulation(sim, simulation)
     statuses, findings, results = (list(simulation.statuses), list(simulation.findings),

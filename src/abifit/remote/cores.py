@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO, Generic, TypeVar
 
 from abifit.errors import AbifitError
 
@@ -299,6 +299,102 @@ def submit(function: Callable[..., R], *args: object, priority: float = 0.0) -> 
                                             thread_name_prefix="abifit-cores")
         submitter = _submitter
     return submitter.submit(run, function, *args, priority=priority)
+
+
+class ForkFailed(AbifitError):
+    """A `fork_call` fork ended without its answer (killed, or its answer unreadable).
+
+    Internal: the caller computes what the fork would have."""
+
+
+class ForkedCall(Generic[R]):
+    """A call a fork of this process computes (`fork_call`); `result` waits for its answer."""
+
+    def __init__(self, pid: int, answers: IO[bytes]) -> None:
+        self._pid = pid
+        self._answers = answers
+
+    def result(self) -> R:
+        """The answer (the fork's exception raised again); ForkFailed when there is none."""
+        try:
+            data = self._answers.read()
+        finally:
+            self._answers.close()
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self._pid, 0)
+        try:
+            ok, value = pickle.loads(data)
+        except Exception as e:  # it died before answering, or in the middle of it
+            raise ForkFailed(f"the fork ended without an answer ({len(data)} bytes)") from e
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
+
+
+def fork_call(function: Callable[[], R]) -> ForkedCall[R] | None:
+    """`function()` computed by a fork of this process made now, beside the caller: the fork
+    holds everything the caller does, so nothing is sent to it, and its answer is pickled
+    back. For the `abifit` command only (`fork_workers`): None in a library, on one core, or
+    while another thread runs a call (`submit`): the caller computes it then. The calls
+    submitted are waited for first, those not started yet cancelled (their callers take
+    them back), so that the process has one thread when it forks. The fork runs no workers
+    of its own, prints nothing, ignores SIGINT, and its reads are its own
+    (`abifit.host.observe` forgets the caller's recordings in it)."""
+    global _submitter
+    if not _forking or workers_wanted() == 0:
+        return None
+    with _lock:
+        submitter, _submitter = _submitter, None
+    if submitter is not None:
+        submitter.shutdown(wait=True, cancel_futures=True)
+    if not _forks_wanted():
+        return None
+    answers_in, answers_out = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the fork: it never returns from here
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            os.close(answers_in)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.environ["ABIFIT_WORKERS"] = "0"
+            try:
+                answer: tuple[bool, object] = (True, function())
+            except Exception as e:  # raised again in the caller
+                answer = (False, e)
+            with os.fdopen(answers_out, "wb") as out:
+                out.write(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
+        finally:
+            os._exit(0)
+    os.close(answers_out)
+    return ForkedCall(pid, os.fdopen(answers_in, "rb"))
+
+
+class Tickets:
+    """The numbers 0 to `count` - 1, taken one at a time, each once, by this process and the
+    forks it makes after (`fork_call`): work shared out as it is done, not in parts fixed
+    beforehand. They wait in a pipe, read four bytes at a time (a read that size is atomic)."""
+
+    SIZE = 4
+    MAX = 65536 // SIZE  # what a pipe holds unread
+
+    def __init__(self, count: int) -> None:
+        if count > self.MAX:
+            raise ValueError(f"at most {self.MAX} tickets, not {count}")
+        self._in, out = os.pipe()
+        try:
+            os.write(out, b"".join(i.to_bytes(self.SIZE, "little") for i in range(count)))
+        finally:
+            os.close(out)
+
+    def take(self) -> int | None:
+        """The next number; None when all are taken."""
+        data = os.read(self._in, self.SIZE)
+        return int.from_bytes(data, "little") if data else None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._in)
 
 
 def stop_workers() -> None:

@@ -217,6 +217,21 @@ class Environment:
         return tuple(k for k in order if k in self._native_owners)
 
 
+OwnKey = tuple[tuple[str, ...], tuple[str, ...]]  # prerequisites, paths of own steps
+Checked = tuple[LoadResult, tuple[str, ...]]  # a module's check: its result, its prerequisites
+
+
+@dataclass(frozen=True, slots=True)
+class BuildLogs:
+    """What building the processes of checks found, by process: the modules of the
+    prerequisite last imported that did not load (by the prerequisites imported), and the own
+    steps that did not load (by prerequisites and own steps). Building a process is the same
+    wherever it is done, so logs from several copies of a simulator agree."""
+
+    imports: dict[tuple[str, ...], tuple[tuple[NativeFile, LoadResult], ...]]
+    own: dict[OwnKey, tuple[Step, ...]]
+
+
 class Simulator:
     """Runs the loader simulation for modules, reusing processes that imported the same things."""
 
@@ -229,7 +244,10 @@ class Simulator:
         self.rules = rules
         self.glob = glob
         self._bases: dict[tuple[str, ...], Process] = {}
-        self._own: dict[tuple[tuple[str, ...], tuple[str, ...]], Process] = {}
+        self._own: dict[OwnKey, Process] = {}
+        self.logs = BuildLogs({}, {})
+        self._settled: set[tuple[str, ...] | OwnKey] = set()
+        # what the checks settled so far found (`settle`), read by the findings of a module:
         self.failed_own: set[Step] = set()  # own load steps that did not load
         # prerequisite distribution -> its modules that did not load when it was imported
         self.import_failures: dict[str, dict[str, tuple[NativeFile, LoadResult]]] = {}
@@ -246,13 +264,14 @@ class Simulator:
             return known
         if prerequisites:
             process = self.base(prerequisites[:-1]).copy()
-            self._import(process, prerequisites[-1])
+            self.logs.imports[prerequisites] = self._import(process, prerequisites[-1])
         else:
             process = Process(self.source, self.config, self.env.facts.executable)
         self._bases[prerequisites] = process
         return process
 
-    def _import(self, process: Process, key: str) -> None:
+    def _import(self, process: Process, key: str) -> tuple[tuple[NativeFile, LoadResult], ...]:
+        """Import distribution `key` into `process`; its modules that did not load."""
         rule = self.rules.get(key)
         dist = self.env.dists[key]
         site = dist.metadata_dir.parent
@@ -266,11 +285,13 @@ class Simulator:
         for step in plan.loads if plan else ():
             if step.reach is Reachability.ALWAYS:
                 process.dlopen(step.path, global_=step.global_)
+        failures = []
         for n in self.env.natives:
             if n.distribution == key and n.checked:
                 result = process.dlopen(n.path)
                 if not result.loads:
-                    self.import_failures.setdefault(key, {})[n.path] = (n, result)
+                    failures.append((n, result))
+        return tuple(failures)
 
     def _with_own(self, prerequisites: tuple[str, ...], steps: tuple[Step, ...]) -> Process:
         """The process after the prerequisites and the package's own earlier steps."""
@@ -278,12 +299,37 @@ class Simulator:
         known = self._own.get(key)
         if known is None:
             known = self.base(prerequisites).copy()
-            for step in steps:
-                loaded = known.dlopen(step.path, global_=step.global_).loads
-                if not loaded:
-                    self.failed_own.add(step)
+            self.logs.own[key] = tuple(step for step in steps
+                                       if not known.dlopen(step.path, global_=step.global_).loads)
             self._own[key] = known
         return known
+
+    def settle(self, native: NativeFile, prerequisites: tuple[str, ...]) -> None:
+        """Add to `failed_own` and `import_failures` what building the processes of
+        `native`'s check found (its `logs`), in the order checking the modules one by one
+        finds it: for the modules in order, each after its `check`, wherever the checks ran."""
+        key = (prerequisites, tuple(s.path for s in self.own_steps(native)))
+        if key in self._settled:
+            return
+        self._settle_base(prerequisites)
+        self.failed_own.update(self.logs.own.get(key, ()))
+        self._settled.add(key)
+
+    def _settle_base(self, prerequisites: tuple[str, ...]) -> None:
+        if prerequisites in self._settled:
+            return
+        if prerequisites:
+            self._settle_base(prerequisites[:-1])
+            for n, result in self.logs.imports.get(prerequisites, ()):
+                self.import_failures.setdefault(prerequisites[-1], {})[n.path] = (n, result)
+        self._settled.add(prerequisites)
+
+    def take_logs(self, logs: BuildLogs) -> None:
+        """Take in the logs of checks made by another copy of this simulator (a fork's)."""
+        for key, failures in logs.imports.items():
+            self.logs.imports.setdefault(key, failures)
+        for own, failed in logs.own.items():
+            self.logs.own.setdefault(own, failed)
 
     def step_names(self, step: Step) -> tuple[str, ...]:
         """The names a DT_NEEDED entry finds a loaded step by: its file name and soname."""
@@ -300,7 +346,7 @@ class Simulator:
         needed = self.env.needed_closure(native, self.image)
         return tuple(s for s in plan.before(needed, self.step_names) if s.path != native.path)
 
-    def check(self, native: NativeFile) -> tuple[LoadResult, tuple[str, ...]]:
+    def check(self, native: NativeFile) -> Checked:
         prerequisites = self.env.prerequisites(native, self.image)
         process = self._with_own(prerequisites, self.own_steps(native)).copy()
         return process.dlopen(native.path), prerequisites
@@ -380,16 +426,20 @@ class Simulation:
 
 def simulate_modules(
     sim: Simulator, targets: list[NativeFile], ctx: Context, progress: Progress,
+    checked: Mapping[str, Checked] | None = None,
 ) -> Simulation:
     """Simulate every target module; findings for every problem, the first ones explained
-    deeply."""
+    deeply. `checked` holds the checks already made (`Simulator.check`, by path), by this
+    simulator or a fork of it whose `logs` it took in."""
+    checked = checked or {}
     statuses: list[ModuleStatus] = []
     findings: list[Finding] = []
     results: list[LoadResult] = []
     causes: dict[str, tuple[NativeFile, LoadResult]] = {}  # root causes met, by path
     for n, native in enumerate(targets, 1):
         progress(f"module {n}/{len(targets)} {native.name}")
-        result, prerequisites = sim.check(native)
+        result, prerequisites = checked.get(native.path) or sim.check(native)
+        sim.settle(native, prerequisites)
         results.append(result)
         place = None if result.loads else _placement(sim.env, native)
         problems, blocked = _by_cause(sim, native, prerequisites, result.problems, causes)
@@ -413,9 +463,9 @@ def simulate_modules(
         found += [_duplicate(native, soname, new, old, ctx)
                   for soname, new, old in result.duplicates]
         findings += [_placed(f, place) for f in found]
-    checked = {n.path for n in targets}
+    modules = {n.path for n in targets}
     roots = [diagnose(problem, cause.name, ctx, deep=i < 3)
-             for path, (cause, cause_result) in causes.items() if path not in checked
+             for path, (cause, cause_result) in causes.items() if path not in modules
              for i, problem in enumerate(cause_result.problems[:DEEP_DIAGNOSES])]
     # a prerequisite's own problem, said once, first: the root cause of what it blocks
     return Simulation(tuple(statuses), (*roots, *findings), tuple(results))
