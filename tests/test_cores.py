@@ -207,17 +207,21 @@ print("done")
 '''
 
 
+def _runs_to_the_end(script: Path, text: str) -> None:
+    """The script `text`, run as `script` in a fresh interpreter, passes its asserts."""
+    script.write_text(text)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "done\n"
+
+
 def test_forked_workers_answer_like_new_interpreters(tmp_path: Path) -> None:
     """What the `abifit` command asks for (`fork_workers`), in a fresh process that has one
     thread: workers forked from it answer calls, send errors back, keep out of its output and
     its recordings, ignore Ctrl-C, each end when its own pipe closes, and are killed by
     `stop_workers`; a process with another thread gets new interpreters instead."""
-    script = tmp_path / "forked.py"
-    script.write_text(_FORKED)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "PYTHONPATH": str(SRC)})
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "done\n"
+    _runs_to_the_end(tmp_path / "forked.py", _FORKED)
 
 
 _FORK_CALL = '''
@@ -297,9 +301,4 @@ def test_a_call_made_by_a_fork_of_this_process(tmp_path: Path) -> None:
     process's state, with recordings and no workers of its own, without printing into this
     process's output; its error is raised here, its death is ForkFailed. Tickets shared with
     a fork are each taken once. A library, or a process with another thread, gets no fork."""
-    script = tmp_path / "fork_call.py"
-    script.write_text(_FORK_CALL)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "PYTHONPATH": str(SRC)})
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "done\n"
+    _runs_to_the_end(tmp_path / "fork_call.py", _FORK_CALL)

@@ -24,6 +24,11 @@ module of the program that uses abifit, which is unsafe in a script without a
 of it, made while it has one thread (else new interpreters, as above). A fork starts at once,
 with abifit imported: a new interpreter spends about 0.13 CPU-seconds starting and importing,
 which on two cores is time taken from the work itself.
+
+`fork_call` is the other use of forks: one call computed by a fork made at that moment, which
+holds everything the caller has built (doctor's parsed files and simulated processes) and so
+needs nothing sent to it; `Tickets` shares work out between the caller and that fork as it is
+done. The caller's threads that wait on workers are stopped first, so that it forks with one.
 """
 
 from __future__ import annotations
