@@ -20,16 +20,19 @@ something it could read) is data in a report and is never raised.
     │   ├── PackageNotFound       no configured index or find-links location has the project
     │   └── NoMatchingWheel       the project has no wheel for the requirement and the target
     ├── _Retry                    internal: an HTTP attempt worth another; never leaves the client
-    └── _WorkerDied               internal: a worker process that died; its call runs in-process
+    ├── _WorkerDied               internal: a worker process that died; its call runs in-process
+    └── ForkFailed                a `fork_call` fork that ended without its answer
 
 This module defines `AbifitError`, `UsageError`, `LocatedError`, `FormatError`, `ElfError`,
 `WheelError`, `WheelRefused`, `EnvironmentQueryError` and `CacheError`. The others are defined
 beside the code that raises them, so that no module imports from a layer above its own:
 `OtherVersion` in `abifit.formats.datacodec`, `HttpError` and `_Retry` in `abifit.remote.http`,
 `IndexUnavailable`, `_Hinted`, `PackageNotFound` and `NoMatchingWheel` in
-`abifit.remote.index`, `_WorkerDied` in `abifit.remote.cores`. The two internal ones are caught
-where they are raised (`HttpClient` retries or turns `_Retry` into an `HttpError`; the worker
-pool runs the call in the calling thread after `_WorkerDied`) and never reach a caller.
+`abifit.remote.index`, `_WorkerDied` and `ForkFailed` in `abifit.remote.cores`. The two
+internal ones are caught where they are raised (`HttpClient` retries or turns `_Retry` into an
+`HttpError`; the worker pool runs the call in the calling thread after `_WorkerDied`) and never
+reach a caller; `ForkFailed` reaches only the caller of `fork_call`, which computes the call
+itself then.
 
 Every error renders as one line that names what could not be read: the file (and the member
 inside a wheel, and the offset where that is known), the URL, the interpreter, the input as given;
