@@ -586,8 +586,18 @@ def check_shared(sim: Simulator, targets: list[NativeFile]) -> dict[str, Checked
     if len(targets) < MIN_SHARED or not 2 <= len(groups) <= cores.Tickets.MAX:
         return {}
 
+    # what both would work out: each module's prerequisites (their Requires-Dist parsed)
+    prerequisites = {n.path: sim.env.prerequisites(n, sim.image) for n in targets}
+    symbols: dict[str, int] = {}  # by distribution: those of its ELF files
+    for n in sim.env.natives:
+        if (image := sim.image(n.path)) is not None:
+            symbols[n.distribution] = symbols.get(n.distribution, 0) + len(image.symbols)
+
     def weight(group: list[NativeFile]) -> int:
-        return sum(len(image.symbols) for n in group if (image := sim.image(n.path)))
+        """What the group's checks bind, roughly: the symbols of the ELF files of its
+        distribution and of those imported before its modules."""
+        keys = {group[0].distribution} | {key for n in group for key in prerequisites[n.path]}
+        return sum(symbols.get(key, 0) for key in keys)
 
     order = sorted(groups.values(), key=weight, reverse=True)
     tickets = cores.Tickets(len(order))
