@@ -72,6 +72,54 @@ def test_the_same_report_with_forked_workers_and_without(torch_venv: Path) -> No
     assert forked.stdout == alone.stdout and forked.returncode == 0
 
 
+_WHOLE_PARSES = '''
+import os, sys
+from abifit import cli
+from abifit.commands import doctor
+from abifit.host import localfs
+from abifit.remote import cores
+
+whole, forks = [], []
+parse, fork_call = localfs._parse_and_keep, cores.fork_call
+
+
+def parsing(path, *args, **kwargs):
+    whole.append(path)
+    return parse(path, *args, **kwargs)
+
+
+def counted(function):
+    fork = fork_call(function)
+    forks.append(fork is not None)
+    return fork
+
+
+localfs._parse_and_keep, cores.fork_call = parsing, counted
+doctor.MIN_SHARED = 1  # the venv has fewer modules than that
+cores.fork_workers()
+code = cli.main(sys.argv[1:])
+programs = [p for p in whole if "/torch/bin/" in p]
+sys.stderr.write(f"forks: {forks} programs parsed whole: {programs}\\n")
+sys.exit(code)
+'''
+
+
+@pytest.mark.slow
+def test_sharing_the_checks_parses_no_program_whole(torch_venv: Path, tmp_path: Path) -> None:
+    """Weighing the distributions before the checks are shared with a fork reads what the
+    scan read: torch's programs (torch/bin/*) by their heads, never parsed whole (the fork is
+    asked for with fewer modules than the command wants, as the venv has)."""
+    script = tmp_path / "whole.py"
+    script.write_text(_WHOLE_PARSES)
+    done = subprocess.run([sys.executable, str(script), "doctor", "--python",
+                           str(torch_venv / "bin" / "python"), "--json", "--no-cache"],
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "ABIFIT_WORKERS": "2"}, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "forks: [True] programs parsed whole: []" in done.stderr, done.stderr[-2000:]
+    assert list((torch_venv / "lib").glob("python3*/site-packages/torch/bin/*"))
+
+
 @pytest.mark.slow
 def test_verify_agrees_on_torch(torch_venv: Path) -> None:
     """--verify loads each module for real; every prediction agrees with the real loader."""

@@ -574,7 +574,8 @@ Observed = tuple[tuple[tuple[str, str], observe.Seen], ...]  # a recording's rea
 MIN_SHARED = 16  # fewer modules are checked here alone: a fork costs more than it saves
 
 
-def check_shared(sim: Simulator, targets: list[NativeFile]) -> dict[str, Checked]:
+def check_shared(sim: Simulator, targets: list[NativeFile],
+                 head: Callable[[str], ElfImage | None]) -> dict[str, Checked]:
     """The checks of `targets` (`Simulator.check`, by path), made here and in a fork of this
     process (`cores.fork_call`) at once, each taking the next distribution's modules, those
     with the most symbols first; the fork's logs and reads are taken in. {} where no fork is
@@ -588,9 +589,9 @@ def check_shared(sim: Simulator, targets: list[NativeFile]) -> dict[str, Checked
 
     # what both would work out: each module's prerequisites (their Requires-Dist parsed)
     prerequisites = {n.path: sim.env.prerequisites(n, sim.image) for n in targets}
-    symbols: dict[str, int] = {}  # by distribution: those of its ELF files
-    for n in sim.env.natives:
-        if (image := sim.image(n.path)) is not None:
+    symbols: dict[str, int] = {}  # by distribution: those of its ELF files parsed (a program's
+    for n in sim.env.natives:     # head, all that is read of it, has none)
+        if (image := head(n.path)) is not None:
             symbols[n.distribution] = symbols.get(n.distribution, 0) + len(image.symbols)
 
     def weight(group: list[NativeFile]) -> int:
@@ -722,7 +723,7 @@ def _doctor(
     major, minor = (int(p) for p in facts.version.split(".")[:2])
     ctx = replace(ctx, symbol_note=lambda name: pythonapi.history(name, (major, minor)))
     # the modules are checked here and in a fork, unless GPU code is still being read
-    checked = {} if reads.pending() else check_shared(sim, targets)
+    checked = {} if reads.pending() else check_shared(sim, targets, heads_or_none(source))
     simulation = simulate_modules(sim, targets, ctx, progress, checked)
     if on_simulation is not None:
         on_simulation(sim, simulation)
