@@ -45,7 +45,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Generic, TypeVar
@@ -109,18 +109,24 @@ def _fork(siblings: list[int]) -> _Forked:
     if pid == 0:  # the worker: it never returns from here
         try:
             os.setsid()
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            for fd in (calls_out, answers_in, *siblings):
-                os.close(fd)
-            null = os.open(os.devnull, os.O_WRONLY)  # whatever it prints is not the parent's
-            os.dup2(null, 1)
-            os.environ["ABIFIT_WORKERS"] = "0"  # a worker computes its calls itself
+            _detach((calls_out, answers_in, *siblings))
             serve(os.fdopen(calls_in, "rb"), os.fdopen(answers_out, "wb"))
         finally:
             os._exit(0)
     os.close(calls_in)
     os.close(answers_out)
     return _Forked(pid, os.fdopen(calls_out, "wb"), os.fdopen(answers_in, "rb"))
+
+
+def _detach(fds: Iterable[int]) -> None:
+    """In a fork: ignore SIGINT (Ctrl-C is the parent's), close `fds` (the parent's ends of
+    pipes), print nowhere the parent does, and start no workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for fd in fds:
+        os.close(fd)
+    null = os.open(os.devnull, os.O_WRONLY)  # whatever it prints is not the parent's
+    os.dup2(null, 1)
+    os.environ["ABIFIT_WORKERS"] = "0"  # it computes its calls itself
 
 
 def _forget_pool() -> None:
@@ -360,11 +366,7 @@ def fork_call(function: Callable[[], R]) -> ForkedCall[R] | None:
     pid = os.fork()
     if pid == 0:  # the fork: it never returns from here
         try:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            os.close(answers_in)
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, 1)
-            os.environ["ABIFIT_WORKERS"] = "0"
+            _detach((answers_in,))
             try:
                 answer: tuple[bool, object] = (True, function())
             except Exception as e:  # raised again in the caller

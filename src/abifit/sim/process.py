@@ -304,11 +304,12 @@ class Simulator:
             self._own[key] = known
         return known
 
-    def settle(self, native: NativeFile, prerequisites: tuple[str, ...]) -> None:
-        """Add to `failed_own` and `import_failures` what building the processes of
-        `native`'s check found (its `logs`), in the order checking the modules one by one
-        finds it: for the modules in order, each after its `check`, wherever the checks ran."""
-        key = (prerequisites, tuple(s.path for s in self.own_steps(native)))
+    def settle(self, prerequisites: tuple[str, ...], steps: tuple[Step, ...]) -> None:
+        """Add to `failed_own` and `import_failures` what building the processes of a module's
+        check found (its `logs`; the check's prerequisites and `own_steps`), in the order
+        checking the modules one by one finds it: for the modules in order, each after its
+        `check`, wherever the checks ran."""
+        key = (prerequisites, tuple(s.path for s in steps))
         if key in self._settled:
             return
         self._settle_base(prerequisites)
@@ -439,7 +440,8 @@ def simulate_modules(
     for n, native in enumerate(targets, 1):
         progress(f"module {n}/{len(targets)} {native.name}")
         result, prerequisites = checked.get(native.path) or sim.check(native)
-        sim.settle(native, prerequisites)
+        steps = sim.own_steps(native)
+        sim.settle(prerequisites, steps)
         results.append(result)
         place = None if result.loads else _placement(sim.env, native)
         problems, blocked = _by_cause(sim, native, prerequisites, result.problems, causes)
@@ -453,7 +455,7 @@ def simulate_modules(
                               cause[0].name if cause else None,
                               cause[1].error if cause else None)
         statuses.append(status)
-        own = {name: s for s in sim.own_steps(native) if s in sim.failed_own
+        own = {name: s for s in steps if s in sim.failed_own
                for name in sim.step_names(s)}
         outcome = OPTIONAL if place and not place.step.reach.counts else FAILS
         found = [_blocked(problem, native.name, own) or
