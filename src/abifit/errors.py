@@ -81,7 +81,25 @@ class FormatError(LocatedError):
 
 
 class ElfError(FormatError):
-    """Not an ELF file, or an ELF file that is truncated or inconsistent."""
+    """Not an ELF file, or an ELF file that is truncated or inconsistent. `size` is the size of
+    the bytes read, `encoding` the byte of the ELF identification that gives the byte order
+    (EI_DATA), when known; `refusal` is what glibc's loader says of the file when the problem
+    lies in what it reads before mapping anything (the ELF header, the program header table):
+    "invalid ELF header", "cannot read file data", "nonzero padding in e_ident"...
+    (`abifit.formats.elf`); None when the loader would map the file."""
+
+    def __init__(self, where: str, problem: str, offset: int | None = None,
+                 size: int | None = None, refusal: str | None = None,
+                 encoding: int | None = None) -> None:
+        super().__init__(where, problem, offset)
+        self.size = size
+        self.refusal = refusal
+        self.encoding = encoding
+
+    def __reduce__(self) -> tuple[type[ElfError], tuple[str, str, int | None,  # type: ignore[override]
+                                                        int | None, str | None, int | None]]:
+        return type(self), (self.where, self.problem, self.offset, self.size, self.refusal,
+                            self.encoding)
 
 
 class WheelError(FormatError):

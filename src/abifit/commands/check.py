@@ -813,7 +813,7 @@ def target_gpu_codes(wheels: Sequence[Wheel], progress: Progress,
 
 
 # what a stored result holds changes with the simulation's model, not only with releases
-RESULT_FORMAT = "stand-ins-2"
+RESULT_FORMAT = "refusals-3"
 # a stored result: anything else in its place is a miss
 _STORED = tuple[tuple[ModuleStatus, ...], tuple[Finding, ...], tuple[str, ...],
                 tuple[ImportVerdict, ...], tuple[str, ...]]

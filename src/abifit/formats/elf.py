@@ -444,6 +444,9 @@ class ElfImage:
     relocated_symbols: array[int] | None = None
     # what the view had to assume (a zeroed string table: symbols without names)
     warnings: tuple[str, ...] = ()
+    # what glibc's loader says when it refuses the headers before mapping the file, once its
+    # class and machine fit ("nonzero padding in e_ident", ...); None when it maps it
+    refusal: str | None = None
 
     @property
     def machine_name(self) -> str:
@@ -538,7 +541,7 @@ class _Reader:
         self.size = source.size
 
     def fail(self, problem: str, offset: int | None = None) -> ElfError:
-        return ElfError(self.source.name, problem, offset)
+        return ElfError(self.source.name, problem, offset, self.size)
 
     def read(self, offset: int, length: int, what: str) -> bytes:
         if offset < 0 or length < 0 or offset + length > self.size:
@@ -567,6 +570,8 @@ class _Header:
     shentsize: int
     shnum: int
     shstrndx: int
+    ident: bytes
+    version: int  # e_version
 
 
 def _parse_header(r: _Reader) -> tuple[_Header, _Layout]:
@@ -585,11 +590,59 @@ def _parse_header(r: _Reader) -> tuple[_Header, _Layout]:
     elf_class, order = ElfClass(ident[4]), ByteOrder(ident[5])
     lay = _layout(elf_class, order)
     raw = r.read(16, lay.header.size, "ELF header")
-    (ftype, machine, _v, _entry, phoff, shoff, _flags, _ehsize, phentsize, phnum, shentsize,
-     shnum, shstrndx) = lay.header.unpack(raw)
+    (ftype, machine, version, _entry, phoff, shoff, _flags, _ehsize, phentsize, phnum,
+     shentsize, shnum, shstrndx) = lay.header.unpack(raw)
     header = _Header(elf_class, order, ident[7], ftype, machine, phoff, shoff, phentsize, phnum,
-                     shentsize, shnum, shstrndx)
+                     shentsize, shnum, shstrndx, ident, version)
     return header, lay
+
+
+# glibc's `open_verify` (elf/dl-load.c) on Linux: the OS ABIs it takes (SYSV, GNU), and one past
+# the last ABI version of GNU objects it takes (LIBC_ABI_MAX: unique, ifunc, absolute symbols)
+_LOADER_OSABIS = (0, 3)
+_LOADER_ABI_MAX = 4
+
+
+def _refusal(h: _Header, lay: _Layout) -> str | None:
+    """What glibc's loader says of a file whose headers it refuses before mapping anything, in
+    the order it checks them, once the class and the machine fit (the caller's to check: a file
+    of another class or machine is passed over, not refused): None when it goes on."""
+    ident = h.ident
+    if ident[6] != 1:
+        return "ELF file version ident does not match current one"
+    if ident[7] not in _LOADER_OSABIS:
+        return "ELF file OS ABI invalid"
+    if ident[8] != 0 and not (ident[7] == 3 and ident[8] < _LOADER_ABI_MAX):
+        return "ELF file ABI version invalid"
+    if any(ident[9:16]):
+        return "nonzero padding in e_ident"
+    if h.version != 1:
+        return "ELF file version does not match current one"
+    if h.file_type not in (FileType.DYN, FileType.EXEC):
+        return "only ET_DYN and ET_EXEC can be loaded"
+    if h.phentsize != lay.phdr.size:
+        return "ELF file's phentsize not the expected size"
+    return None
+
+
+def _parse_headers(r: _Reader) -> tuple[_Header, _Layout, list[Segment], str | None]:
+    """The ELF header, the program headers and glibc's refusal of them (`_refusal`): what its
+    loader reads before it maps the file. An ElfError here carries what the loader says
+    (`ElfError.refusal`): its refusal of the header; else "invalid ELF header" without the ELF
+    magic, "cannot read file data" for program headers past the end of the file."""
+    try:
+        h, lay = _parse_header(r)
+    except ElfError as e:
+        said = "invalid ELF header" if e.problem.startswith("not an ELF file") else None
+        encoding = r.read(5, 1, "EI_DATA")[0] if r.size > 5 and said is None else None
+        raise ElfError(e.where, e.problem, e.offset, r.size, said, encoding) from None
+    refusal = _refusal(h, lay)
+    try:
+        return h, lay, _parse_segments(r, h, lay), refusal
+    except ElfError as e:
+        said = refusal or ("cannot read file data" if e.problem.startswith("truncated")
+                           else None)
+        raise ElfError(e.where, e.problem, e.offset, r.size, said, int(h.order)) from None
 
 
 def _first_section_header(r: _Reader, h: _Header, lay: _Layout) -> tuple[int, ...] | None:
@@ -932,8 +985,17 @@ def parse_elf(
     (`SymbolTable`).
     """
     r = _Reader(source)
-    h, lay = _parse_header(r)
-    segments = _parse_segments(r, h, lay)
+    h, lay, segments, refusal = _parse_headers(r)
+    try:
+        return _parse_rest(r, source, h, lay, segments, refusal, relocations=relocations,
+                           sections=sections, symbols=symbols, intern=intern)
+    except ElfError as e:  # glibc refuses the headers before it reads any of the rest
+        raise ElfError(e.where, e.problem, e.offset, r.size, refusal, int(h.order)) from None
+
+
+def _parse_rest(r: _Reader, source: ByteSource, h: _Header, lay: _Layout,
+                segments: list[Segment], refusal: str | None, *, relocations: bool,
+                sections: bool, symbols: bool, intern: bool) -> ElfImage:
     loads = [s for s in segments if s.type == PT_LOAD]
     amap = _AddressMap(r, loads)
     interp = next((s for s in segments if s.type == PT_INTERP), None)
@@ -972,6 +1034,7 @@ def parse_elf(
         section_problem=section_problem,
         relocated_symbols=relocated,
         warnings=warnings,
+        refusal=refusal,
     )
 
 
@@ -1015,8 +1078,8 @@ def parse_layout(source: ByteSource, *, sections: bool = True, names: bool = Tru
     file in `source`, the sections named unless `names` is False (their names are then ""; the
     name table need not be read); raises ElfError if they are not readable."""
     r = _Reader(source)
-    h, lay = _parse_header(r)
-    return ElfLayout(h.elf_class, h.order, h.shoff, tuple(_parse_segments(r, h, lay)),
+    h, lay, segments, _refused = _parse_headers(r)
+    return ElfLayout(h.elf_class, h.order, h.shoff, tuple(segments),
                      _parse_sections(r, h, lay, names) if sections else ())
 
 

@@ -40,10 +40,11 @@ from enum import Enum
 from itertools import chain, compress
 from typing import Protocol
 
-from abifit.errors import FormatError
+from abifit.errors import ElfError, FormatError
 from abifit.formats.elf import (
     VERSYM_INDEX,
     Binding,
+    ByteOrder,
     DynamicInfo,
     ElfClass,
     ElfImage,
@@ -55,6 +56,7 @@ from abifit.formats.elf import (
 from abifit.formats.sources import ObjectSource, RelocationSource
 
 DF_1_NODEFLIB = 0x800
+DF_1_PIE = 0x08000000
 
 # auditwheel vendors a library as `<pkg>.libs/libz-<hash>.so.1` or `libz.<hash>.so.1`.
 _VENDORED = re.compile(r"[-.][0-9a-f]{8}\.so")
@@ -140,12 +142,14 @@ class Via(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Attempt:
-    """One path the search tried, and what it found there."""
+    """One path the search tried, and what it found there; for a file the loader refuses,
+    what glibc says of it (`said`), when abifit knows its words."""
 
     path: str
     via: Via
     owner: str | None
     outcome: str
+    said: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -631,15 +635,26 @@ class _Session:
     ) -> tuple[ElfImage | None, Attempt]:
         if not self.p._source.is_file(path):
             return None, Attempt(path, via, owner, "not found")
+        order = self.p._exe.image.byte_order
         try:
             image = self.p._source.image(path)
         except FormatError as e:
-            return None, Attempt(path, via, owner, f"unreadable: {e.problem}")
+            if e.problem.startswith("unknown ELF class"):  # to glibc, of the other class
+                return None, Attempt(path, via, owner,
+                                     f"wrong ELF class: ELFCLASS{64 if elf_class == 1 else 32}")
+            return None, Attempt(path, via, owner, f"unreadable: {e.problem}",
+                                 _glibc_open_error(e, elf_class, order))
         if image.elf_class != elf_class:
             return None, Attempt(path, via, owner,
                                  f"wrong ELF class: ELFCLASS{32 if image.elf_class == 1 else 64}")
+        if image.byte_order != order:
+            said = _not_encoded(order)
+            return None, Attempt(path, via, owner, f"unreadable: {said}", said)
         if not self.p._machine_fits(image):
             return None, Attempt(path, via, owner, f"wrong machine: {image.machine_name}")
+        refused = _refused(image)
+        if refused is not None:
+            return None, Attempt(path, via, owner, f"unreadable: {refused}", refused)
         return image, Attempt(path, via, owner, "found")
 
     # -- mapping ------------------------------------------------------------------------------
@@ -712,10 +727,10 @@ class _Session:
         unreadable = next((o for o in outcomes if o.startswith("unreadable")), None)
         wrong = next((o for o in outcomes if o.startswith("wrong ELF class")), None)
         if unreadable is not None:
-            bad = next(a.path for a in resolution.attempts if a.outcome == unreadable)
-            return LoadProblem(ProblemKind.UNREADABLE_OBJECT, requester,
-                               f"{bad}: {_glibc_open_error(unreadable)}", library=name,
-                               resolution=resolution)
+            bad = next(a for a in resolution.attempts if a.outcome == unreadable)
+            said = bad.said or f"cannot be mapped: {unreadable.removeprefix('unreadable: ')}"
+            return LoadProblem(ProblemKind.UNREADABLE_OBJECT, requester, f"{bad.path}: {said}",
+                               library=name, resolution=resolution)
         if wrong is not None:
             return LoadProblem(ProblemKind.WRONG_ELF_CLASS, requester, f"{name}: {wrong}",
                                library=name, resolution=resolution)
@@ -939,16 +954,44 @@ class _Session:
                     p._global.append(obj)
 
 
-def _glibc_open_error(outcome: str) -> str:
-    """What glibc says of a file it cannot map, from why abifit could not read it: an empty
-    file is "too short", one without the ELF magic has an "invalid ELF header"; for a damaged
-    one glibc's words vary (or the process dies), so abifit's reason is given."""
-    reason = outcome.removeprefix("unreadable: ")
-    if reason.startswith("not an ELF file (starts with b'')"):
+def _not_encoded(order: ByteOrder) -> str:
+    """glibc's words for a file of another byte order than its loader's."""
+    return f"ELF file data encoding not {'little' if order is ByteOrder.LITTLE else 'big'}-endian"
+
+
+def _glibc_open_error(error: FormatError, elf_class: ElfClass, order: ByteOrder) -> str | None:
+    """What glibc's loader says of a file abifit cannot read, when it refuses it before mapping
+    it (`open_verify` in elf/dl-load.c): a file shorter than the loader's ELF header is "too
+    short", whatever it holds; then what the headers say (`ElfError.refusal`: "invalid ELF
+    header" without the ELF magic, "cannot read file data" for program headers past the end of
+    the file...). None for a file damaged further on: glibc maps it, and what happens then
+    varies (its words, or the process dies), so abifit's reason is given."""
+    if not isinstance(error, ElfError):
+        return None
+    header = 64 if elf_class is ElfClass.ELF64 else 52  # sizeof (ElfW(Ehdr))
+    if error.size is not None and error.size < header:
         return "file too short"
-    if reason.startswith("not an ELF file"):
-        return "invalid ELF header"
-    return f"cannot be mapped: {reason}"
+    if error.refusal != "invalid ELF header" and error.encoding not in (None, order):
+        return _not_encoded(order)  # checked before anything else of the header
+    return error.refusal
+
+
+def _refused(image: ElfImage) -> str | None:
+    """What glibc's loader says of an ELF file of the right class and machine that it will not
+    load: its refusal of the headers (`ElfImage.refusal`), else what `_dl_map_object_from_fd`
+    refuses, in its order: an executable, a file with nothing to map, a shared object without
+    a dynamic section, a position-independent executable."""
+    if image.refusal is not None:
+        return image.refusal
+    if image.file_type == FileType.EXEC:
+        return "cannot dynamically load executable"
+    if not image.loads:
+        return "object file has no loadable segments"
+    if image.dynamic is None:
+        return "object file has no dynamic section" if image.file_type == FileType.DYN else None
+    if image.dynamic.flags_1 & DF_1_PIE:
+        return "cannot dynamically load position-independent executable"
+    return None
 
 
 def _rpath_of(obj: _Obj) -> list[str]:

@@ -1,0 +1,145 @@
+"""Files glibc's loader refuses, and what it says: the simulation against a real dlopen.
+
+A shared object built from `fixtures/loader/dep.c` is cut short and has single fields of its
+headers changed, as a damaged download or copy does; each file is opened with ctypes.CDLL
+(RTLD_NOW) in a fresh Python process and by the simulation, and the two must agree, word for
+word: "file too short" (shorter than an ELF header, whatever it holds), "invalid ELF header",
+"cannot read file data" (program headers past the end), the checks of the ELF identification
+and header in glibc's order, and what `_dl_map_object_from_fd` refuses (an executable, a
+position-independent executable, a file with nothing to map). Only one field is damaged per
+file: for a file damaged twice, glibc releases differ in which problem they name.
+
+A file cut inside what the loader maps is not here: the real process dies of SIGBUS when the
+loader touches a page past the end of the file, which the simulation does not predict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from abifit.commands.doctor import search_config
+from abifit.host.ldconfig import probe_host
+from abifit.host.localfs import LocalObjects
+from abifit.sim.loader import Process
+from fixtures.build import ROOT, compile_c
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or sys.platform != "linux"
+                                or struct.calcsize("P") != 8,
+                                reason="needs gcc, on 64-bit Linux")
+
+ELF64_PHDR = 56
+
+
+def _header(data: bytes) -> dict[str, int]:
+    """The fields of an ELF64 little-endian header this test changes."""
+    (_type, _machine, _version, _entry, phoff, _shoff, _flags, _ehsize, phentsize,
+     phnum) = struct.unpack_from("<HHIQQQIHHH", data, 16)
+    return {"phoff": phoff, "phentsize": phentsize, "phnum": phnum}
+
+
+def _patched(data: bytes, *changes: tuple[int, bytes]) -> bytes:
+    out = bytearray(data)
+    for offset, value in changes:
+        out[offset:offset + len(value)] = value
+    return bytes(out)
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The files, by what was done to them."""
+    root = tmp_path_factory.mktemp("refusals")
+    data = compile_c(ROOT / "loader" / "dep.c", root / "built" / "libdep.so").read_bytes()
+    h = _header(data)
+    assert h["phentsize"] == ELF64_PHDR and h["phnum"] > 0
+    phdr_end = h["phoff"] + h["phnum"] * ELF64_PHDR
+    u16 = struct.Struct("<H").pack
+    variants = {
+        "intact": data,
+        "empty": b"",
+        "one byte": data[:1],
+        "cut in the identification": data[:10],
+        "cut in the header": data[:40],
+        "one byte short of a header": data[:63],
+        "a header and nothing else": data[:64],
+        "cut in the program headers": data[:phdr_end - 1],
+        "text, short": b"hello world, not elf\n",
+        "text, long": b"INPUT ( libdep.so.1 )\n" * 8,
+        "class 3": _patched(data, (4, b"\x03")),
+        "32-bit class": _patched(data, (4, b"\x01")),
+        "big-endian data": _patched(data, (5, b"\x02")),
+        "unknown data encoding": _patched(data, (5, b"\x03")),
+        "identification version 0": _patched(data, (6, b"\x00")),
+        "OS ABI 9": _patched(data, (7, b"\x09")),
+        "SYSV with ABI version 1": _patched(data, (8, b"\x01")),
+        "GNU with ABI version 3": _patched(data, (7, b"\x03"), (8, b"\x03")),
+        "GNU with ABI version 255": _patched(data, (7, b"\x03"), (8, b"\xff")),
+        "padding": _patched(data, (10, b"\x01")),
+        "e_version 0": _patched(data, (20, b"\0\0\0\0")),
+        "relocatable": _patched(data, (16, u16(1))),
+        "core file": _patched(data, (16, u16(4))),
+        "executable type": _patched(data, (16, u16(2))),
+        "another machine": _patched(data, (18, u16(3))),
+        "small program header entries": _patched(data, (54, u16(48))),
+        "large program header entries": _patched(data, (54, u16(64))),
+        "program headers past the end": _patched(data, (32, struct.pack("<Q", 1 << 30))),
+        "no program headers": _patched(data, (56, u16(0))),
+    }
+    files = {}
+    for name, content in variants.items():
+        path = root / (name.replace(" ", "_").replace(",", "") + ".so")
+        path.write_bytes(content)
+        files[name] = path
+    files["position-independent executable"] = compile_c(
+        ROOT / "loader" / "main.c", root / "pie", shared=False, flags=["-fPIE", "-pie"])
+    return files
+
+
+REAL = """
+import ctypes, json, os, sys
+said = {}
+for path in sys.argv[1:]:
+    try:
+        ctypes.CDLL(path, mode=os.RTLD_NOW)
+        said[path] = None
+    except OSError as e:
+        said[path] = str(e)
+print(json.dumps(said))
+"""
+
+
+def real_dlopen(paths: list[Path]) -> dict[str, str | None]:
+    """The error of each dlopen in a fresh Python process (None for a file that loads)."""
+    done = subprocess.run([sys.executable, "-c", REAL, *map(str, paths)], capture_output=True,
+                          text=True, timeout=60, check=True)
+    said: dict[str, str | None] = json.loads(done.stdout)
+    return said
+
+
+def test_the_simulation_refuses_what_glibc_refuses_in_its_words(
+        damaged: dict[str, Path]) -> None:
+    real = real_dlopen(list(damaged.values()))
+    process = Process(LocalObjects(), search_config(probe_host(os.environ)), sys.executable)
+    simulated = {}
+    for path in damaged.values():
+        result = process.copy().dlopen(str(path))
+        simulated[str(path)] = None if result.loads else result.error
+    disagreements = {name: (real[str(p)], simulated[str(p)]) for name, p in damaged.items()
+                     if real[str(p)] != simulated[str(p)]}
+    assert disagreements == {}
+    # the test means something: the intact file loads, the others fail in words of their own
+    refused = {name: real[str(p)] for name, p in damaged.items()}
+    assert refused["intact"] is None and refused["GNU with ABI version 3"] is None
+    words = {said.split(": ", 1)[1] for said in refused.values() if said is not None}
+    assert {"file too short", "invalid ELF header", "cannot read file data",
+            "nonzero padding in e_ident", "cannot dynamically load executable",
+            "object file has no loadable segments",
+            "cannot dynamically load position-independent executable"} <= words
+    assert len(words) >= 14
