@@ -9,8 +9,12 @@ and header in glibc's order, and what `_dl_map_object_from_fd` refuses (an execu
 position-independent executable, a file with nothing to map). Only one field is damaged per
 file: for a file damaged twice, glibc releases differ in which problem they name.
 
-A file cut inside what the loader maps is not here: the real process dies of SIGBUS when the
-loader touches a page past the end of the file, which the simulation does not predict.
+A file cut at every 128th byte is loaded in a process of its own (one cut inside what the loader
+maps kills it: SIGBUS, when the loader touches a page wholly past the end of the file), and the
+simulation must tell a crash, a refusal (in glibc's words) and a load apart as the real loader
+does. A file cut within the last page of what it maps, with a table the loader reads running
+past the end, is read there as zeros by the loader and as truncated by abifit: both fail, in
+other words.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -28,7 +33,7 @@ import pytest
 from abifit.commands.doctor import search_config
 from abifit.host.ldconfig import probe_host
 from abifit.host.localfs import LocalObjects
-from abifit.sim.loader import Process
+from abifit.sim.loader import Process, crashes
 from fixtures.build import ROOT, compile_c
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or sys.platform != "linux"
@@ -143,3 +148,36 @@ def test_the_simulation_refuses_what_glibc_refuses_in_its_words(
             "object file has no loadable segments",
             "cannot dynamically load position-independent executable"} <= words
     assert len(words) >= 14
+
+
+ONE_CUT = """
+import ctypes, os, sys
+try:
+    ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW)
+    print("loads")
+except OSError as e:
+    print(str(e).split(": ", 1)[1])
+"""
+
+
+def test_a_file_cut_short_is_a_crash_a_refusal_or_a_load_as_for_the_real_loader(
+        tmp_path: Path) -> None:
+    data = compile_c(ROOT / "loader" / "dep.c", tmp_path / "libdep.so").read_bytes()
+    process = Process(LocalObjects(), search_config(probe_host(os.environ)), sys.executable)
+    seen: dict[str, int] = {}
+    disagreements = []
+    for size in [*range(0, len(data), 128), len(data) - 1]:
+        path = tmp_path / f"cut{size}.so"
+        path.write_bytes(data[:size])
+        done = subprocess.run([sys.executable, "-c", ONE_CUT, str(path)], capture_output=True,
+                              text=True, timeout=60, check=False)
+        real = "crash" if done.returncode == -signal.SIGBUS else done.stdout.strip()
+        result = process.copy().dlopen(str(path))
+        error = (result.error or "").split(": ", 1)[-1]
+        predicted = "loads" if result.loads else "crash" if crashes(result.error) else error
+        kind = real if real in ("crash", "loads") else "refused"
+        seen[kind] = seen.get(kind, 0) + 1
+        if real != predicted:
+            disagreements.append((size, real, predicted))
+    assert disagreements == []
+    assert set(seen) == {"crash", "loads", "refused"}, seen  # all three were met

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -121,3 +122,68 @@ def test_doctor_reports_entries_named_like_modules_that_are_not_files(
     assert found_kinds["notpkg._loop"]["message"].endswith(": a symbolic link loop, not a file")
     assert "ModuleNotFoundError: No module named 'notpkg._dir'" in \
         found_kinds["notpkg._dir"]["explanation"]
+
+
+@needs_311
+def test_a_guarded_import_of_a_file_cut_short_kills_the_process(tmp_path: Path) -> None:
+    """`try: from . import _cut` / `except ImportError:` does not survive a module cut short
+    inside what the loader maps: the loader touches a page past the end of the file and the
+    process dies of SIGBUS (checked for real), so the import fails, with a Bus error; an empty
+    module in the same place fails with an ImportError the package catches, and its import
+    works. Doctor predicts both, and --verify agrees."""
+    whole = compile_c(SOURCE, tmp_path / f"_whole{SUFFIX}").read_bytes()
+    assert len(whole) > 3 * 4096  # its data lies past the first page
+    site = venv_with_package(tmp_path, "guardpkg").parent
+    guarded = "try:\n    from . import {0}\nexcept ImportError:\n    {0} = None\n"
+    (site / "guardpkg" / "__init__.py").write_text(guarded.format("_cut"))
+    (site / "guardpkg" / f"_cut{SUFFIX}").write_bytes(whole[:4096])
+    (site / "softpkg").mkdir()
+    (site / "softpkg" / "__init__.py").write_text(guarded.format("_empty"))
+    (site / "softpkg" / f"_empty{SUFFIX}").write_bytes(b"")
+    for name in ("guardpkg", "softpkg"):
+        info = site / f"{name}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        listed = [f"{name}/__init__.py", *(f"{name}/{p.name}" for p in (site / name).glob("_*"))]
+        (info / "RECORD").write_text("".join(f"{p},,\n" for p in listed))
+    python = str(tmp_path / "venv" / "bin" / "python")
+    real = {name: subprocess.run([python, "-c", f"import {name}"], capture_output=True,
+                                 text=True, cwd="/", check=False) for name in ("guardpkg",
+                                                                                "softpkg")}
+    assert real["guardpkg"].returncode == -signal.SIGBUS, real["guardpkg"]
+    assert real["softpkg"].returncode == 0, real["softpkg"].stderr
+    done = subprocess.run([sys.executable, "-m", "abifit", "doctor", "--python", python,
+                           "--json", "--no-cache", "--no-index", "--verify"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    modules = {m["module"]: m for m in doc["modules"]}
+    cut, empty = modules["guardpkg._cut"], modules["softpkg._empty"]
+    assert (cut["reachability"], empty["reachability"]) == ("guarded", "guarded")
+    assert "the process is killed by SIGBUS (Bus error): the file ends at byte 4,096" in \
+        cut["error"]
+    assert empty["error"].endswith(": file too short")
+    imports = {v["name"]: v for v in doc["imports"]}
+    assert not imports["guardpkg"]["loads"] and imports["guardpkg"]["error"].startswith(
+        "Bus error")
+    assert imports["softpkg"]["loads"] and imports["softpkg"]["optional_failures"] == [
+        "softpkg._empty"]
+    severity = {f["module"]: f["severity"] for f in doc["findings"]}
+    assert severity == {"guardpkg._cut": "error", "softpkg._empty": "warning"}
+    explanation = next(f["explanation"] for f in doc["findings"] if f["severity"] == "error")
+    assert "raises SIGBUS, which kills the process; no `except` around the import runs" in \
+        explanation
+    verification = {v["module"]: v for v in doc["verification"]}
+    assert all(v["agrees"] for v in verification.values()), verification
+    assert verification["guardpkg._cut"]["note"] == \
+        "the real load crashed the process, as predicted"
+    text = subprocess.run([sys.executable, "-m", "abifit", "doctor", "--python", python,
+                           "--no-cache", "--no-index"], capture_output=True, text=True,
+                          timeout=120, check=False).stdout
+    assert "`import softpkg` works without it" in text
+    assert "`import guardpkg` works without it" not in text
+    assert "import guardpkg: fails (guardpkg)\n  the user sees: Bus error" in text
+    checks = {c["name"]: c for c in doc["import_checks"]}
+    assert checks["guardpkg"]["agrees"] and checks["guardpkg"]["actual_error"] == "Bus error"
+    assert checks["guardpkg"]["note"].startswith("the process was killed by SIGBUS")
+    assert checks["softpkg"]["agrees"] and checks["softpkg"]["actual_works"]

@@ -86,20 +86,23 @@ class ElfError(FormatError):
     (EI_DATA), when known; `refusal` is what glibc's loader says of the file when the problem
     lies in what it reads before mapping anything (the ELF header, the program header table):
     "invalid ELF header", "cannot read file data", "nonzero padding in e_ident"...
-    (`abifit.formats.elf`); None when the loader would map the file."""
+    (`abifit.formats.elf`); None when the loader would map the file. `cut` says where the file
+    ends when it ends inside what the loader maps (`abifit.formats.elf.cut_short`)."""
 
     def __init__(self, where: str, problem: str, offset: int | None = None,
                  size: int | None = None, refusal: str | None = None,
-                 encoding: int | None = None) -> None:
+                 encoding: int | None = None, cut: str | None = None) -> None:
         super().__init__(where, problem, offset)
         self.size = size
         self.refusal = refusal
         self.encoding = encoding
+        self.cut = cut
 
     def __reduce__(self) -> tuple[type[ElfError], tuple[str, str, int | None,  # type: ignore[override]
-                                                        int | None, str | None, int | None]]:
+                                                        int | None, str | None, int | None,
+                                                        str | None]]:
         return type(self), (self.where, self.problem, self.offset, self.size, self.refusal,
-                            self.encoding)
+                            self.encoding, self.cut)
 
 
 class WheelError(FormatError):

@@ -73,11 +73,12 @@ from abifit.sim import pythonapi
 from abifit.sim.findings import Finding, FindingKind
 from abifit.sim.gpu import GpuCheck, GpuTarget, ObjectCoverage, gpu_check, object_coverage
 from abifit.sim.imports import (
+    BUS_ERROR,
     DistributionPlan,
     load_import_rules,
     load_imports_rules,
 )
-from abifit.sim.loader import LoadResult, SearchConfig, cached_paths
+from abifit.sim.loader import LoadResult, SearchConfig, cached_paths, crashes
 from abifit.sim.process import (
     BuildLogs,
     Checked,
@@ -350,9 +351,12 @@ def _verify(env: Environment, sim: Simulator, statuses: list[ModuleStatus],
     out = []
     for status, real in zip(statuses, reals, strict=True):
         if real.loads is None and not status.loads and real.note.startswith(CRASHED):
-            # predicted not to load, and loading it really kills the process: agreed, said so
+            # predicted not to load, and loading it really kills the process: agreed, said so,
+            # with whether the crash itself was predicted (a file cut short: `crashes`)
+            said = ("the real load crashed the process, as predicted" if crashes(status.error)
+                    else "the real load crashed the process; abifit predicted a failed load")
             out.append(Verification(status.module, status.loads, status.error, False,
-                                    real.note, True, "the real load crashed the process"))
+                                    real.note, True, said))
             continue
         if real.loads is None:
             out.append(Verification(status.module, status.loads, status.error, None, None, False,
@@ -381,13 +385,18 @@ def _verify_imports(env: Environment, verdicts: tuple[ImportVerdict, ...],
                     progress: Progress) -> list[ImportCheck]:
     """`import X` in a fresh process for each import the report has a verdict for, as many at
     once as there are cores."""
-    from abifit.host.realload import default_workers, real_import
+    from abifit.host.realload import CRASHED, default_workers, real_import
 
     with ThreadPoolExecutor(max_workers=default_workers()) as pool:
         reals = pool.map(lambda v: real_import(env.facts.executable, v.name), verdicts)
         out = []
         for n, (verdict, real) in enumerate(zip(verdicts, reals, strict=True), 1):
             progress(f"verify import {n}/{len(verdicts)} {verdict.name}")
+            if real.works is None and verdict.error == BUS_ERROR and \
+                    real.note.startswith(f"{CRASHED} SIGBUS"):  # the crash predicted
+                out.append(ImportCheck(verdict.name, False, verdict.error, False, "Bus error",
+                                       True, real.note))
+                continue
             if real.works is None:
                 out.append(ImportCheck(verdict.name, verdict.loads, verdict.error, None, None,
                                        False, real.note))

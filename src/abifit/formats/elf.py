@@ -20,8 +20,8 @@ import re
 import struct
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from enum import IntEnum
 from itertools import compress
 from typing import Literal, TypeVar
@@ -447,6 +447,9 @@ class ElfImage:
     # what glibc's loader says when it refuses the headers before mapping the file, once its
     # class and machine fit ("nonzero padding in e_ident", ...); None when it maps it
     refusal: str | None = None
+    # where the file ends when it ends inside what the loader maps (`cut_short`): touching a
+    # page wholly past the end kills the process (SIGBUS); None for a whole file
+    cut: str | None = None
 
     @property
     def machine_name(self) -> str:
@@ -490,11 +493,17 @@ class ImageSummary:
 
 
 def summarize_image(image: ElfImage) -> ImageSummary:
-    """The summary of an image (`ElfImage.symbols.counts` for its symbols)."""
+    """The summary of an image (`ElfImage.symbols.counts` for its symbols); what keeps the
+    loader from loading it (`refusal`, `cut`) is among its warnings."""
     defined, undefined, weak = image.symbols.counts()
+    warnings = image.warnings
+    if image.refusal is not None:
+        warnings += (f"glibc's loader refuses it: {image.refusal}",)
+    if image.cut is not None:
+        warnings += (f"cut short: {image.cut}; loading it kills the process (SIGBUS)",)
     return ImageSummary(image.elf_class, image.byte_order, image.machine, image.file_type,
                         image.interpreter, image.dynamic, image.version_needs,
-                        image.version_defs, image.warnings, defined, undefined, weak)
+                        image.version_defs, warnings, defined, undefined, weak)
 
 
 # Members worth checking for ELF magic: shared objects (`x.so`, `x.so.1.2`, `x.cpython-311-...so`)
@@ -986,16 +995,38 @@ def parse_elf(
     """
     r = _Reader(source)
     h, lay, segments, refusal = _parse_headers(r)
+    cut = cut_short(segments, r.size)
     try:
-        return _parse_rest(r, source, h, lay, segments, refusal, relocations=relocations,
-                           sections=sections, symbols=symbols, intern=intern)
+        image = _parse_rest(r, source, h, lay, segments, relocations=relocations,
+                            sections=sections, symbols=symbols, intern=intern)
     except ElfError as e:  # glibc refuses the headers before it reads any of the rest
-        raise ElfError(e.where, e.problem, e.offset, r.size, refusal, int(h.order)) from None
+        raise ElfError(e.where, e.problem, e.offset, r.size, refusal, int(h.order),
+                       cut) from None
+    return replace(image, refusal=refusal, cut=cut) if refusal or cut else image
+
+
+LOADER_PAGE = 4096  # the page size of x86-64 (and of most aarch64 kernels)
+
+
+def cut_short(segments: Sequence[Segment], size: int) -> str | None:
+    """Where a file of `size` bytes ends when it ends inside what the loader maps of it: the
+    loader maps each PT_LOAD segment's bytes page by page, and reading a page that lies wholly
+    past the end of the file raises SIGBUS. The loader reads the dynamic section, fills the
+    end of the last page of a segment with zeros (its .bss) and relocates the data segment:
+    in a file cut anywhere before the last page of its data, it touches such a page, and the
+    process dies. None when every mapped page holds some of the file."""
+    end = max((s.offset + s.filesz for s in segments if s.type == PT_LOAD and s.filesz),
+              default=0)
+    held = -(-size // LOADER_PAGE) * LOADER_PAGE
+    if end <= held:
+        return None
+    return (f"the file ends at byte {size:,}, and the loader maps its bytes up to {end:,} "
+            f"(pages past {held:,} are past its end)")
 
 
 def _parse_rest(r: _Reader, source: ByteSource, h: _Header, lay: _Layout,
-                segments: list[Segment], refusal: str | None, *, relocations: bool,
-                sections: bool, symbols: bool, intern: bool) -> ElfImage:
+                segments: list[Segment], *, relocations: bool, sections: bool, symbols: bool,
+                intern: bool) -> ElfImage:
     loads = [s for s in segments if s.type == PT_LOAD]
     amap = _AddressMap(r, loads)
     interp = next((s for s in segments if s.type == PT_INTERP), None)
@@ -1034,7 +1065,6 @@ def _parse_rest(r: _Reader, source: ByteSource, h: _Header, lay: _Layout,
         section_problem=section_problem,
         relocated_symbols=relocated,
         warnings=warnings,
-        refusal=refusal,
     )
 
 

@@ -36,7 +36,7 @@ def finding_text(finding: Finding) -> list[str]:
     if not finding.breaks:
         head = f"optional, {head}"
     lines = [head, f"  {finding.message}"]
-    why = _OPTIONAL.get(finding.reachability or "")
+    why = _OPTIONAL.get(finding.reachability or "") if not finding.breaks else None
     if finding.import_name and why:
         lines.append(f"  `import {finding.import_name}` works without it: {why}.")
     lines += [f"  {line}" for line in dict.fromkeys(finding.explanation.splitlines())]
@@ -111,7 +111,7 @@ def _versions_text(group: list[Finding]) -> list[str]:
              + (f"; the newest it defines: {', '.join(newest)}" if newest else ""),
              f"  needed by {len(modules)} module(s): {_listed(modules)}",
              f"  {first.message}"]
-    why = _OPTIONAL.get(first.reachability or "")
+    why = _OPTIONAL.get(first.reachability or "") if not first.breaks else None
     if first.import_name and why:
         lines.append(f"  `import {first.import_name}` works without it: {why}.")
     lines += [f"  {line}" for line in dict.fromkeys(first.explanation.splitlines())

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from abifit.sim.findings import Finding, FindingKind
-from abifit.sim.loader import LoadProblem, ProblemKind, Resolution
+from abifit.sim.loader import LoadProblem, ProblemKind, Resolution, crashes
 
 if TYPE_CHECKING:
     from abifit.formats.demangle import SignatureDiff
@@ -185,6 +185,10 @@ def _unreadable(problem: LoadProblem, module: str | None, ctx: Context,
               else f"{_label(problem.object, ctx)} needs {name}, and ")
     lines = [f"Because {needer}{_label(path, ctx)} cannot be read as a shared object "
              f"({reason}), {outcome}."]
+    if crashes(problem.message):
+        lines.append("The file ends inside what the loader maps of it: touching a page past its "
+                     "end raises SIGBUS, which kills the process; no `except` around the import "
+                     "runs.")
     owner = ctx.owner(path)
     hint = (f"reinstall {owner}: the file is damaged (truncated, empty or not a shared object)"
             if owner else f"replace {path}: it is damaged (truncated, empty or not a shared "

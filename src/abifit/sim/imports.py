@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from abifit.formats.pysource import Call, Import, Load, LoadKind, ModuleCode, Reach
+from abifit.sim.loader import crashes
 
 DATA = Path(__file__).parent.parent / "data"
 
@@ -45,6 +46,8 @@ LOAD_MARKERS = (b"load_library", b"CDLL", b"LoadLibrary", b"PyDLL")
 _MARKER_PARTS = tuple((part, tuple(m for m in LOAD_MARKERS if part in m))
                       for part in (b"DLL", b"ibrary"))
 SEARCH_DEPTH = 8  # how many modules back a place is searched
+# what an import whose load kills the process shows: no exception, the shell's word for SIGBUS
+BUS_ERROR = "Bus error (SIGBUS kills the Python process: no exception is raised)"
 
 
 class Reachability(Enum):
@@ -484,7 +487,10 @@ def plan_distribution(
 
 
 def user_error(step: Step, loader_error: str) -> str:
-    """The exception an import shows when `step` fails with the loader's `loader_error`."""
+    """The exception an import shows when `step` fails with the loader's `loader_error`; for a
+    load that kills the process, what the shell shows (`BUS_ERROR`)."""
+    if crashes(loader_error):
+        return BUS_ERROR
     if step.masked:
         return step.masked
     if step.how is LoadKind.TORCH_OPS:

@@ -57,6 +57,15 @@ from abifit.formats.sources import ObjectSource, RelocationSource
 
 DF_1_NODEFLIB = 0x800
 DF_1_PIE = 0x08000000
+# how a load that kills the process is said (`crashes`): a file cut short inside what the
+# loader maps (`abifit.formats.elf.cut_short`)
+CRASH = "the process is killed by SIGBUS (Bus error)"
+
+
+def crashes(error: str | None) -> bool:
+    """Whether a loader error is a load that kills the process (`CRASH`): no exception is
+    raised, and no `try` around the import goes on after it."""
+    return error is not None and CRASH in error
 
 # auditwheel vendors a library as `<pkg>.libs/libz-<hash>.so.1` or `libz.<hash>.so.1`.
 _VENDORED = re.compile(r"[-.][0-9a-f]{8}\.so")
@@ -642,8 +651,10 @@ class _Session:
             if e.problem.startswith("unknown ELF class"):  # to glibc, of the other class
                 return None, Attempt(path, via, owner,
                                      f"wrong ELF class: ELFCLASS{64 if elf_class == 1 else 32}")
-            return None, Attempt(path, via, owner, f"unreadable: {e.problem}",
-                                 _glibc_open_error(e, elf_class, order))
+            said = _glibc_open_error(e, elf_class, order)
+            if said is None and isinstance(e, ElfError) and e.cut is not None:
+                said = f"{CRASH}: {e.cut}"
+            return None, Attempt(path, via, owner, f"unreadable: {e.problem}", said)
         if image.elf_class != elf_class:
             return None, Attempt(path, via, owner,
                                  f"wrong ELF class: ELFCLASS{32 if image.elf_class == 1 else 64}")
@@ -979,14 +990,17 @@ def _glibc_open_error(error: FormatError, elf_class: ElfClass, order: ByteOrder)
 def _refused(image: ElfImage) -> str | None:
     """What glibc's loader says of an ELF file of the right class and machine that it will not
     load: its refusal of the headers (`ElfImage.refusal`), else what `_dl_map_object_from_fd`
-    refuses, in its order: an executable, a file with nothing to map, a shared object without
-    a dynamic section, a position-independent executable."""
+    does, in its order: refuse an executable or a file with nothing to map, die on a file cut
+    short inside what it maps (`CRASH`), refuse a shared object without a dynamic section or a
+    position-independent executable."""
     if image.refusal is not None:
         return image.refusal
     if image.file_type == FileType.EXEC:
         return "cannot dynamically load executable"
     if not image.loads:
         return "object file has no loadable segments"
+    if image.cut is not None:
+        return f"{CRASH}: {image.cut}"
     if image.dynamic is None:
         return "object file has no dynamic section" if image.file_type == FileType.DYN else None
     if image.dynamic.flags_1 & DF_1_PIE:

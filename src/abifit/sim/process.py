@@ -36,13 +36,21 @@ from abifit.host.environment import (
 from abifit.host.ldconfig import HostFacts, cache_id_for
 from abifit.sim.diagnose import FAILS, OPTIONAL, Context, diagnose
 from abifit.sim.findings import Finding, FindingKind, Severity
-from abifit.sim.loader import LoadProblem, LoadResult, ProblemKind, Process, SearchConfig
+from abifit.sim.loader import (
+    LoadProblem,
+    LoadResult,
+    ProblemKind,
+    Process,
+    SearchConfig,
+    crashes,
+)
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
 from abifit.host.natives import NativeFile
 from abifit.sim.imports import (
+    BUS_ERROR,
     DistributionPlan,
     ImportRule,
     Placement,
@@ -81,7 +89,14 @@ class ModuleStatus:
     @property
     def counts(self) -> bool:
         """Whether its failure fails an import (optional modules' failures do not)."""
-        return self.reachability is None or Reachability(self.reachability).counts
+        return self.reachability is None or fails_import(Reachability(self.reachability),
+                                                         self.error)
+
+
+def fails_import(reach: Reachability, error: str | None) -> bool:
+    """Whether a file that fails to load with `error` fails the import that reaches it so: a
+    sure one, or a guarded one whose load kills the process (`crashes`: no `except` runs)."""
+    return reach.counts or (reach is Reachability.GUARDED and crashes(error))
 
 
 def count_failing(modules: Iterable[ModuleStatus], *, optional: bool = False) -> int:
@@ -457,14 +472,15 @@ def simulate_modules(
         statuses.append(status)
         own = {name: s for s in steps if s in sim.failed_own
                for name in sim.step_names(s)}
-        outcome = OPTIONAL if place and not place.step.reach.counts else FAILS
+        outcome = (OPTIONAL if place and not fails_import(place.step.reach, result.error)
+                   else FAILS)
         found = [_blocked(problem, native.name, own) or
                  diagnose(problem, native.name, ctx, deep=i < DEEP_DIAGNOSES, outcome=outcome)
                  for i, problem in enumerate(problems)]
         found += [b.finding for b in blocked]
         found += [_duplicate(native, soname, new, old, ctx)
                   for soname, new, old in result.duplicates]
-        findings += [_placed(f, place) for f in found]
+        findings += [_placed(f, place, result.error) for f in found]
     modules = {n.path for n in targets}
     roots = [diagnose(problem, cause.name, ctx, deep=i < 3)
              for path, (cause, cause_result) in causes.items() if path not in modules
@@ -557,12 +573,15 @@ def _placement(env: Environment, native: NativeFile) -> Placement | None:
 _SEVERITY = {Reachability.GUARDED: Severity.WARNING, Reachability.ON_USE: Severity.INFO}
 
 
-def _placed(finding: Finding, place: Placement | None) -> Finding:
-    """A finding with the import it concerns and how sure that import is to load the object."""
+def _placed(finding: Finding, place: Placement | None, error: str | None) -> Finding:
+    """A finding with the import it concerns and how sure that import is to load the object
+    (a guarded load that kills the process fails the import all the same)."""
     if place is None:
         return finding
+    severity = (Severity.ERROR if fails_import(place.step.reach, error)
+                else _SEVERITY.get(place.step.reach, Severity.ERROR))
     return replace(finding, import_name=place.name, reachability=place.step.reach.value,
-                   severity=_SEVERITY.get(place.step.reach, Severity.ERROR))
+                   severity=severity)
 
 
 @dataclass(frozen=True, slots=True)
@@ -593,10 +612,12 @@ def import_verdicts(env: Environment,
                 continue
             failed = [(s, places[s.path]) for s in mine
                       if not s.loads and places[s.path].name == top]
-            optional = tuple(s.module for s, p in failed if not p.step.reach.counts)
+            optional = tuple(s.module for s, p in failed
+                             if not fails_import(p.step.reach, s.error))
             # the libraries the package loads itself fail first: they load before the modules
             loaded = [s.path for s in plan.loads]
-            sure = sorted(((s, p) for s, p in failed if p.step.reach is Reachability.ALWAYS),
+            sure = sorted(((s, p) for s, p in failed if p.step.reach is Reachability.ALWAYS
+                           or (p.step.reach is Reachability.GUARDED and crashes(s.error))),
                           key=lambda sp: (loaded.index(sp[0].path) if sp[0].path in loaded
                                           else len(loaded)))
             if not sure:
@@ -604,8 +625,10 @@ def import_verdicts(env: Environment,
                 continue
             status, place = sure[0]
             if status.blocked_by:  # the prerequisite's import fails first, with its error
-                out.append(ImportVerdict(top, key, False, f"ImportError: {status.blocked_error}",
-                                         status.blocked_by, status.blocked_error, optional))
+                shown = (BUS_ERROR if crashes(status.blocked_error)
+                         else f"ImportError: {status.blocked_error}")
+                out.append(ImportVerdict(top, key, False, shown, status.blocked_by,
+                                         status.blocked_error, optional))
                 continue
             out.append(ImportVerdict(top, key, False, user_error(place.step, status.error or ""),
                                      status.module, status.error, optional))
