@@ -30,7 +30,9 @@ from pathlib import Path
 
 import pytest
 
+from abifit.cli import main
 from abifit.commands.doctor import search_config
+from abifit.formats.elf import LOADER_PAGE
 from abifit.host.ldconfig import probe_host
 from abifit.host.localfs import LocalObjects
 from abifit.sim.loader import Process, crashes
@@ -48,6 +50,18 @@ def _header(data: bytes) -> dict[str, int]:
     (_type, _machine, _version, _entry, phoff, _shoff, _flags, _ehsize, phentsize,
      phnum) = struct.unpack_from("<HHIQQQIHHH", data, 16)
     return {"phoff": phoff, "phentsize": phentsize, "phnum": phnum}
+
+
+def _loads(data: bytes) -> list[tuple[int, int]]:
+    """(offset, size in the file) of each PT_LOAD segment of an ELF64 little-endian file."""
+    h = _header(data)
+    out = []
+    for i in range(h["phnum"]):
+        ptype, _flags, offset, _vaddr, _paddr, filesz = struct.unpack_from(
+            "<IIQQQQ", data, h["phoff"] + i * ELF64_PHDR)
+        if ptype == 1:
+            out.append((offset, filesz))
+    return out
 
 
 def _patched(data: bytes, *changes: tuple[int, bytes]) -> bytes:
@@ -181,3 +195,19 @@ def test_a_file_cut_short_is_a_crash_a_refusal_or_a_load_as_for_the_real_loader(
             disagreements.append((size, real, predicted))
     assert disagreements == []
     assert set(seen) == {"crash", "loads", "refused"}, seen  # all three were met
+
+
+def test_inspect_warns_of_a_refused_file_and_of_one_cut_short(
+        damaged: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`abifit inspect` reads both (they are ELF files it can read) and says what keeps the
+    loader from loading them."""
+    data = compile_c(ROOT / "loader" / "data.c", tmp_path / "libdata.so").read_bytes()
+    end = max(offset + size for offset, size in _loads(data))
+    cut = tmp_path / "cut.so"
+    cut.write_bytes(data[:end - 2 * LOADER_PAGE])  # inside the table: the rest is whole
+    for path, said in ((damaged["padding"], "glibc's loader refuses it: nonzero padding in "
+                                            "e_ident"),
+                       (cut, "cut short: the file ends at byte")):
+        assert main(["inspect", str(path), "--json"]) == 0
+        (obj,) = json.loads(capsys.readouterr().out)["objects"]
+        assert any(w.startswith(said) for w in obj["warnings"]), obj["warnings"]

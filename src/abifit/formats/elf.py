@@ -607,7 +607,8 @@ def _parse_header(r: _Reader) -> tuple[_Header, _Layout]:
 
 
 # glibc's `open_verify` (elf/dl-load.c) on Linux: the OS ABIs it takes (SYSV, GNU), and one past
-# the last ABI version of GNU objects it takes (LIBC_ABI_MAX: unique, ifunc, absolute symbols)
+# the last ABI version of GNU objects it takes (LIBC_ABI_MAX: unique, ifunc and absolute symbols,
+# glibc 2.28 and later on x86-64; checked against 2.36 there: 3 loads, 4 is refused)
 _LOADER_OSABIS = (0, 3)
 _LOADER_ABI_MAX = 4
 
