@@ -12,9 +12,10 @@ file: for a file damaged twice, glibc releases differ in which problem they name
 A file cut at every 128th byte is loaded in a process of its own (one cut inside what the loader
 maps kills it: SIGBUS, when the loader touches a page wholly past the end of the file), and the
 simulation must tell a crash, a refusal (in glibc's words) and a load apart as the real loader
-does. A file cut within the last page of what it maps, with a table the loader reads running
-past the end, is read there as zeros by the loader and as truncated by abifit: both fail, in
-other words.
+does. Not covered, as not predicted exactly: a file cut within the last page of what it maps,
+with a table the loader reads running past the end. The loader reads zeros there and often
+dies of SIGSEGV (a library patchelf has edited keeps its dynamic section last); abifit predicts
+a failed load.
 """
 
 from __future__ import annotations
