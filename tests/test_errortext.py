@@ -29,9 +29,12 @@ from __future__ import annotations
 import pytest
 
 from abifit.formats.errortext import (
+    LOADER_REFUSALS,
+    BusError,
     Clue,
     CouldNotLoad,
     CudaMajorMismatch,
+    DamagedObject,
     DriverTooOld,
     MissingLibrary,
     MissingOperator,
@@ -92,7 +95,16 @@ CASES: list[tuple[str, str, tuple[Clue, ...]]] = [
      "different CUDA major versions. PyTorch has CUDA Version=12.8 and torchvision has CUDA "
      "Version=13.0. Please reinstall the torchvision that matches your PyTorch install.",
      (CudaMajorMismatch("12.8", "13.0"),)),
+    ("file-too-short", "ImportError: /x/pkg/_m.abi3.so: file too short",
+     (DamagedObject("/x/pkg/_m.abi3.so", "file too short"),)),
+    ("phentsize", "OSError: /x/libbad.so.1: ELF file's phentsize not the expected size",
+     (DamagedObject("/x/libbad.so.1", "ELF file's phentsize not the expected size"),)),
+    ("bus-error-shell", "bash: line 1: 27715 Bus error               python -c 'import pkg'",
+     (BusError(),)),
+    ("bus-error-faulthandler", "Fatal Python error: Bus error\n\nCurrent thread 0x7f (most "
+     "recent call first):", (BusError(),)),
     ("nothing", "Segmentation fault (core dumped)", ()),
+    ("not-a-bus-error", "OmniBus errors: none", ()),
 ]
 
 
@@ -123,3 +135,11 @@ def test_colour_codes_and_terminal_wraps() -> None:
     assert unwrap(coloured) == text
     assert read_clues(coloured + "\nImportError: libfoo.so: cannot open shared object file") == (
         UndefinedSymbol(SGL, SYMBOL), MissingLibrary("libfoo.so", None))
+
+
+@pytest.mark.parametrize("said", LOADER_REFUSALS)
+def test_every_refusal_of_the_loader_is_read(said: str) -> None:
+    """Each of glibc's words for a file it refuses, after the file's path, as the loader and
+    abifit's simulation both print it."""
+    assert read_clues(f"OSError: /venv/lib/pkg/_x.so: {said}") == (
+        DamagedObject("/venv/lib/pkg/_x.so", said),)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -327,3 +328,56 @@ def test_masked_messages_point_at_the_hidden_file(venv: Venv,
     assert could["kind"] == "could-not-load" and could["verdict"] == "confirmed"
     assert "undefined symbol: explain_missing_fn" in " ".join(could["notes"])
     assert code == 1
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """A venv holding `dmgpkg` (recorded in its dist-info): `_pad`, a module whose ELF
+    identification has nonzero padding, and `_cut`, a module cut to its first page, inside
+    what the loader maps. The messages are the real loader's: `_pad`'s OSError, and for `_cut`
+    what `import dmgpkg._cut` does to the process (its return code)."""
+    root = tmp_path_factory.mktemp("damaged")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")],
+                   check=True)
+    site = next((root / "venv" / "lib").glob("python3*/site-packages"))
+    package = site / "dmgpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    whole = compile_c(FIXTURES / "undef.c", root / "build" / f"_whole{SUFFIX}").read_bytes()
+    padded = bytearray(whole)
+    padded[10] = 1  # EI_PAD
+    (package / f"_pad{SUFFIX}").write_bytes(bytes(padded))
+    (package / f"_cut{SUFFIX}").write_bytes(whole[:4096])
+    info = site / "dmgpkg-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: dmgpkg\nVersion: 1.0\n")
+    listed = ["dmgpkg/__init__.py", f"dmgpkg/_pad{SUFFIX}", f"dmgpkg/_cut{SUFFIX}"]
+    (info / "RECORD").write_text("".join(f"{p},,\n" for p in listed))
+    python = str(root / "venv" / "bin" / "python")
+    crashed = subprocess.run([python, "-c", "import dmgpkg._cut"], capture_output=True,
+                             check=False, cwd="/")
+    return Venv(python, package, {"pad": _real_error(package / f"_pad{SUFFIX}"),
+                                  "cut": str(crashed.returncode)})
+
+
+def test_a_refused_file_and_a_bus_error_are_explained(damaged: Venv,
+                                                      capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    """glibc's refusal of a damaged module names the file and its owner to reinstall; a
+    `Bus error` (the shell's words when SIGBUS kills `import dmgpkg._cut`: checked) points at
+    the module cut short, found by simulating the environment."""
+    assert damaged.messages["pad"].endswith(f"_pad{SUFFIX}: nonzero padding in e_ident")
+    assert damaged.messages["cut"] == str(-signal.SIGBUS)
+    code, doc, _ = _explain(damaged, damaged.messages["pad"], capsys)
+    found = _only(doc)
+    assert (found["kind"], found["verdict"]) == ("damaged-object", "confirmed")
+    assert found["clue"] == {"obj": f"{damaged.package}/_pad{SUFFIX}",
+                             "said": "nonzero padding in e_ident"}
+    assert str(found["fix"]).startswith("reinstall dmgpkg 1.0")
+    assert code == 1
+    code, doc, _ = _explain(damaged, "Segmentation fault\nBus error (core dumped)", capsys)
+    found = _only(doc)
+    assert (found["kind"], found["verdict"]) == ("bus-error", "confirmed")
+    assert found["object"] == f"{damaged.package}/_cut{SUFFIX}"
+    assert "is cut short" in str(found["summary"])
+    assert str(found["fix"]).startswith("reinstall dmgpkg 1.0")

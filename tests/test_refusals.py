@@ -34,6 +34,7 @@ import pytest
 from abifit.cli import main
 from abifit.commands.doctor import search_config
 from abifit.formats.elf import LOADER_PAGE
+from abifit.formats.errortext import LOADER_REFUSALS
 from abifit.host.ldconfig import probe_host
 from abifit.host.localfs import LocalObjects
 from abifit.sim.loader import Process, crashes
@@ -163,6 +164,9 @@ def test_the_simulation_refuses_what_glibc_refuses_in_its_words(
             "object file has no loadable segments",
             "cannot dynamically load position-independent executable"} <= words
     assert len(words) >= 14
+    # what `abifit explain` reads back: every refusal of a file the loader found
+    refusals = {w for w in words if not w.startswith(("wrong ELF class", "cannot open shared"))}
+    assert refusals <= set(LOADER_REFUSALS), refusals - set(LOADER_REFUSALS)
 
 
 ONE_CUT = """

@@ -27,9 +27,11 @@ from typing import TYPE_CHECKING
 
 from abifit.errors import UsageError
 from abifit.formats.errortext import (
+    BusError,
     Clue,
     CouldNotLoad,
     CudaMajorMismatch,
+    DamagedObject,
     DriverTooOld,
     MissingLibrary,
     MissingOperator,
@@ -43,6 +45,7 @@ from abifit.host.environment import Distribution, list_distributions, query_inte
 from abifit.sim.findings import Finding, FindingKind
 from abifit.sim.gpu import GpuCheck, GpuTarget, parse_gpu_option
 from abifit.sim.imports import load_imports_rules
+from abifit.sim.loader import crashes
 from abifit.sim.process import ModuleStatus, Progress, load_soname_packages
 
 if TYPE_CHECKING:
@@ -265,6 +268,10 @@ def explain_clue(clue: Clue, env: TargetEnvironment) -> Explanation:
         return _gpu(clue, env)
     if isinstance(clue, DriverTooOld):
         return _driver(clue, env)
+    if isinstance(clue, DamagedObject):
+        return _damaged(clue, env)
+    if isinstance(clue, BusError):
+        return _bus_error(clue, env)
     return _cuda_majors(clue, env)
 
 
@@ -494,6 +501,31 @@ def _missing_library(clue: MissingLibrary, env: TargetEnvironment) -> Explanatio
     return sim.explanation(clue, f"{library} was not found"
                            + (f" (needed by {clue.obj})" if clue.obj else ""),
                            provider=provider, fix=fix, notes=notes)
+
+
+def _unreadable(f: Finding) -> bool:
+    return f.kind is FindingKind.UNREADABLE_OBJECT
+
+
+def _damaged(clue: DamagedObject, env: TargetEnvironment) -> Explanation:
+    sim = simulate(env.locate(clue.obj), env, _unreadable)
+    fix = next((f.hint for f in sim.findings if f.hint), None)
+    notes = ("the loader found the file and would not load it: it is damaged (cut short, "
+             "overwritten) or not a shared object; reinstalling its package puts it back whole",)
+    return sim.explanation(clue, f"the loader refuses {clue.obj}: {clue.said}", fix=fix,
+                           notes=notes)
+
+
+def _bus_error(clue: BusError, env: TargetEnvironment) -> Explanation:
+    """A process SIGBUS killed: while importing, the loader touching a page past the end of a
+    library cut short; the first such library of the environment, as doctor finds it."""
+    sim = _search_all(env, lambda f: _unreadable(f) and crashes(f.message))
+    fix = next((f.hint for f in sim.findings if f.hint), None)
+    summary = ("the process died of SIGBUS" + (f": {sim.located.path} is cut short"
+                                               if sim.located else ""))
+    notes = ("loading a library cut short does this: the loader maps pages past the end of "
+             "the file and touching one raises SIGBUS, which no `except` catches",)
+    return sim.explanation(clue, summary, fix=fix, notes=notes)
 
 
 _VERSION_OWNERS = (("GLIBCXX_", "libstdc++ (GCC's C++ runtime)"),

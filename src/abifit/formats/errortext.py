@@ -18,7 +18,11 @@ wrapped output) and returns the messages it recognises, in the order they appear
   `_C.so` that did not load);
 - `CouldNotLoad`: ``Could not load this library: PATH`` (`torch.ops.load_library`'s mask);
 - `CudaMajorMismatch`: torchvision's ``PyTorch has CUDA Version=X.Y and torchvision has CUDA
-  Version=Z.W``.
+  Version=Z.W``;
+- `DamagedObject`: ``OBJ: file too short``, ``OBJ: invalid ELF header`` and the loader's other
+  refusals of a file it found (`LOADER_REFUSALS`);
+- `BusError`: ``Bus error`` (the shell's word for a process SIGBUS killed; ``Fatal Python error:
+  Bus error`` with faulthandler), what loading a library cut short does.
 
 Pure: text in, frozen values out.
 """
@@ -97,15 +101,44 @@ class CudaMajorMismatch:
     vision_cuda: str
 
 
+@dataclass(frozen=True, slots=True)
+class DamagedObject:
+    """The loader found `obj` and refused it, in the words `said` (`LOADER_REFUSALS`): damaged,
+    cut short, or not a shared object."""
+
+    obj: str
+    said: str
+
+
+@dataclass(frozen=True, slots=True)
+class BusError:
+    """A process died of SIGBUS: the message names no file."""
+
+
+# glibc's words for a file its loader found and will not load (elf/dl-load.c): what
+# `abifit.sim.loader` says of such a file, in the order glibc checks
+LOADER_REFUSALS = (
+    "file too short", "cannot read file data", "invalid ELF header",
+    "ELF file data encoding not little-endian", "ELF file data encoding not big-endian",
+    "ELF file version ident does not match current one", "ELF file OS ABI invalid",
+    "ELF file ABI version invalid", "nonzero padding in e_ident",
+    "ELF file version does not match current one", "only ET_DYN and ET_EXEC can be loaded",
+    "ELF file's phentsize not the expected size", "cannot dynamically load executable",
+    "object file has no loadable segments", "object file has no dynamic section",
+    "cannot dynamically load position-independent executable",
+)
+
 Clue = (UndefinedSymbol | MissingLibrary | MissingVersion | NoKernelImage | UnsupportedArch
-        | DriverTooOld | MissingOperator | CouldNotLoad | CudaMajorMismatch)
+        | DriverTooOld | MissingOperator | CouldNotLoad | CudaMajorMismatch | DamagedObject
+        | BusError)
 
 CLUE_KINDS: dict[type[Clue], str] = {
     UndefinedSymbol: "undefined-symbol", MissingLibrary: "missing-library",
     MissingVersion: "missing-version", NoKernelImage: "no-kernel-image",
     UnsupportedArch: "unsupported-arch", DriverTooOld: "driver-too-old",
     MissingOperator: "missing-operator", CouldNotLoad: "could-not-load",
-    CudaMajorMismatch: "cuda-major-mismatch",
+    CudaMajorMismatch: "cuda-major-mismatch", DamagedObject: "damaged-object",
+    BusError: "bus-error",
 }
 
 
@@ -149,6 +182,10 @@ _CUDA_MAJORS = re.compile(
     r"PyTorch\s+has\s+CUDA\s+Version\s*=\s*(?P<torch>\d+(?:\.\d+)*)\s+and\s+torchvision\s+has"
     r"\s+CUDA\s+Version\s*=\s*(?P<vision>\d+(?:\.\d+)*)")
 
+_REFUSED = re.compile(rf"(?P<obj>{_PATH})\s*:\s*(?P<said>"
+                      + "|".join(re.escape(said) for said in LOADER_REFUSALS) + ")")
+_BUS_ERROR = re.compile(r"\bBus error\b")
+
 
 def _trim(path: str | None) -> str | None:
     """A path as the message names it, without the punctuation of the text around it."""
@@ -182,6 +219,8 @@ _READERS = (
     (_OPERATOR, lambda m: MissingOperator(m["ns"], m["name"])),
     (_COULD_NOT_LOAD, lambda m: CouldNotLoad(m["path"].rstrip(".,;"))),
     (_CUDA_MAJORS, lambda m: CudaMajorMismatch(m["torch"], m["vision"])),
+    (_REFUSED, lambda m: DamagedObject(m["obj"], m["said"])),
+    (_BUS_ERROR, lambda _m: BusError()),
 )
 
 
