@@ -20,6 +20,7 @@ import pytest
 
 from abifit.cli import main
 from fixtures.build import compile_c
+from test_unreadable import venv_with_package
 
 FIXTURES = Path(__file__).parent / "fixtures" / "explain"
 SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
@@ -37,6 +38,16 @@ class Venv:
     messages: dict[str, str]
 
 
+def record(package: Path) -> None:
+    """The dist-info of `package`, version 1.0, listing its files: installed by a tool."""
+    site, name = package.parent, package.name
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    listed = sorted(str(p.relative_to(site)) for p in package.iterdir())
+    (info / "RECORD").write_text("".join(f"{p},,\n" for p in listed))
+
+
 def _real_error(path: Path) -> str:
     """What `ctypes.CDLL(path, RTLD_NOW)` raises in a fresh process: the loader's own text."""
     code = ("import ctypes, os, sys\ntry:\n    ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW)\n"
@@ -52,12 +63,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     function nothing defines, `_cxx` a c10:: function, `_needs` a library that is not there,
     `_usever` version VERS_2 of a libexplver.so that has only VERS_1."""
     root = tmp_path_factory.mktemp("explain")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")],
-                   check=True)
-    site = next((root / "venv" / "lib").glob("python3*/site-packages"))
-    package = site / "explpkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
+    package = venv_with_package(root, "explpkg")
     build = root / "build"
     compile_c(FIXTURES / "undef.c", package / f"_undef{SUFFIX}")
     compile_c(FIXTURES / "cxx_undef.cpp", package / f"_cxx{SUFFIX}", cxx=True)
@@ -69,12 +75,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
               rpath=["$ORIGIN"])
     compile_c(FIXTURES / "ver.c", package / "libexplver.so", soname="libexplver.so",
               flags=[f"-Wl,--version-script={FIXTURES / 'ver1.map'}"])
-    info = site / "explpkg-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: explpkg\nVersion: 1.0\n")
-    listed = ["explpkg/__init__.py", "explpkg/libexplver.so",
-              *(f"explpkg/_{n}{SUFFIX}" for n in ("undef", "cxx", "needs", "usever"))]
-    (info / "RECORD").write_text("".join(f"{p},,\n" for p in listed))
+    record(package)
     messages = {n: _real_error(package / f"_{n}{SUFFIX}")
                 for n in ("undef", "cxx", "needs", "usever")}
     return Venv(str(root / "venv" / "bin" / "python"), package, messages)
@@ -337,22 +338,13 @@ def damaged(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     what the loader maps. The messages are the real loader's: `_pad`'s OSError, and for `_cut`
     what `import dmgpkg._cut` does to the process (its return code)."""
     root = tmp_path_factory.mktemp("damaged")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")],
-                   check=True)
-    site = next((root / "venv" / "lib").glob("python3*/site-packages"))
-    package = site / "dmgpkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
+    package = venv_with_package(root, "dmgpkg")
     whole = compile_c(FIXTURES / "undef.c", root / "build" / f"_whole{SUFFIX}").read_bytes()
     padded = bytearray(whole)
     padded[10] = 1  # EI_PAD
     (package / f"_pad{SUFFIX}").write_bytes(bytes(padded))
     (package / f"_cut{SUFFIX}").write_bytes(whole[:4096])
-    info = site / "dmgpkg-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: dmgpkg\nVersion: 1.0\n")
-    listed = ["dmgpkg/__init__.py", f"dmgpkg/_pad{SUFFIX}", f"dmgpkg/_cut{SUFFIX}"]
-    (info / "RECORD").write_text("".join(f"{p},,\n" for p in listed))
+    record(package)
     python = str(root / "venv" / "bin" / "python")
     crashed = subprocess.run([python, "-c", "import dmgpkg._cut"], capture_output=True,
                              check=False, cwd="/")
