@@ -89,14 +89,15 @@ class ModuleStatus:
     @property
     def counts(self) -> bool:
         """Whether its failure fails an import (optional modules' failures do not)."""
-        return self.reachability is None or fails_import(Reachability(self.reachability),
-                                                         self.error)
+        return self.reachability is None or effective_reach(Reachability(self.reachability),
+                                                            self.error).counts
 
 
-def fails_import(reach: Reachability, error: str | None) -> bool:
-    """Whether a file that fails to load with `error` fails the import that reaches it so: a
-    sure one, or a guarded one whose load kills the process (`crashes`: no `except` runs)."""
-    return reach.counts or (reach is Reachability.GUARDED and crashes(error))
+def effective_reach(reach: Reachability, error: str | None) -> Reachability:
+    """How a file that fails to load with `error` fails the import that reaches it: as its
+    reach says, except that a guarded load that kills the process (`crashes`: no `except`
+    runs) fails it as surely as one at module level."""
+    return Reachability.ALWAYS if reach is Reachability.GUARDED and crashes(error) else reach
 
 
 def count_failing(modules: Iterable[ModuleStatus], *, optional: bool = False) -> int:
@@ -472,8 +473,8 @@ def simulate_modules(
         statuses.append(status)
         own = {name: s for s in steps if s in sim.failed_own
                for name in sim.step_names(s)}
-        outcome = (OPTIONAL if place and not fails_import(place.step.reach, result.error)
-                   else FAILS)
+        outcome = (OPTIONAL if place
+                   and not effective_reach(place.step.reach, result.error).counts else FAILS)
         found = [_blocked(problem, native.name, own) or
                  diagnose(problem, native.name, ctx, deep=i < DEEP_DIAGNOSES, outcome=outcome)
                  for i, problem in enumerate(problems)]
@@ -578,10 +579,9 @@ def _placed(finding: Finding, place: Placement | None, error: str | None) -> Fin
     (a guarded load that kills the process fails the import all the same)."""
     if place is None:
         return finding
-    severity = (Severity.ERROR if fails_import(place.step.reach, error)
-                else _SEVERITY.get(place.step.reach, Severity.ERROR))
     return replace(finding, import_name=place.name, reachability=place.step.reach.value,
-                   severity=severity)
+                   severity=_SEVERITY.get(effective_reach(place.step.reach, error),
+                                          Severity.ERROR))
 
 
 @dataclass(frozen=True, slots=True)
@@ -613,11 +613,11 @@ def import_verdicts(env: Environment,
             failed = [(s, places[s.path]) for s in mine
                       if not s.loads and places[s.path].name == top]
             optional = tuple(s.module for s, p in failed
-                             if not fails_import(p.step.reach, s.error))
+                             if not effective_reach(p.step.reach, s.error).counts)
             # the libraries the package loads itself fail first: they load before the modules
             loaded = [s.path for s in plan.loads]
-            sure = sorted(((s, p) for s, p in failed if p.step.reach is Reachability.ALWAYS
-                           or (p.step.reach is Reachability.GUARDED and crashes(s.error))),
+            sure = sorted(((s, p) for s, p in failed
+                           if effective_reach(p.step.reach, s.error) is Reachability.ALWAYS),
                           key=lambda sp: (loaded.index(sp[0].path) if sp[0].path in loaded
                                           else len(loaded)))
             if not sure:
