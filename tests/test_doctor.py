@@ -121,6 +121,24 @@ def test_sharing_the_checks_parses_no_program_whole(torch_venv: Path, tmp_path: 
 
 
 @pytest.mark.slow
+def test_torch_read_on_every_core_gives_the_report_made_alone(torch_venv: Path) -> None:
+    """With workers, torch's Python code (over `SURVEY_IN_PARTS` modules) is read in parts on
+    every core and the Requires-Dist parsed on one; the report is the one a process with no
+    workers makes, byte for byte."""
+    from abifit.commands.doctor import SURVEY_IN_PARTS
+    from abifit.commands.plans import python_modules
+    from abifit.host.environment import list_distributions, query_interpreter
+
+    python = str(torch_venv / "bin" / "python")
+    torch = next(d for d in list_distributions(query_interpreter(python)) if d.key == "torch")
+    assert len(python_modules(torch.files, str(torch.metadata_dir.parent))) >= SURVEY_IN_PARTS
+    alone = doctor("--python", python, "--json", workers="0")
+    shared = doctor("--python", python, "--json", workers="2")
+    assert alone.returncode == shared.returncode == 0, alone.stderr + shared.stderr
+    assert shared.stdout == alone.stdout
+
+
+@pytest.mark.slow
 def test_verify_agrees_on_torch(torch_venv: Path) -> None:
     """--verify loads each module for real; every prediction agrees with the real loader."""
     done = doctor("torch", "--python", str(torch_venv / "bin" / "python"), "--json", "--verify")

@@ -210,6 +210,62 @@ def test_a_whole_survey_finds_what_reading_the_texts_finds(
     assert {s.path for s in by_reading} == set(files.values())
 
 
+def _package_modules(root: Path) -> list[tuple[str, str]]:
+    modules = []
+    for rel, text in PACKAGE.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        modules.append((rel[:-3].replace("/", ".").removesuffix(".__init__"), str(path)))
+    return modules
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3, 5, 8])
+def test_a_survey_in_parts_finds_what_the_whole_survey_finds(tmp_path: Path, parts: int) -> None:
+    """A distribution read in parts on the other cores, then searched for the modules that
+    mention the wrappers found (here the wrapper is defined in one part and called from
+    another), gives the whole survey's answer: the same modules marked, read and found
+    mentioning, and the same files observed."""
+    modules = _package_modules(tmp_path)
+    whole = survey(modules, None, True)
+    found = plans.survey_in_parts(modules, None, parts).result(timeout=60)
+    assert found.marked == whole.marked
+    assert dict(found.codes) == dict(whole.codes) and len(found.codes) == len(whole.codes)
+    assert found.mentions == whole.mentions
+    assert dict(found.seen) == dict(whole.seen)
+
+
+def test_a_survey_in_parts_without_wrappers_reads_no_more(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no part finds a wrapper, nothing is searched for: the parts' answers are the
+    answer; a part that fails fails the survey, for the caller to read the modules itself."""
+    modules = [m for m in _package_modules(tmp_path) if m[0] != "ta._extension.utils"]
+    calls: list[str] = []
+    submit = cores.submit
+
+    def counting(function, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(function.__name__)
+        return submit(function, *args, **kwargs)
+
+    monkeypatch.setattr(cores, "submit", counting)
+    found = plans.survey_in_parts(modules, None, 2).result(timeout=60)
+    assert calls == ["survey", "survey"] and found.mentions == () and found.marked == ()
+    assert found == survey(modules, None, False)
+
+    def failing(function, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if len(calls) == 2:
+            broken: Future[object] = Future()
+            broken.set_exception(OSError("worker gone"))
+            return broken
+        return counting(function, *args, **kwargs)
+
+    monkeypatch.setattr(cores, "submit", failing)
+    calls.clear()
+    failed = plans.survey_in_parts(_package_modules(tmp_path), None, 3)
+    with pytest.raises(OSError, match="worker gone"):
+        failed.result(timeout=60)
+
+
 def test_mentions_and_wrappers_helpers() -> None:
     """`mentions_in` matches whole words only; `wrappers_of` keeps a name's first definition."""
     texts = [("a", b"call(_load_lib)"), ("b", b"_load_libs()"), ("c", None), ("d", b"x._load_lib")]

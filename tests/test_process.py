@@ -46,3 +46,31 @@ def test_requirements_are_parsed_once_per_distribution(monkeypatch: pytest.Monke
     for native in natives[:20]:
         assert env.prerequisites(native, lambda _path: None) == ("base", "lib")
     assert parsed and set(parsed.values()) == {1}
+
+
+def test_requirements_parsed_elsewhere_are_those_parsed_on_demand(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What `requirements` finds for all distributions at once (on another core, in doctor)
+    is what each would be parsed to when asked; given it, nothing is parsed again. A
+    distribution it does not cover is still parsed when asked."""
+    dists = [dist("app", "lib>=1", "old; python_version < '3'", "extra-only; extra == 'x'",
+                  "missing", "not a requirement !"),
+             dist("lib", "base; sys_platform == 'linux'"), dist("base", "lib"), dist("old"),
+             dist("extra-only"), dist("late", "base")]
+    natives = [NativeFile(f"/venv/site/{d.key}/_{d.key}.so", d.key, f"{d.key}._m")
+               for d in dists]
+    on_demand = Environment(FACTS, dists, natives)
+    wanted = {d.key: on_demand.required(d.key) for d in dists}
+    assert wanted["app"] == ("lib",) and wanted["lib"] == ("base",)
+
+    found = process.requirements({d.key: d.requires for d in dists[:-1]}, dict(FACTS.markers))
+    assert found["app"] == ("lib", "missing")  # filtered by what is installed when used
+    parsed: list[str] = []
+    parse = process._requirement
+    monkeypatch.setattr(process, "_requirement", lambda text: parsed.append(text) or parse(text))
+    given = Environment(FACTS, dists, natives, requires=found)
+    assert {d.key: given.required(d.key) for d in dists} == wanted
+    assert parsed == ["base"]  # only `late`'s line, which `found` does not cover
+    for native in natives:
+        assert (given.prerequisites(native, lambda _path: None)
+                == on_demand.prerequisites(native, lambda _path: None))

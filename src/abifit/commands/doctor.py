@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from abifit.commands.gpus import detect_targets
 from abifit.commands.plans import (
@@ -30,6 +30,7 @@ from abifit.commands.plans import (
     python_modules,
     read_source,
     survey,
+    survey_in_parts,
 )
 from abifit.errors import FormatError, UsageError
 from abifit.formats.elf import ElfImage
@@ -93,6 +94,7 @@ from abifit.sim.process import (
     count_failing,
     import_verdicts,
     load_soname_packages,
+    requirements,
     search_config,
     selected,
     simulate_modules,
@@ -248,6 +250,11 @@ def _import_names(dist: Distribution) -> list[str]:
     return sorted(set(names))
 
 
+R = TypeVar("R")
+
+SURVEY_IN_PARTS = 1000  # a distribution with this many modules is surveyed on every core
+
+
 class InstalledCode:
     """The Python code of the installed distributions that may have native files, read from
     the start: `start` has the other cores read every module's text and the code of those that
@@ -277,12 +284,17 @@ class InstalledCode:
         if not cores.parallel():
             return
         root = str(self._cache.root) if self._cache is not None else None
+        parts = cores.workers_wanted()
         for dist in dists:
             modules = list(self._modules(dist).items())
-            if modules:
-                self._surveys.append((dist.key, modules, cores.submit(survey, modules, root,
-                                                                      True)))
-                self._surveyed.update(path for _, path in modules)
+            if not modules:
+                continue
+            if len(modules) >= SURVEY_IN_PARTS and parts > 1:
+                coming = survey_in_parts(modules, root, parts)
+            else:
+                coming = cores.submit(survey, modules, root, True)
+            self._surveys.append((dist.key, modules, coming))
+            self._surveyed.update(path for _, path in modules)
 
     def _modules(self, dist: Distribution) -> dict[str, str]:
         if dist.key not in self._sources:
@@ -583,6 +595,15 @@ Observed = tuple[tuple[tuple[str, str], observe.Seen], ...]  # a recording's rea
 MIN_SHARED = 16  # fewer modules are checked here alone: a fork costs more than it saves
 
 
+def _answer(call: Future[R] | None) -> R | None:
+    """The answer of a call made on another core; None when it failed (or none was made), for
+    the caller to work it out itself."""
+    try:
+        return call.result() if call is not None else None
+    except Exception:  # whatever it was, working it out here says it again
+        return None
+
+
 def check_shared(sim: Simulator, targets: list[NativeFile],
                  head: Callable[[str], ElfImage | None]) -> dict[str, Checked]:
     """The checks of `targets` (`Simulator.check`, by path), made here and in a fork of this
@@ -702,6 +723,9 @@ def _doctor(
     # the code is read on the other cores, the largest distribution first; the ELF files are
     # parsed there once a core is free, and here: the scan takes back those not started yet
     code.start(code.largest_first(d for d in dists if has_shared_objects(d)))
+    # and their Requires-Dist, which every module's prerequisites read, once the code is read
+    requires = (cores.submit(requirements, {d.key: d.requires for d in dists}, facts.markers)
+                if cores.parallel() else None)
     # local files are parsed again rather than kept in the cache: taking a view from the cache
     # costs 2/3 of parsing the file again, and keeping it there more than the parse. Their
     # relocations are read only for a symbol not bound, unless the bindings themselves are
@@ -717,7 +741,7 @@ def _doctor(
         reads.start(natives, heads_or_none(source))
     plans = code.plans(dists, natives)
     natives = mark_loaded(natives, plans, roots)
-    env = Environment(facts, dists, natives, plans)
+    env = Environment(facts, dists, natives, plans, _answer(requires))
     targets = selected(natives, packages, env)
     if packages and not targets:
         raise UsageError(f"no native modules found for {', '.join(packages)} in the environment "

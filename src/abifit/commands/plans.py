@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -179,6 +180,75 @@ def survey(modules: Sequence[tuple[str, str]], cache_dir: str | None,
                     read(name, data)
     return Survey(tuple(recorder.seen.items()), tuple(marked_paths), tuple(codes.values()),
                   tuple(mentions))
+
+
+def survey_mentions(modules: Sequence[tuple[str, str]], words: Sequence[str],
+                    read_already: Iterable[str], cache_dir: str | None) -> Survey:
+    """The end of a whole survey made in parts (`survey_in_parts`): the modules among
+    `modules` (name, path) that mention each wrapper in `words` (`mentions_in`), and the code
+    of those of them not `read_already` (by name). A function another process can run."""
+    parser = cached_parse(Cache(Path(cache_dir)) if cache_dir is not None else None)
+    paths = dict(modules)
+    done = set(read_already)
+    codes: list[tuple[str, ModuleCode | None]] = []
+    mentions: list[tuple[str, tuple[str, ...]]] = []
+    with observe.recording() as recorder:
+        texts = [(name, read_source(paths[name])) for name in sorted(paths)]
+        for word in words:
+            found = mentions_in(word, texts)
+            mentions.append((word, tuple(found)))
+            for name in found:
+                data = next(text for n, text in texts if n == name)
+                if name not in done and data is not None:
+                    done.add(name)
+                    is_package = paths[name].endswith("/__init__.py")
+                    codes.append((code_digest(data, name, is_package),
+                                  parser(data, name, is_package)))
+    return Survey(tuple(recorder.seen.items()), (), tuple(codes), tuple(mentions))
+
+
+def survey_in_parts(modules: Sequence[tuple[str, str]], cache_dir: str | None,
+                    parts: int) -> Future[Survey]:
+    """`survey(modules, cache_dir, True)` made on the other cores (`abifit.remote.cores`) in
+    `parts` calls at once, then one call for the modules that mention the wrappers found
+    (`survey_mentions`): for a distribution so large that one core reading it all would end
+    long after the others. The answer is the whole survey's, but for the order of its
+    observations; the parts' failure is its failure."""
+    size = -(-len(modules) // max(1, parts))
+    chunks = [modules[i:i + size] for i in range(0, len(modules), size)]
+    calls = [cores.submit(survey, chunk, cache_dir) for chunk in chunks]
+    whole: Future[Survey] = Future()
+    left = [len(calls)]
+    lock = threading.Lock()
+
+    def end() -> Survey:
+        found = [call.result() for call in calls]
+        joined = Survey(tuple(seen for f in found for seen in f.seen),
+                        tuple(path for f in found for path in f.marked),
+                        tuple(code for f in found for code in f.codes))
+        words = list(wrappers_of(code for f in found for _, code in f.codes))
+        if not words:
+            return joined
+        marked = set(joined.marked)
+        read = [name for name, path in modules if path in marked]
+        # in the thread the last part ended in, first in line for the next free worker
+        rest = cores.run(survey_mentions, modules, words, read, cache_dir, priority=1e18)
+        return Survey(joined.seen + rest.seen, joined.marked, joined.codes + rest.codes,
+                      rest.mentions)
+
+    def ended(_: Future[Survey]) -> None:
+        with lock:
+            left[0] -= 1
+            if left[0]:
+                return
+        try:
+            whole.set_result(end())
+        except BaseException as e:  # any: the caller waits on it, and reads them again
+            whole.set_exception(e)
+
+    for call in calls:
+        call.add_done_callback(ended)
+    return whole
 
 
 class ParseAhead:

@@ -112,11 +112,19 @@ def load_soname_packages() -> dict[str, str | None]:
     return table
 
 
-def _requirements(dist: Distribution, markers: dict[str, str]) -> list[str]:
+def requirements(requires: Mapping[str, Sequence[str]],
+                 markers: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
+    """The names of what each distribution requires (`requires`: its Requires-Dist lines, by
+    key), those whose markers hold, extras left out: what `Environment.required` parses, made
+    at once for all (a function another process can run)."""
+    return {key: tuple(_requirements(lines, dict(markers))) for key, lines in requires.items()}
+
+
+def _requirements(requires: Iterable[str], markers: dict[str, str]) -> list[str]:
     from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
 
     names: list[str] = []
-    for req in map(_requirement, dist.requires):
+    for req in map(_requirement, requires):
         if req is None:
             continue
         try:
@@ -142,7 +150,10 @@ class Environment:
 
     def __init__(self, facts: InterpreterFacts, dists: list[Distribution],
                  natives: list[NativeFile],
-                 plans: Mapping[str, DistributionPlan] | None = None) -> None:
+                 plans: Mapping[str, DistributionPlan] | None = None,
+                 requires: Mapping[str, tuple[str, ...]] | None = None) -> None:
+        """`requires`, when given, is what `requirements` found of `dists` (else each is
+        parsed when first asked)."""
         self.facts = facts
         self.plans = dict(plans or {})
         self.dists = {d.key: d for d in dists}
@@ -150,7 +161,9 @@ class Environment:
         self.owner_of = {n.path: n.distribution for n in natives}
         self._native_owners = frozenset(self.owner_of.values())
         self._markers = dict(facts.markers)
-        self._required: dict[str, tuple[str, ...]] = {}
+        self._required: dict[str, tuple[str, ...]] = {
+            key: tuple(r for r in names if r in self.dists)
+            for key, names in (requires or {}).items() if key in self.dists}
         self._by_name: dict[str, list[NativeFile]] = {}
         for n in natives:
             self._by_name.setdefault(os.path.basename(n.path), []).append(n)
@@ -182,7 +195,7 @@ class Environment:
         if known is None:
             dist = self.dists.get(key)
             known = () if dist is None else tuple(
-                r for r in _requirements(dist, self._markers) if r in self.dists)
+                r for r in _requirements(dist.requires, self._markers) if r in self.dists)
             self._required[key] = known
         return known
 
