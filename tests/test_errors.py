@@ -6,6 +6,9 @@ import importlib
 import inspect
 import pkgutil
 import re
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +18,7 @@ from abifit.errors import AbifitError, EnvironmentQueryError, FormatError, Usage
 from abifit.formats.elf import parse_elf
 from abifit.formats.sources import BytesSource
 from abifit.formats.wheel import WheelArchive
-from abifit.host.environment import query_interpreter
+from abifit.host.environment import InterpreterQuery, query_interpreter
 from abifit.remote.http import HttpError
 from abifit.remote.index import IndexUnavailable, PackageNotFound
 
@@ -125,3 +128,33 @@ def test_interpreter_error_quotes_the_path() -> None:
     with pytest.raises(EnvironmentQueryError) as caught:
         query_interpreter("/nonexistent/bin/python3")
     assert "cannot run the Python interpreter '/nonexistent/bin/python3'" in str(caught.value)
+
+
+def _script(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "python"
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_an_interpreter_query_started_answers_later_with_the_same_errors(tmp_path: Path) -> None:
+    """A query started (`InterpreterQuery`, which the `abifit` command makes before importing a
+    command) runs beside the caller and answers when asked: this interpreter's facts, or the
+    error `query_interpreter` gives: an interpreter that cannot run, one that fails (its last
+    line quoted), one that answers nonsense, one that takes longer than its time."""
+    started = time.monotonic()
+    slow = InterpreterQuery(_script(tmp_path, f"sleep 0.5; exec {sys.executable} \"$@\"\n"))
+    assert time.monotonic() - started < 0.4  # started, not waited for
+    assert slow.facts() == query_interpreter(sys.executable)
+    assert time.monotonic() - started >= 0.5
+    with pytest.raises(EnvironmentQueryError, match="cannot run the Python interpreter"):
+        InterpreterQuery(str(tmp_path / "absent")).facts()
+    failing = _script(tmp_path, "echo 'ImportError: no site' >&2; exit 3\n")
+    with pytest.raises(EnvironmentQueryError,
+                       match=r"exited with 3 when asked for its facts: ImportError: no site$"):
+        InterpreterQuery(failing).facts()
+    with pytest.raises(EnvironmentQueryError, match="unexpected answer from"):
+        InterpreterQuery(_script(tmp_path, "echo '{}'\n")).facts()
+    hanging = InterpreterQuery(_script(tmp_path, "exec sleep 30\n"), timeout=0.3)
+    with pytest.raises(EnvironmentQueryError, match=r"timed out after 0\.3 seconds"):
+        hanging.facts()

@@ -39,7 +39,7 @@ from abifit.commands.contexts import (
 )
 from abifit.commands.inspect import SymbolSelection
 from abifit.errors import AbifitError, UsageError
-from abifit.host.environment import InterpreterFacts, default_interpreter
+from abifit.host.environment import InterpreterFacts, InterpreterQuery, default_interpreter
 from abifit.host.localfs import interpreter_problem
 from abifit.remote.cache import Cache
 from abifit.remote.cores import stop_workers
@@ -628,13 +628,15 @@ def _run_index(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _run_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    # the interpreter is asked for its facts while the command's modules are imported
+    asked = InterpreterQuery(args.python or default_interpreter(os.environ))
     from abifit.commands.doctor import doctor
     from abifit.report.doctor import doctor_json, doctor_text
     from abifit.report.json import dumps
 
     cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
     try:
-        report = doctor(args.python or default_interpreter(os.environ), args.packages,
+        report = doctor(asked, args.packages,
                         verify=args.verify, cache_dir=cache, environ=dict(os.environ),
                         progress=_progress(err),
                         gpus=_gpu_targets(args.gpu) if args.gpu else None,

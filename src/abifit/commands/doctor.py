@@ -47,8 +47,8 @@ from abifit.host import observe
 from abifit.host.environment import (
     Distribution,
     InterpreterFacts,
+    InterpreterQuery,
     list_distributions,
-    query_interpreter,
 )
 from abifit.host.ldconfig import HostFacts, probe_host
 from abifit.host.localfs import FileCache, LocalObjects
@@ -662,7 +662,7 @@ def check_shared(sim: Simulator, targets: list[NativeFile],
 
 
 def doctor(
-    python: str, packages: list[str], *, verify: bool, cache_dir: Path | None,
+    python: str | InterpreterQuery, packages: list[str], *, verify: bool, cache_dir: Path | None,
     environ: Mapping[str, str], progress: Progress,
     gpus: tuple[GpuTarget, ...] | None = None,
     remote: Callable[[], RemoteContext] | None = None,
@@ -677,8 +677,9 @@ def doctor(
     files the run looked at are unchanged (`abifit.host.runcache`). A run with `--verify` or
     `--save-host` does work of its own and is always made, as is one that asked the index, or
     one whose simulation `on_simulation` is shown (`abifit snapshot` reads the fingerprints of
-    the modules from it)."""
-    facts = query_interpreter(python)
+    the modules from it). `python` is the interpreter, or the query of its facts started
+    (`InterpreterQuery`: the `abifit` command starts it before importing this module)."""
+    facts = (python if isinstance(python, InterpreterQuery) else InterpreterQuery(python)).facts()
     host = probe_host(environ) if host is None else host
     gpu_reason = None
     if gpus is None:
@@ -722,10 +723,10 @@ def _doctor(
     code = InstalledCode(Cache(cache_dir) if cache_dir else None)
     # the code is read on the other cores, the largest distribution first; the ELF files are
     # parsed there once a core is free, and here: the scan takes back those not started yet
-    code.start(code.largest_first(d for d in dists if has_shared_objects(d)))
-    # and their Requires-Dist, which every module's prerequisites read, once the code is read
+    # (their Requires-Dist, which every module's prerequisites read, are parsed there first)
     requires = (cores.submit(requirements, {d.key: d.requires for d in dists}, facts.markers)
                 if cores.parallel() else None)
+    code.start(code.largest_first(d for d in dists if has_shared_objects(d)))
     # local files are parsed again rather than kept in the cache: taking a view from the cache
     # costs 2/3 of parsing the file again, and keeping it there more than the parse. Their
     # relocations are read only for a symbol not bound, unless the bindings themselves are

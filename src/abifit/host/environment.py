@@ -143,35 +143,61 @@ def default_interpreter(env: Mapping[str, str]) -> str:
 
 def query_interpreter(python: str, timeout: float = 60.0) -> InterpreterFacts:
     """Ask `python` for its facts in a subprocess."""
-    try:
-        done = subprocess.run(
-            [python, "-c", _FACTS_SCRIPT], capture_output=True, text=True, timeout=timeout
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise EnvironmentQueryError(f"cannot run the Python interpreter {python!r}: {e}") from e
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or [""])[-1]
-        said = f": {last}" if last and len(last) <= 200 else ""  # not an echo of the script
-        raise EnvironmentQueryError(f"the Python interpreter {python!r} exited with "
-                                    f"{done.returncode} when asked for its facts{said}")
-    try:
-        raw = json.loads(done.stdout)
-        return InterpreterFacts(
-            executable=raw["executable"],
-            version=raw["version"],
-            implementation=raw["implementation"],
-            prefix=raw["prefix"],
-            base_prefix=raw["base_prefix"],
-            sys_path=tuple(raw["path"]),
-            site_packages=tuple(dict.fromkeys((raw["purelib"], raw["platlib"]))),
-            dlopen_flags=int(raw["dlopen_flags"]),
-            ext_suffix=raw["ext_suffix"] or "",
-            extension_suffixes=tuple(raw["extension_suffixes"]),
-            markers=tuple(sorted(raw["markers"].items())),
-            stdlib_dirs=tuple(dict.fromkeys(p for p in raw["stdlib"] if p)),
-        )
-    except (ValueError, KeyError, TypeError) as e:
-        raise EnvironmentQueryError(f"unexpected answer from {python!r}: {e}") from e
+    return InterpreterQuery(python, timeout).facts()
+
+
+class InterpreterQuery:
+    """`query_interpreter`, started: `python` answers in a subprocess while the caller goes on
+    (the `abifit` command imports the rest of a command meanwhile); `facts` waits for the
+    answer, once."""
+
+    def __init__(self, python: str, timeout: float = 60.0) -> None:
+        self.python = python
+        self._timeout = timeout
+        self._started: subprocess.Popen[str] | OSError
+        try:
+            self._started = subprocess.Popen([python, "-c", _FACTS_SCRIPT],
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                             text=True)
+        except OSError as e:  # said by `facts`, as the answer
+            self._started = e
+
+    def facts(self) -> InterpreterFacts:
+        """The interpreter's facts; raises EnvironmentQueryError when it gives none."""
+        python, process = self.python, self._started
+        if isinstance(process, OSError):
+            raise EnvironmentQueryError(f"cannot run the Python interpreter {python!r}: "
+                                        f"{process}") from process
+        try:
+            stdout, stderr = process.communicate(timeout=self._timeout)
+        except subprocess.TimeoutExpired as e:
+            process.kill()
+            process.communicate()
+            raise EnvironmentQueryError(f"cannot run the Python interpreter {python!r}: "
+                                        f"{e}") from e
+        if process.returncode != 0:
+            last = (stderr.strip().splitlines() or [""])[-1]
+            said = f": {last}" if last and len(last) <= 200 else ""  # not an echo of the script
+            raise EnvironmentQueryError(f"the Python interpreter {python!r} exited with "
+                                        f"{process.returncode} when asked for its facts{said}")
+        try:
+            raw = json.loads(stdout)
+            return InterpreterFacts(
+                executable=raw["executable"],
+                version=raw["version"],
+                implementation=raw["implementation"],
+                prefix=raw["prefix"],
+                base_prefix=raw["base_prefix"],
+                sys_path=tuple(raw["path"]),
+                site_packages=tuple(dict.fromkeys((raw["purelib"], raw["platlib"]))),
+                dlopen_flags=int(raw["dlopen_flags"]),
+                ext_suffix=raw["ext_suffix"] or "",
+                extension_suffixes=tuple(raw["extension_suffixes"]),
+                markers=tuple(sorted(raw["markers"].items())),
+                stdlib_dirs=tuple(dict.fromkeys(p for p in raw["stdlib"] if p)),
+            )
+        except (ValueError, KeyError, TypeError) as e:
+            raise EnvironmentQueryError(f"unexpected answer from {python!r}: {e}") from e
 
 
 @dataclass(frozen=True, slots=True)
