@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from abifit import __version__
 from abifit.commands.contexts import (
+    SymbolSelection,
     cache_root,
     finish_runs,
     index_context,
@@ -37,7 +38,6 @@ from abifit.commands.contexts import (
     python_version_of,
     standing_in,
 )
-from abifit.commands.inspect import SymbolSelection
 from abifit.errors import AbifitError, UsageError
 from abifit.host.environment import InterpreterFacts, InterpreterQuery, default_interpreter
 from abifit.host.localfs import interpreter_problem

@@ -12,16 +12,34 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from abifit.commands.inspect import SymbolFilter, SymbolSelection
 from abifit.errors import UsageError
 from abifit.host.environment import InterpreterFacts, default_interpreter, query_interpreter
 from abifit.remote.cache import Cache, default_cache_dir
 
 if TYPE_CHECKING:
     from abifit.remote.wheels import RemoteContext
+
+
+class SymbolSelection(Enum):
+    """Which dynamic symbols a report lists (`--symbols`)."""
+
+    NONE = "none"
+    DEFINED = "defined"
+    UNDEFINED = "undefined"
+    ALL = "all"
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolFilter:
+    """The symbols a report lists: a selection, and a glob their names match (`--match`)."""
+
+    selection: SymbolSelection
+    match: str | None
 
 
 def cache_root(cache_dir: str | Path | None, environ: Mapping[str, str]) -> Path:

@@ -16,6 +16,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from abifit.commands.contexts import SymbolFilter, SymbolSelection
 from abifit.errors import FormatError, UsageError
 from abifit.formats.elf import (
     ElfImage,
@@ -37,13 +38,6 @@ if TYPE_CHECKING:
     from abifit.remote.wheels import RemoteContext
 
 Progress = Callable[[str], None]
-
-
-class SymbolSelection(Enum):
-    NONE = "none"
-    DEFINED = "defined"
-    UNDEFINED = "undefined"
-    ALL = "all"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,12 +114,6 @@ class InspectReport:
     @property
     def failed(self) -> int:
         return sum(1 for o in self.objects if o.error is not None)
-
-
-@dataclass(frozen=True, slots=True)
-class SymbolFilter:
-    selection: SymbolSelection
-    match: str | None
 
 
 def _name(value: object) -> str:

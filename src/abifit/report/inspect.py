@@ -8,7 +8,8 @@ from __future__ import annotations
 import textwrap
 from dataclasses import asdict
 
-from abifit.commands.inspect import InspectReport, ObjectReport, SymbolRow, SymbolSelection
+from abifit.commands.contexts import SymbolSelection
+from abifit.commands.inspect import InspectReport, ObjectReport, SymbolRow
 from abifit.report.gpu import target_json
 from abifit.report.json import SCHEMA_VERSION, JsonObject
 
