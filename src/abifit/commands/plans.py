@@ -136,6 +136,55 @@ class Survey:
 KEPT_TEXT = 256 << 20  # bytes of text a whole survey keeps for its search; the rest is read again
 
 
+class _Reading:
+    """The texts and code a survey reads: each module's text, kept up to `KEPT_TEXT` bytes
+    in all (read again past it) for the search of the modules that mention a wrapper, and the
+    code of the modules read, by name, from the cache under `cache_dir` and stored there."""
+
+    def __init__(self, modules: Sequence[tuple[str, str]], cache_dir: str | None) -> None:
+        self.paths = dict(modules)
+        self.codes: dict[str, tuple[str, ModuleCode | None]] = {}
+        self._parser = cached_parse(Cache(Path(cache_dir)) if cache_dir is not None else None)
+        self._texts: dict[str, bytes | None] = {}
+        self._dropped: set[str] = set()  # texts not kept
+        self._kept = 0
+
+    def load(self, name: str, keep: bool) -> bytes | None:
+        """The module's text, kept for `text` when `keep` (and the bytes kept allow)."""
+        data = read_source(self.paths[name])
+        if keep:
+            if data is not None and self._kept + len(data) > KEPT_TEXT:
+                self._dropped.add(name)
+            else:
+                self._kept += len(data or b"")
+            self._texts[name] = None if name in self._dropped else data
+        return data
+
+    def text(self, name: str) -> bytes | None:
+        return read_source(self.paths[name]) if name in self._dropped else self._texts[name]
+
+    def read(self, name: str, data: bytes) -> None:
+        is_package = self.paths[name].endswith("/__init__.py")
+        self.codes[name] = (code_digest(data, name, is_package),
+                            self._parser(data, name, is_package))
+
+    def mentions(self, words: Iterable[str], read_already: Iterable[str] = (),
+                 ) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """For each wrapper in `words`, the modules loaded (`load`) whose text mentions it
+        (`mentions_in`), in name order; each of them read, unless it was or is in
+        `read_already`."""
+        done = set(read_already)
+        found_all: list[tuple[str, tuple[str, ...]]] = []
+        for word in words:
+            found = mentions_in(word, ((name, self.text(name)) for name in sorted(self._texts)))
+            found_all.append((word, tuple(found)))
+            for name in found:
+                if name not in self.codes and name not in done and \
+                        (data := self.text(name)) is not None:
+                    self.read(name, data)
+        return tuple(found_all)
+
+
 def survey(modules: Sequence[tuple[str, str]], cache_dir: str | None,
            whole: bool = False) -> Survey:
     """Read the modules (name, path), and read the code of those that name a loading
@@ -144,67 +193,33 @@ def survey(modules: Sequence[tuple[str, str]], cache_dir: str | None,
     `whole` (the modules are all those of a distribution), also find the modules that mention
     the wrappers those define, and read their code: what `load_steps` asks of the texts. The
     texts are kept for that search up to `KEPT_TEXT` bytes, and read again past it."""
-    parser = cached_parse(Cache(Path(cache_dir)) if cache_dir is not None else None)
+    reading = _Reading(modules, cache_dir)
     marked_paths: list[str] = []
-    codes: dict[str, tuple[str, ModuleCode | None]] = {}
-    texts: dict[str, bytes | None] = {}
-    paths = dict(modules)
-    dropped: set[str] = set()  # texts not kept
-    kept = 0
-
-    def read(name: str, data: bytes) -> None:
-        is_package = paths[name].endswith("/__init__.py")
-        codes[name] = (code_digest(data, name, is_package), parser(data, name, is_package))
-
-    def text(name: str) -> bytes | None:
-        return read_source(paths[name]) if name in dropped else texts[name]
-
-    mentions: list[tuple[str, tuple[str, ...]]] = []
+    mentions: tuple[tuple[str, tuple[str, ...]], ...] = ()
     with observe.recording() as recorder:
         for name, path in modules:
-            data = read_source(path)
-            if whole:
-                if data is not None and kept + len(data) > KEPT_TEXT:
-                    dropped.add(name)
-                else:
-                    kept += len(data or b"")
-                texts[name] = None if name in dropped else data
+            data = reading.load(name, whole)
             if data is not None and marked(data):
                 marked_paths.append(path)
-                read(name, data)
-        for word in wrappers_of(code for _, code in codes.values()) if whole else ():
-            found = mentions_in(word, ((name, text(name)) for name in sorted(texts)))
-            mentions.append((word, tuple(found)))
-            for name in found:
-                if name not in codes and (data := text(name)) is not None:
-                    read(name, data)
-    return Survey(tuple(recorder.seen.items()), tuple(marked_paths), tuple(codes.values()),
-                  tuple(mentions))
+                reading.read(name, data)
+        if whole:
+            mentions = reading.mentions(wrappers_of(code for _, code in reading.codes.values()))
+    return Survey(tuple(recorder.seen.items()), tuple(marked_paths),
+                  tuple(reading.codes.values()), mentions)
 
 
 def survey_mentions(modules: Sequence[tuple[str, str]], words: Sequence[str],
                     read_already: Iterable[str], cache_dir: str | None) -> Survey:
     """The end of a whole survey made in parts (`survey_in_parts`): the modules among
     `modules` (name, path) that mention each wrapper in `words` (`mentions_in`), and the code
-    of those of them not `read_already` (by name). A function another process can run."""
-    parser = cached_parse(Cache(Path(cache_dir)) if cache_dir is not None else None)
-    paths = dict(modules)
-    done = set(read_already)
-    codes: list[tuple[str, ModuleCode | None]] = []
-    mentions: list[tuple[str, tuple[str, ...]]] = []
+    of those of them not `read_already` (by name), the texts kept as `survey` keeps them. A
+    function another process can run."""
+    reading = _Reading(modules, cache_dir)
     with observe.recording() as recorder:
-        texts = [(name, read_source(paths[name])) for name in sorted(paths)]
-        for word in words:
-            found = mentions_in(word, texts)
-            mentions.append((word, tuple(found)))
-            for name in found:
-                data = next(text for n, text in texts if n == name)
-                if name not in done and data is not None:
-                    done.add(name)
-                    is_package = paths[name].endswith("/__init__.py")
-                    codes.append((code_digest(data, name, is_package),
-                                  parser(data, name, is_package)))
-    return Survey(tuple(recorder.seen.items()), (), tuple(codes), tuple(mentions))
+        for name, _path in modules:
+            reading.load(name, True)
+        mentions = reading.mentions(words, read_already)
+    return Survey(tuple(recorder.seen.items()), (), tuple(reading.codes.values()), mentions)
 
 
 def survey_in_parts(modules: Sequence[tuple[str, str]], cache_dir: str | None,
