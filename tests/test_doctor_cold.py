@@ -17,16 +17,17 @@ from pathlib import Path
 import pytest
 
 from abifit.commands import plans
-from abifit.commands.doctor import system_libraries
+from abifit.commands.doctor import InstalledCode, system_libraries
 from abifit.commands.plans import code_digest, parse, survey
 from abifit.formats.elf import ElfImage, parse_elf
 from abifit.formats.pysource import ModuleCode
 from abifit.formats.sources import FileSource
+from abifit.host.environment import Distribution
 from abifit.host.ldconfig import probe_host
 from abifit.host.localfs import LocalObjects, parse_file, parse_head
 from abifit.host.natives import NativeFile
 from abifit.remote import cores
-from abifit.sim.imports import PackageCode, load_steps, mentions_in, wrappers_of
+from abifit.sim.imports import DistributionPlan, PackageCode, load_steps, mentions_in, wrappers_of
 from abifit.sim.loader import Process, cached_paths
 from abifit.sim.process import search_config
 from fixtures.build import compile_c
@@ -225,10 +226,13 @@ def test_a_survey_in_parts_finds_what_the_whole_survey_finds(tmp_path: Path, par
     """A distribution read in parts on the other cores, then searched for the modules that
     mention the wrappers found (here the wrapper is defined in one part and called from
     another), gives the whole survey's answer: the same modules marked, read and found
-    mentioning, and the same files observed."""
+    mentioning, and the same files observed. It cannot be cancelled, as a survey not started
+    can (its parts are the workers')."""
     modules = _package_modules(tmp_path)
     whole = survey(modules, None, True)
-    found = plans.survey_in_parts(modules, None, parts).result(timeout=60)
+    coming = plans.survey_in_parts(modules, None, parts)
+    assert not coming.cancel()  # begun: a caller gathering surveys cannot take it over
+    found = coming.result(timeout=60)
     assert found.marked == whole.marked
     assert dict(found.codes) == dict(whole.codes) and len(found.codes) == len(whole.codes)
     assert found.mentions == whole.mentions
@@ -264,6 +268,66 @@ def test_a_survey_in_parts_without_wrappers_reads_no_more(tmp_path: Path,
     failed = plans.survey_in_parts(_package_modules(tmp_path), None, 3)
     with pytest.raises(OSError, match="worker gone"):
         failed.result(timeout=60)
+
+
+def _site_of_packages(root: Path, count: int) -> tuple[list[Distribution], list[NativeFile]]:
+    """`count` distributions in a site under `root`, each a copy of PACKAGE under its own
+    top-level name (`ta0`, `ta1`, ...) with its two libraries, and their native files."""
+    site = root / "site"
+    dists, natives = [], []
+    for i in range(count):
+        top = f"ta{i}"
+        files = []
+        for rel, text in PACKAGE.items():
+            path = site / rel.replace("ta/", f"{top}/", 1)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text.replace("ta.", f"{top}.").replace("from ta ", f"from {top} "))
+            files.append(str(path))
+        for lib in ("libtorchaudio.so", "libother.so"):
+            path = site / top / "lib" / lib
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"")
+            files.append(str(path))
+            natives.append(NativeFile(str(path), f"ta{i}", None))
+        info = site / f"ta{i}-1.0.dist-info"
+        info.mkdir()
+        dists.append(Distribution(f"ta{i}", "1.0", info, tuple(files)))
+    return dists, natives
+
+
+def _what_plans_say(made: dict[str, DistributionPlan], natives: list[NativeFile],
+                    ) -> dict[str, object]:
+    """Of each plan, its top-level names, the libraries it loads, and how each of its native
+    files is reached."""
+    return {key: (plan.tops, plan.loads,
+                  [plan.place(n.path) for n in natives if n.distribution == key])
+            for key, plan in made.items()}
+
+
+@pytest.mark.skipif(not cores.parallel(), reason="needs worker processes (2 cores or more)")
+def test_surveys_no_worker_has_started_are_made_here(tmp_path: Path) -> None:
+    """While every worker is busy, the surveys waiting for one are made by the caller when it
+    asks for the plans, rather than waited for; the plans are those made when the workers
+    read every distribution, and those made by reading the texts on demand (no workers)."""
+    dists, natives = _site_of_packages(tmp_path, 4)
+    by_workers = InstalledCode()
+    by_workers.start(dists)
+    expected = _what_plans_say(by_workers.plans(dists, natives), natives)
+    alone = InstalledCode()  # not started: every text read on demand
+    assert _what_plans_say(alone.plans(dists, natives), natives) == expected
+    assert all(len(loads) == 2 for _, loads, _ in expected.values())  # type: ignore[misc]
+
+    busy = [cores.submit(time.sleep, 3.0) for _ in range(cores.workers_wanted())]
+    try:
+        time.sleep(0.2)  # every submitting thread now waits on a busy worker
+        stolen = InstalledCode()
+        stolen.start(dists)
+        began = time.perf_counter()
+        assert _what_plans_say(stolen.plans(dists, natives), natives) == expected
+        assert time.perf_counter() - began < 2.0 and not any(b.done() for b in busy)
+    finally:
+        for b in busy:
+            b.result(timeout=60)
 
 
 def test_mentions_and_wrappers_helpers() -> None:

@@ -302,12 +302,23 @@ class InstalledCode:
         return self._sources[dist.key]
 
     def _gather(self) -> None:
-        """Take in the surveys started; one whose worker failed is made here."""
-        for key, batch, coming in self._surveys:
-            try:
-                found = coming.result()
-            except Exception:  # whatever it was, reading here says it again
-                found = survey(batch, None, True)
+        """Take in the surveys started. Those no worker has started yet are made here, the
+        last in line (the smallest) first, rather than waited for; one whose worker failed is
+        made here too."""
+        root = str(self._cache.root) if self._cache is not None else None
+        made: dict[int, Survey] = {}
+        for i in reversed(range(len(self._surveys))):
+            _key, batch, coming = self._surveys[i]
+            if coming.cancel():  # not started: the workers take the others meanwhile
+                made[i] = survey(batch, root, True)
+        for i, (key, batch, coming) in enumerate(self._surveys):
+            if i in made:
+                found = made[i]
+            else:
+                try:
+                    found = coming.result()
+                except Exception:  # whatever it was, reading here says it again
+                    found = survey(batch, None, True)
             observe.note_all(found.seen)
             self._parser.given(found.codes)
             self._loading.update(found.marked)

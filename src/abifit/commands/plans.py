@@ -233,6 +233,7 @@ def survey_in_parts(modules: Sequence[tuple[str, str]], cache_dir: str | None,
     chunks = [modules[i:i + size] for i in range(0, len(modules), size)]
     calls = [cores.submit(survey, chunk, cache_dir) for chunk in chunks]
     whole: Future[Survey] = Future()
+    whole.set_running_or_notify_cancel()  # begun: nobody else may take it over (`cancel`)
     left = [len(calls)]
     lock = threading.Lock()
 
