@@ -7,7 +7,11 @@ import hashlib
 import json
 import random
 import re
+import shutil
 import socket
+import ssl
+import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from abifit.errors import FormatError
-from abifit.remote.http import HostSupport, HttpClient, HttpError
+from abifit.remote.http import HostSupport, HttpClient, HttpError, tls_context
 from httpserver import FAULTS, Fault, LoopbackServer, Mode, Reply, Request
 
 
@@ -382,3 +386,73 @@ def test_a_full_download_stops_past_the_announced_size(server: LoopbackServer) -
     with pytest.raises(HttpError, match=r"the server reports|expected 4096"):
         client.open(server.url(PATH), size=announced).read_at(0, 4)
     assert client.transfer.bytes_fetched < SIZE
+
+
+# ---------------------------------------------------------------------------------------------
+# TLS: one context for a client's connections
+
+
+@pytest.fixture(scope="module")
+def tls_certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for `localhost` and its key, made by the openssl command."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+    root = tmp_path_factory.mktemp("tls")
+    key, cert = root / "key.pem", root / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                    str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost"], check=True, capture_output=True)
+    return cert, key
+
+
+def _handshake(context: ssl.SSLContext, cert: Path, key: Path) -> str | None:
+    """Connect with `context`, as `localhost`, to a TLS server on loopback that holds `cert` and
+    offers HTTP/2 before HTTP/1.1; the protocol ALPN selected."""
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(cert, key)
+    server.set_alpn_protocols(["h2", "http/1.1"])
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        def accept() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                try:
+                    with server.wrap_socket(conn, server_side=True) as tls:
+                        tls.recv(1)
+                except (ssl.SSLError, OSError):  # the client refused the certificate
+                    pass
+
+        thread = threading.Thread(target=accept)
+        thread.start()
+        try:
+            with socket.create_connection(listener.getsockname(), timeout=10) as raw, \
+                    context.wrap_socket(raw, server_hostname="localhost") as tls:
+                return tls.selected_alpn_protocol()
+        finally:
+            thread.join(timeout=10)
+
+
+def test_one_tls_context_verifies_as_urllib3_does_and_keeps_its_alpn(
+        tls_certificate: tuple[Path, Path]) -> None:
+    """A client's connections share one TLS context: it verifies certificates and host names
+    against the system's authorities (those a default context loads), so a self-signed server
+    is refused; and setting its ALPN protocols again, as urllib3 does at each connection,
+    changes nothing: it still offers HTTP/1.1 alone (a server preferring HTTP/2 picks
+    HTTP/1.1)."""
+    cert, key = tls_certificate
+    context = tls_context()
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    authorities = {bytes(c) for c in context.get_ca_certs(binary_form=True)}
+    default = ssl.create_default_context().get_ca_certs(binary_form=True)
+    assert authorities == {bytes(c) for c in default}
+    with pytest.raises(ssl.SSLCertVerificationError):
+        _handshake(context, cert, key)
+    context.load_verify_locations(cafile=str(cert))
+    context.set_alpn_protocols(["h2"])
+    assert _handshake(context, cert, key) == "http/1.1"
+
+    client = HttpClient()
+    pools = client._pool_manager()
+    first = pools.connection_from_host("pypi.org", 443, "https").conn_kw.get("ssl_context")
+    second = pools.connection_from_host("files.pythonhosted.org", 443, "https")
+    assert isinstance(first, ssl.SSLContext) and second.conn_kw.get("ssl_context") is first
+    assert first.verify_mode == ssl.CERT_REQUIRED and first.check_hostname
