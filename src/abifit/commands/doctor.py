@@ -264,7 +264,7 @@ class InstalledCode:
     plans. Without worker processes the texts are read when the plans are made."""
 
     def __init__(self, cache: Cache | None = None) -> None:
-        self._cache = cache
+        self._root = str(cache.root) if cache is not None else None  # for the workers
         self._read = functools.cache(read_source)
         self._parser = ParseAhead(cache, cached_parse(cache))
         self._sources: dict[str, dict[str, str]] = {}
@@ -283,16 +283,15 @@ class InstalledCode:
         """Start reading the modules of `dists` on the other cores, in their order."""
         if not cores.parallel():
             return
-        root = str(self._cache.root) if self._cache is not None else None
         parts = cores.workers_wanted()
         for dist in dists:
             modules = list(self._modules(dist).items())
             if not modules:
                 continue
             if len(modules) >= SURVEY_IN_PARTS and parts > 1:
-                coming = survey_in_parts(modules, root, parts)
+                coming = survey_in_parts(modules, self._root, parts)
             else:
-                coming = cores.submit(survey, modules, root, True)
+                coming = cores.submit(survey, modules, self._root, True)
             self._surveys.append((dist.key, modules, coming))
             self._surveyed.update(path for _, path in modules)
 
@@ -305,12 +304,11 @@ class InstalledCode:
         """Take in the surveys started. Those no worker has started yet are made here, the
         last in line (the smallest) first, rather than waited for; one whose worker failed is
         made here too."""
-        root = str(self._cache.root) if self._cache is not None else None
         made: dict[int, Survey] = {}
         for i in reversed(range(len(self._surveys))):
             _key, batch, coming = self._surveys[i]
             if coming.cancel():  # not started: the workers take the others meanwhile
-                made[i] = survey(batch, root, True)
+                made[i] = survey(batch, self._root, True)
         for i, (key, batch, coming) in enumerate(self._surveys):
             if i in made:
                 found = made[i]
