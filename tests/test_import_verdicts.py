@@ -16,10 +16,13 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -191,6 +194,41 @@ def test_every_real_import_and_load_agrees(name: str, runs: dict[str, Run]) -> N
         m["module"] for m in run.entries("modules"))
     assert verification and all(v["agrees"] is True for v in verification), verification
     assert not [f for f in run.entries("findings") if f["kind"] == "model-disagreement"]
+
+
+def test_imports_are_checked_while_the_modules_load(
+        venv: Venv, runs: dict[str, Run], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--verify starts the real imports without waiting for the modules' real loads to end, and
+    reports the same checks and loads as a run of its own."""
+    import abifit.host.realload as realload
+    from abifit.cli import main
+
+    importing = threading.Event()
+    overlapped: list[bool] = []
+    real_import, real_loads = realload.real_import, realload.real_loads
+
+    def spied_import(python: str, name: str, timeout: float = 300.0) -> realload.RealImport:
+        importing.set()
+        return real_import(python, name, timeout)
+
+    def spied_loads(python: str, jobs: Sequence[realload.LoadJob],
+                    **options: Any) -> list[realload.RealLoad]:
+        overlapped.append(importing.wait(30))  # an import began while the loads still run
+        return real_loads(python, jobs, **options)
+
+    monkeypatch.setattr(realload, "real_import", spied_import)
+    monkeypatch.setattr(realload, "real_loads", spied_loads)
+    for name in LOADER_ENV:
+        monkeypatch.delenv(name, raising=False)
+    code = main(["doctor", "--python", venv.python, "--no-index", "--no-cache", "--json",
+                 "--verify"])
+    assert overlapped == [True]
+    doc = json.loads(capsys.readouterr().out)
+    whole = runs[ALL]
+    assert code == whole.returncode
+    assert doc["import_checks"] == whole.doc["import_checks"]
+    assert doc["verification"] == whole.doc["verification"]
 
 
 @pytest.mark.parametrize("name", JSON_RUNS)

@@ -781,10 +781,14 @@ def _doctor(
     import_checks = None
     verdicts = import_verdicts(env, statuses)
     if verify:
-        verification = tuple(_verify(env, sim, statuses, progress))
+        # the imports do not wait for the modules' loads: they take the cores that the loads'
+        # last fork servers leave idle (each import is its own fresh process either way)
+        with ThreadPoolExecutor(max_workers=1) as beside:
+            importing = beside.submit(_verify_imports, env, verdicts, progress)
+            verification = tuple(_verify(env, sim, statuses, progress))
+            import_checks = tuple(importing.result())
         by_module = {s.module: s.path for s in statuses}
         findings += [_disagreement(v, by_module[v.module]) for v in verification if not v.agrees]
-        import_checks = tuple(_verify_imports(env, verdicts, progress))
         findings += [_import_disagreement(c) for c in import_checks
                      if not c.agrees and c.actual_works is not None]
     libraries = sum(1 for n in natives if n.module is None)
