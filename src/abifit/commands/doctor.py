@@ -310,13 +310,9 @@ class InstalledCode:
             if coming.cancel():  # not started: the workers take the others meanwhile
                 made[i] = survey(batch, self._root, True)
         for i, (key, batch, coming) in enumerate(self._surveys):
-            if i in made:
-                found = made[i]
-            else:
-                try:
-                    found = coming.result()
-                except Exception:  # whatever it was, reading here says it again
-                    found = survey(batch, None, True)
+            found = made[i] if i in made else _answer(coming)
+            if found is None:  # its worker failed: reading here says it again
+                found = survey(batch, None, True)
             observe.note_all(found.seen)
             self._parser.given(found.codes)
             self._loading.update(found.marked)
