@@ -94,7 +94,7 @@ def test_inspect_json_matches_schema_and_readelf() -> None:
     done = run("inspect", LIBSTDCXX, "--json")
     assert done.returncode == 0, done.stderr
     doc = json_of(done)
-    assert doc["schema_version"] == SCHEMA_VERSION == 2
+    assert doc["schema_version"] == SCHEMA_VERSION == 3
     (obj,) = doc["objects"]  # type: ignore[misc]
     readelf = subprocess.run(["readelf", "--dyn-syms", "-W", LIBSTDCXX], capture_output=True,
                              text=True, check=True).stdout

@@ -242,11 +242,27 @@ def test_object_that_loads_here_and_object_not_here(
 def test_message_without_object_that_nothing_here_shows(
         venv: Venv, capsys: pytest.CaptureFixture[str]) -> None:
     """A missing library that no object of the venv needs: the whole venv simulated, nothing
-    fails that way, so not reproduced (exit 0)."""
+    fails that way, and no ELF file of it names the library: said so (exit 0), not "here it
+    loads"."""
     text = "ImportError: libnothing.so.3: cannot open shared object file: No such file or directory"
     code, doc, _ = _explain(venv, text, capsys)
     e = _only(doc)
-    assert code == 0 and e["verdict"] == "loads-here" and e["object"] is None
+    assert code == 0 and e["verdict"] == "not-needed" and e["object"] is None
+    assert "no object of this environment needs it" in str(e["summary"])
+
+
+def test_message_naming_a_library_the_venv_finds(
+        venv: Venv, capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing library that an object of the venv needs and finds here (`_usever` finds
+    libexplver.so through its RPATH): not reproduced, and that object is named."""
+    text = ("ImportError: libexplver.so: cannot open shared object file: No such file or "
+            "directory")
+    code, doc, _ = _explain(venv, text, capsys)
+    e = _only(doc)
+    assert code == 0 and e["verdict"] == "loads-here"
+    notes = e["notes"]
+    assert isinstance(notes, list) and notes[0].startswith("needed here by ")
+    assert f"_usever{SUFFIX}" in notes[0]
 
 
 def test_object_that_fails_for_another_reason(venv: Venv,

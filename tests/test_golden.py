@@ -74,7 +74,7 @@ from abifit.report.inspect import inspect_json, inspect_text
 from abifit.report.json import JsonObject, dumps
 from abifit.report.matrix import matrix_html, matrix_json, matrix_text
 from abifit.report.variants import variants_json, variants_text
-from abifit.sim.findings import Finding, FindingKind, Severity
+from abifit.sim.findings import Effect, Finding, FindingKind, Severity
 from abifit.sim.gpu import ComputeCapability, CoveredObject, GpuCheck, GpuTarget, ObjectCoverage
 from abifit.sim.process import ImportVerdict, ModuleStatus
 
@@ -283,7 +283,7 @@ def doctor_problems() -> DoctorReport:
         message="libcudart.so.11.0: cannot open shared object file: No such file or directory",
         explanation="\n".join([
             f"Because {mmcv} (mmcv 2.1.0) needs libcudart.so.11.0 and the loader did not find it "
-            "in the 4 places it looked (paths considered, in order, below), the import fails.",
+            "in the 4 places it looked (paths considered, in order, below), it does not load.",
             f"Files with that name on this machine: {cuda118}/libcudart.so.11.0.",
         ]),
         library="libcudart.so.11.0",
@@ -299,7 +299,9 @@ def doctor_problems() -> DoctorReport:
         candidates=(f"{cuda118}/libcudart.so.11.0",),
         # mmcv imports its extension by a computed name (importlib.import_module("mmcv." +
         # name)): no import abifit can follow reaches it, so it stands under its own name
-        import_name="mmcv._ext", reachability="unreached",
+        # torch there is a CUDA 12 build: libcudart.so.12 is in the stack, this one is not
+        import_name="mmcv._ext", severity=Severity.WARNING, reachability="unreached",
+        effect=Effect.DEGRADES,
     )
     missing_version = Finding(
         kind=FindingKind.MISSING_VERSION, object=arrow, module="pyarrow.lib",
@@ -335,6 +337,7 @@ def doctor_problems() -> DoctorReport:
             "No file with that name was found on this machine.",
         ]),
         library="libtbb.so.12", hint="install the package that provides libtbb.so.12",
+        effect=Effect.PREREQUISITE, prerequisite="TBB",
         trace=(
             "/usr/local/nvidia/lib64/libtbb.so.12  [LD_LIBRARY_PATH: not found]",
             f"/opt/venv/lib/libtbb.so.12  [DT_RUNPATH of {tbbpool}: not found]",
@@ -361,6 +364,7 @@ def doctor_problems() -> DoctorReport:
              "a xformers release built for torch 2.7.0",
         nearest=(f"{set_device_new}  {set_device_describe}",),
         import_name="xformers", severity=Severity.WARNING, reachability="guarded",
+        effect=Effect.DEGRADES,
     )
     modules = (
         ModuleStatus("torch._C", "extension", f"{SITE}/torch/_C.cpython-311-x86_64-linux-gnu.so",
@@ -372,7 +376,7 @@ def doctor_problems() -> DoctorReport:
         ModuleStatus("torchaudio.lib._torchaudio", "extension", torchaudio_ext, "torchaudio",
                      False, blocked.message, ("torch",), 1, "torchaudio", "always"),
         ModuleStatus("mmcv._ext", "extension", mmcv, "mmcv", False, missing_library.message,
-                     ("torch",), 1, "mmcv._ext", "unreached"),
+                     ("torch",), 1, "mmcv._ext", "unreached", effect=Effect.DEGRADES),
         ModuleStatus("pyarrow.lib", "extension", f"{SITE}/pyarrow/lib.cpython-311-x86_64-linux-"
                      "gnu.so", "pyarrow", False, missing_version.message, ("numpy",), 1,
                      "pyarrow", "always"),
@@ -385,19 +389,17 @@ def doctor_problems() -> DoctorReport:
                      f"{SITE}/numba/_helperlib.cpython-311-x86_64-linux-gnu.so", "numba", True,
                      None, ("llvmlite", "numpy"), 0),
         ModuleStatus("numba.np.ufunc.tbbpool", "extension", tbbpool, "numba", False,
-                     on_use.message, ("llvmlite", "numpy"), 1, "numba", "on-use"),
+                     on_use.message, ("llvmlite", "numpy"), 1, "numba", "on-use",
+                     effect=Effect.PREREQUISITE),
         ModuleStatus("xformers._C", "extension", xformers, "xformers", False, guarded.message,
-                     ("torch",), 1, "xformers", "guarded"),
+                     ("torch",), 1, "xformers", "guarded", effect=Effect.DEGRADES),
     )
     pyarrow_error = f"ImportError: {missing_version.message}"
     torchaudio_error = f"OSError: Could not load this library: {libtorchaudio}"
     torchvision_error = "RuntimeError: operator torchvision::nms does not exist"
-    mmcv_error = f"ImportError: {missing_library.message}"
     imports = (  # import_verdicts' order: by distribution, top-level names, then unreached
         ImportVerdict("bitsandbytes", "bitsandbytes", True),
         ImportVerdict("mmcv", "mmcv", True),
-        ImportVerdict("mmcv._ext", "mmcv", False, mmcv_error, "mmcv._ext",
-                      missing_library.message),
         ImportVerdict("numba", "numba", True, optional_failures=("numba.np.ufunc.tbbpool",)),
         ImportVerdict("paddle", "paddlepaddle-gpu", True),
         ImportVerdict("pyarrow", "pyarrow", False, pyarrow_error, "pyarrow.lib",
@@ -506,6 +508,7 @@ def doctor_clean() -> DoctorReport:
             "No file with that name was found on this machine.",
         ]),
         library="libgomp.so.1", hint="install the package that provides libgomp.so.1",
+        effect=Effect.PREREQUISITE, prerequisite="libgomp.so.1",
         trace=("/lib/x86_64-linux-gnu/libgomp.so.1  [system directory: not found]",
                "/usr/lib/x86_64-linux-gnu/libgomp.so.1  [system directory: not found]"),
         import_name="numba", severity=Severity.INFO, reachability="on-use",
@@ -520,7 +523,8 @@ def doctor_clean() -> DoctorReport:
                          f"{site}/numba/_helperlib.cpython-312-x86_64-linux-gnu.so", "numba",
                          True, None, ("llvmlite", "numpy"), 0),
             ModuleStatus("numba.np.ufunc.omppool", "extension", omppool, "numba", False,
-                         on_use.message, ("llvmlite", "numpy"), 1, "numba", "on-use"),
+                         on_use.message, ("llvmlite", "numpy"), 1, "numba", "on-use",
+                         effect=Effect.PREREQUISITE),
             ModuleStatus("numpy._core._multiarray_umath", "extension",
                          f"{site}/numpy/_core/_multiarray_umath.cpython-312-x86_64-linux-gnu.so",
                          "numpy", True, None, (), 0),
@@ -624,6 +628,7 @@ def check_abi_fails() -> CheckReport:
         nearest=(f"{new}  {describe}",),
         # xformers/_cpp_lib.py loads it under try/except and goes on without its C++ kernels
         import_name="xformers", severity=Severity.WARNING, reachability="guarded",
+        effect=Effect.DEGRADES,
     )
     return CheckReport(
         target=TARGET,
@@ -661,7 +666,8 @@ def check_abi_fails() -> CheckReport:
                          missing_library.message, ("torch", "einops"), 1, "selective_scan_cuda",
                          "always"),
             ModuleStatus("xformers._C", "extension", xformers, "xformers", False,
-                         guarded.message, ("torch",), 1, "xformers", "guarded"),
+                         guarded.message, ("torch",), 1, "xformers", "guarded",
+                         effect=Effect.DEGRADES),
         ),
         findings=(undefined, missing_library, guarded),
         host_missing=(), assumed_driver=None,
@@ -732,6 +738,7 @@ def _cupy_check(host_missing: tuple[str, ...], assumed_driver: str | None,
             "No file with that name was found on this machine.",
         ]),
         library="libnccl.so.2", hint="`pip install nvidia-nccl-cu12` provides libnccl.so.2",
+        effect=Effect.PREREQUISITE, prerequisite="libnccl.so.2",
         trace=("/lib64/libnccl.so.2  [system directory: not found]",
                "/usr/lib64/libnccl.so.2  [system directory: not found]"),
         import_name="cupy", severity=Severity.INFO, reachability="on-use",
@@ -753,7 +760,8 @@ def _cupy_check(host_missing: tuple[str, ...], assumed_driver: str | None,
                            "linux-gnu.so", "cupy-cuda12x", True, None, ("numpy", "fastrlock"), 0)
               for m in modules),
             ModuleStatus("cupy_backends.cuda.libs.nccl", "extension", nccl, "cupy-cuda12x",
-                         False, on_use.message, ("numpy", "fastrlock"), 1, "cupy", "on-use"),
+                         False, on_use.message, ("numpy", "fastrlock"), 1, "cupy", "on-use",
+                         effect=Effect.PREREQUISITE),
         ),
         findings=(on_use,), host_missing=host_missing, assumed_driver=assumed_driver,
         imports=(

@@ -22,7 +22,7 @@ import sys
 import threading
 import traceback
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
@@ -44,6 +44,7 @@ from abifit.host.localfs import interpreter_problem
 from abifit.remote.cache import Cache
 from abifit.remote.cores import stop_workers
 from abifit.report.terminal import Style, Terminal
+from abifit.sim.findings import Effect, Finding
 
 if TYPE_CHECKING:
     from abifit.commands.explain import ExtensionFits, SymbolHistory
@@ -60,11 +61,15 @@ EXIT_INTERRUPTED = 130
 
 EXIT_STATUS = """\
 exit status:
-  0    fits: every module checked loads, no problem found (matrix: a host release fits;
+  0    fits: every import works and nothing a package ships is lost (modules that need a
+       prerequisite from outside the stack, such as FFmpeg, are listed; --fail-on
+       prerequisite makes them count) (matrix: a host release fits;
        history: a release defines the symbol; resolve: a set was found); inspect, variants,
        cache, index: done;
        explain: no message confirmed in the environment
-  1    problems found: a module that does not load, a GPU without a kernel image, a CUDA
+  1    problems found: fails (an import raises) or degraded (every import works, but a part
+       a package ships cannot load because of the stack or the host; --fail-on fails lets
+       it pass), a GPU without a kernel image, a CUDA
        problem (matrix: no host release fits; explain: a message confirmed; history: no
        release examined defines the symbol; resolve: no set fits)
   2    usage or analysis error: a bad option or input; a file, interpreter or index that could
@@ -188,6 +193,10 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--gpu", metavar="ARCH",
                    help="check the GPU code of the environment for this GPU (sm_120, 9.0, "
                    "9.0@12.4), instead of this machine's GPUs")
+    d.add_argument("--assume-driver", action="store_true",
+                   help="take the NVIDIA driver's libcuda.so.1 as present where this machine "
+                   "lacks it, to see what else would fail behind it")
+    _fail_on_option(d)
     d.add_argument("--json", action="store_true", help="print one JSON document")
     e = sub.add_parser(
         "explain",
@@ -254,6 +263,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="check the stack a snapshot (`abifit snapshot -o FILE`) locked, with the "
                    "loader settings it recorded for the fix of a library not found")
     _host_options(k)
+    _fail_on_option(k)
     k.add_argument("--json", action="store_true", help="print one JSON document")
     _index_options(k)
     _snapshot_parsers(sub)
@@ -426,6 +436,26 @@ def _positive(text: str) -> int:
     if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, not {text!r}")
     return int(text)
+
+
+FAIL_ON = ("fails", "degraded", "prerequisite")
+
+
+def _fail_on_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fail-on", choices=FAIL_ON, default="degraded",
+                   help="the least that exits 1: fails (an import raises), degraded (the "
+                   "default: also a part of a package lost to the stack or host), prerequisite "
+                   "(also a library from outside the stack that a package needs, such as FFmpeg)")
+
+
+def _verdict_status(verdict: str, findings: Iterable[Finding], fail_on: str) -> int:
+    """The exit status of a verdict (`sim.verdict`) under `--fail-on`: 1 for `fails`, for
+    `degraded` unless only failures count, for prerequisites when they are asked to count."""
+    if verdict == "fails" or (verdict == "degraded" and fail_on != "fails"):
+        return EXIT_PROBLEMS
+    if fail_on == "prerequisite" and any(f.effect is Effect.PREREQUISITE for f in findings):
+        return EXIT_PROBLEMS
+    return EXIT_OK if verdict == "fits" else EXIT_PROBLEMS
 
 
 def _host_options(p: argparse.ArgumentParser) -> None:
@@ -641,11 +671,13 @@ def _run_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                         progress=_progress(err),
                         gpus=_gpu_targets(args.gpu) if args.gpu else None,
                         remote=None if args.no_index else _doctor_index(args),
-                        save_host=Path(args.save_host) if args.save_host else None)
+                        save_host=Path(args.save_host) if args.save_host else None,
+                        assume_driver=args.assume_driver)
     finally:
         _clear_progress(err)
-    out.write(dumps(doctor_json(report)) + "\n" if args.json else doctor_text(report))
-    return EXIT_PROBLEMS if report.problems else EXIT_OK
+    out.write(dumps(doctor_json(report)) + "\n" if args.json
+              else doctor_text(report, bool(args.verbose)))
+    return _verdict_status(report.verdict.value, report.findings, args.fail_on)
 
 
 def _run_cuda(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -783,9 +815,10 @@ def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     transfer = _transfer(remote)
     if not args.quiet and not args.json:  # the JSON document holds them
         err.writelines(f"note: {n}\n" for n in report.notes)
-    out.write(dumps(check_json(report, transfer)) + "\n" if args.json else check_text(report))
+    out.write(dumps(check_json(report, transfer)) + "\n" if args.json
+              else check_text(report, bool(args.verbose)))
     _transfer_line(err, transfer, args, remote)
-    return EXIT_OK if report.verdict == "fits" else EXIT_PROBLEMS
+    return _verdict_status(report.verdict, report.findings, args.fail_on)
 
 
 def _run_matrix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

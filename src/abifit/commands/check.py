@@ -43,10 +43,10 @@ from abifit.host.natives import NativeFile, defines_init, mark_plugins, module_n
 from abifit.host.profile import HostProfile
 from abifit.sim import pythonapi
 from abifit.sim.diagnose import Context
-from abifit.sim.findings import Finding
+from abifit.sim.findings import Finding, Verdict
 from abifit.sim.gpu import GpuCheck, GpuTarget, check_gpu_code
 from abifit.sim.imports import load_import_rules, load_imports_rules
-from abifit.sim.loader import ASSUMED_DIR, SearchConfig
+from abifit.sim.loader import ASSUMED_DIR, DRIVER_LIBRARIES, SearchConfig
 from abifit.sim.process import (
     Environment,
     ImportVerdict,
@@ -60,6 +60,7 @@ from abifit.sim.process import (
     search_config,
     simulate_modules,
 )
+from abifit.sim.verdict import verdict
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -76,11 +77,6 @@ if TYPE_CHECKING:
 SITE = "/abifit-wheels/site-packages"
 PREFETCH_JOBS = 6  # member views read at once before a simulation
 
-# Libraries of the NVIDIA driver (not in any wheel), with the names they define.
-DRIVER_LIBRARIES: tuple[tuple[str, str], ...] = (
-    ("libcuda.so.1", r"cu[A-Z]\w*"),
-    ("libnvidia-ml.so.1", r"nvml[A-Z]\w*"),
-)
 
 Progress = Callable[[str], None]
 
@@ -195,9 +191,12 @@ class CheckReport:
 
     @property
     def verdict(self) -> str:
-        if any(f.breaks for f in self.findings):
-            return "fails"
-        return "fits-but-host-lacks-driver" if self.host_missing else "fits"
+        """`fails`, `degraded` or `fits` (`sim.verdict`), `fits-but-host-lacks-driver` where
+        it fits and this machine lacks the driver the modules need."""
+        found = verdict(self.findings)
+        if found is Verdict.FITS and self.host_missing:
+            return "fits-but-host-lacks-driver"
+        return found.value
 
 
 # --- choosing the wheels ---------------------------------------------------------------------
@@ -728,10 +727,11 @@ def prefetch_views(tree: VirtualTree, paths: Sequence[str], progress: Progress,
 
 def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executable: str,
              progress: Progress, remote: RemoteContext | None = None,
-             api: ApiCheck = ApiCheck.INTERPRETER,
+             api: ApiCheck = ApiCheck.INTERPRETER, *, gpu: bool = False,
              ) -> tuple[list[ModuleStatus], list[Finding], tuple[str, ...],
                         tuple[ImportVerdict, ...], tuple[str, ...]]:
-    """Simulate every extension module of the target wheels in the virtual environment."""
+    """Simulate every extension module of the target wheels in the virtual environment
+    (`gpu`: for a machine with a GPU, which decides the variants some packages pick)."""
     executable = host.executable or executable
     tree = VirtualTree(_objects(host, executable, target, api))
     for wheel in wheels:
@@ -750,7 +750,8 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
         modules = [n for n in env.natives if n.distribution in targets and n.checked]
         prefetch_views(tree, [n.path for n in modules], progress)
         sim = Simulator(env, tree, config, load_import_rules(), glob=tree.glob)
-        return simulate_modules(sim, modules, _context(sim, tree, target, search), progress)
+        return simulate_modules(sim, modules, _context(sim, tree, target, search), progress,
+                                gpu=gpu)
 
     # the targets' Python code is read only when a module fails: it can only add libraries
     # loaded before the modules that need them, and place what fails in its imports
@@ -813,14 +814,14 @@ def target_gpu_codes(wheels: Sequence[Wheel], progress: Progress,
 
 
 # what a stored result holds changes with the simulation's model, not only with releases
-RESULT_FORMAT = "refusals-3"
+RESULT_FORMAT = "verdict-4"
 # a stored result: anything else in its place is a miss
 _STORED = tuple[tuple[ModuleStatus, ...], tuple[Finding, ...], tuple[str, ...],
                 tuple[ImportVerdict, ...], tuple[str, ...]]
 
 
 def _result_key(wheels: Sequence[Wheel], target: Target, host: HostProfile,
-                executable: str) -> str | None:
+                executable: str, gpu: bool = False) -> str | None:
     """The digest of every input of a simulation, or None when one is not content-addressed
     (a wheel whose index gives no hash, an unknown host). A wheel counts by what its views are
     cached under (`view_key`: its URL, size and sha256 on an index; its own sha256 here)."""
@@ -838,7 +839,7 @@ def _result_key(wheels: Sequence[Wheel], target: Target, host: HostProfile,
     if not host.fingerprint:
         return None
     inputs = (__version__, RESULT_FORMAT, str(target), target.platforms, host.assume_driver,
-              host.fingerprint, executable, sorted(hashes))
+              host.fingerprint, executable, sorted(hashes), gpu)
     return hashlib.sha256(repr(inputs).encode()).hexdigest()
 
 
@@ -855,14 +856,14 @@ def check(targets: Sequence[str | IndexFile], withs: Sequence[str | IndexFile],
     if host.executable is None:
         executable, api = target_interpreter(target, executable, os.environ)
     executable = executable or sys.executable
-    key = _result_key(wheels, target, host, executable + _api_key(target, api))
+    key = _result_key(wheels, target, host, executable + _api_key(target, api), gpu is not None)
     stored = ctx.cache.get_result(key, _STORED) if ctx and ctx.cache and key else None
     if isinstance(stored, tuple) and len(stored) == 5:
         statuses, findings = list(stored[0]), list(stored[1])
         missing, imports, skipped = tuple(stored[2]), tuple(stored[3]), tuple(stored[4])
     else:
         statuses, findings, missing, imports, skipped = simulate(
-            wheels, target, host, executable, progress, ctx, api)
+            wheels, target, host, executable, progress, ctx, api, gpu=gpu is not None)
         if ctx and ctx.cache and key:
             ctx.cache.put_result(key, (tuple(statuses), tuple(findings), missing, imports,
                                        skipped))

@@ -34,6 +34,7 @@ from abifit.formats.snapshot import LockedPackage, ModuleRecord, Snapshot, loads
 from abifit.host.cudastack import cuda_major_of_soname
 from abifit.sim.findings import Finding
 from abifit.sim.process import Progress
+from abifit.sim.verdict import costs
 
 
 class SideKind(Enum):
@@ -103,7 +104,8 @@ def _key(m: ModuleRecord) -> tuple[str, str]:
 
 
 def _explanation(module: str, findings: tuple[Finding, ...]) -> str:
-    found = next((f for f in findings if f.module == module and f.breaks), None)
+    mine = [f for f in findings if f.module == module]
+    found = next((f for f in mine if costs(f)), mine[0] if mine else None)
     return found.explanation if found is not None else ""
 
 

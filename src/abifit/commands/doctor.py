@@ -71,7 +71,7 @@ from abifit.host.runcache import ReadEnviron, RunCache, run_key
 from abifit.remote import cores
 from abifit.remote.cache import GPU_BUCKET, Cache
 from abifit.sim import pythonapi
-from abifit.sim.findings import Finding, FindingKind
+from abifit.sim.findings import Finding, FindingKind, Verdict
 from abifit.sim.gpu import GpuCheck, GpuTarget, ObjectCoverage, gpu_check, object_coverage
 from abifit.sim.imports import (
     BUS_ERROR,
@@ -79,7 +79,13 @@ from abifit.sim.imports import (
     load_import_rules,
     load_imports_rules,
 )
-from abifit.sim.loader import LoadResult, SearchConfig, cached_paths, crashes
+from abifit.sim.loader import (
+    DRIVER_LIBRARIES,
+    LoadResult,
+    SearchConfig,
+    cached_paths,
+    crashes,
+)
 from abifit.sim.process import (
     BuildLogs,
     Checked,
@@ -99,6 +105,7 @@ from abifit.sim.process import (
     selected,
     simulate_modules,
 )
+from abifit.sim.verdict import verdict
 
 if TYPE_CHECKING:
 
@@ -117,6 +124,10 @@ class Verification:
     actual_error: str | None
     agrees: bool
     note: str
+
+
+# what a kept whole run holds changes with the model, not only with releases
+RUN_FORMAT = "verdict-1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +169,14 @@ class DoctorReport:
         return count_failing(self.modules, optional=True)
 
     @property
+    def verdict(self) -> Verdict:
+        """`fails`, `degraded` or `fits` (`sim.verdict`)."""
+        return verdict(self.findings)
+
+    @property
     def problems(self) -> bool:
-        return any(f.breaks for f in self.findings)
+        """Whether an import fails or a part of a package is lost."""
+        return self.verdict is not Verdict.FITS
 
 
 def system_libraries(natives: Iterable[NativeFile], head: Callable[[str], ElfImage | None],
@@ -674,6 +691,7 @@ def doctor(
     save_host: Path | None = None,
     on_simulation: SimulationSeen | None = None,
     host: HostFacts | None = None,
+    assume_driver: bool = False,
 ) -> DoctorReport:
     """Scan the environment of `python`, simulate every selected module, explain the problems.
 
@@ -693,7 +711,8 @@ def doctor(
             if cache_dir and not verify and not save_host and on_simulation is None else None)
     key = ""
     if runs is not None:
-        key = run_key(facts, host, gpus, gpu_reason, tuple(packages), remote is None)
+        key = run_key(RUN_FORMAT, facts, host, gpus, gpu_reason, tuple(packages),
+                      remote is None, assume_driver)
         kept = runs.get(key, environ, DoctorReport)
         if isinstance(kept, DoctorReport):
             return kept
@@ -709,7 +728,7 @@ def doctor(
         report = _doctor(facts, host, gpus, gpu_reason, packages, verify=verify,
                          cache_dir=cache_dir, environ=read, progress=progress,
                          remote=index if remote is not None else None, save_host=save_host,
-                         on_simulation=on_simulation)
+                         on_simulation=on_simulation, assume_driver=assume_driver)
     if runs is not None and not asked:
         runs.put(key, read, recorder, report)
     return report
@@ -720,7 +739,7 @@ def _doctor(
     gpu_reason: str | None, packages: list[str], *, verify: bool, cache_dir: Path | None,
     environ: Mapping[str, str], progress: Progress,
     remote: Callable[[], RemoteContext] | None, save_host: Path | None,
-    on_simulation: SimulationSeen | None = None,
+    on_simulation: SimulationSeen | None = None, assume_driver: bool = False,
 ) -> DoctorReport:
     progress("reading distributions")
     dists = list_distributions(facts)
@@ -753,7 +772,8 @@ def _doctor(
         raise UsageError(f"no native modules found for {', '.join(packages)} in the environment "
                          f"of {facts.executable}")
     locator = Locator(lambda: library_dirs(facts.sys_path, environ))
-    config = replace(search_config(host), stand_in=located_copy(locator, image_or_none(source)))
+    config = replace(search_config(host), stand_in=located_copy(locator, image_or_none(source)),
+                     assumed=DRIVER_LIBRARIES if assume_driver else ())
     source.prefetch(system_libraries(natives, heads_or_none(source), config))
     sim = Simulator(env, source, config, load_import_rules(), glob_files)
     ctx = context(sim, locator, load_soname_packages(),
@@ -763,7 +783,7 @@ def _doctor(
     ctx = replace(ctx, symbol_note=lambda name: pythonapi.history(name, (major, minor)))
     # the modules are checked here and in a fork, unless GPU code is still being read
     checked = {} if reads.pending() else check_shared(sim, targets, heads_or_none(source))
-    simulation = simulate_modules(sim, targets, ctx, progress, checked)
+    simulation = simulate_modules(sim, targets, ctx, progress, checked, gpu=bool(gpus))
     if on_simulation is not None:
         on_simulation(sim, simulation)
     statuses, findings, results = (list(simulation.statuses), list(simulation.findings),

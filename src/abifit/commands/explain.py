@@ -81,6 +81,7 @@ class Verdict(str, Enum):
     FAILS_OTHERWISE = "fails-otherwise"  # the object fails here, for another reason
     LOADS_HERE = "loads-here"  # the object is here and loads: the error came from elsewhere
     NOT_IN_ENVIRONMENT = "not-in-environment"  # the object named is not in this environment
+    NOT_NEEDED = "not-needed"  # no object of this environment needs the library named
     EXPLAINED = "explained"  # nothing here to check it against: the message alone explains it
 
     def __str__(self) -> str:
@@ -194,6 +195,17 @@ class TargetEnvironment:
                 if best is None or shared > best[0]:
                     best = (shared, f, d)
         return Located(best[1], "file name", best[2]) if best else None
+
+    def needing(self, soname: str) -> tuple[str, ...]:
+        """The ELF files of the distributions that name `soname` in DT_NEEDED (their heads
+        read, nothing else), in path order."""
+        from abifit.host.localfs import LocalObjects, is_elf_file
+        from abifit.host.natives import heads_or_none
+
+        head = heads_or_none(LocalObjects())
+        paths = sorted({f for d in self.dists for f in d.files if ".so" in os.path.basename(f)})
+        return tuple(p for p in paths if is_elf_file(p)
+                     and (image := head(p)) is not None and soname in image.needed)
 
     def locate_glob(self, pattern: str) -> Located | None:
         """The file of a distribution whose path below site-packages matches `pattern`."""
@@ -492,6 +504,8 @@ def _missing_library(clue: MissingLibrary, env: TargetEnvironment) -> Explanatio
     sim = (simulate(env.locate(clue.obj), env, relevant) if clue.obj
            else _search_all(env, relevant))
     package = load_soname_packages().get(library)
+    if sim.located is None and sim.searched:  # nothing here fails on it: who needs it?
+        return _needed_by(clue, library, env.needing(library), package)
     provider = f"the pip package {package}" if package else None
     hint = next((f.hint for f in sim.findings if f.hint), None)
     fix = hint or (f"`pip install {package}`" if package else None)
@@ -501,6 +515,25 @@ def _missing_library(clue: MissingLibrary, env: TargetEnvironment) -> Explanatio
     return sim.explanation(clue, f"{library} was not found"
                            + (f" (needed by {clue.obj})" if clue.obj else ""),
                            provider=provider, fix=fix, notes=notes)
+
+
+def _needed_by(clue: MissingLibrary, library: str, needers: tuple[str, ...],
+               package: str | None) -> Explanation:
+    """A message naming only a soname that no object of the environment fails on: the objects
+    that need it (they find it here), or that none does."""
+    fix = f"`pip install {package}`" if package else None
+    if not needers:
+        return Explanation(clue, Verdict.NOT_NEEDED, f"{library} was not found, and no object "
+                           "of this environment needs it", provider=(
+                               f"the pip package {package}" if package else None), fix=fix,
+                           notes=("the error came from another environment, or from a library "
+                                  "that package code loads by name at run time (dlopen)",))
+    shown = ", ".join(needers[:5]) + (f" and {len(needers) - 5} more" if len(needers) > 5
+                                        else "")
+    return Explanation(clue, Verdict.LOADS_HERE, f"{library} was not found elsewhere; here "
+                       f"the objects that need it find it", provider=(
+                           f"the pip package {package}" if package else None), fix=fix,
+                       notes=(f"needed here by {shown}",))
 
 
 def _unreadable(f: Finding) -> bool:

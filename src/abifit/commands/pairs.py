@@ -24,6 +24,7 @@ from abifit.errors import AbifitError
 from abifit.formats.demangle import demangle
 from abifit.host.profile import HostProfile
 from abifit.sim.findings import Finding, FindingKind
+from abifit.sim.verdict import costs
 
 if TYPE_CHECKING:
     from abifit.commands.check import CheckReport
@@ -80,6 +81,7 @@ class Cell:
     modules: tuple[str, ...] = ()  # the extension modules that fail
     missing: tuple[MissingSymbol, ...] = ()  # the failing symbols, with other forms
     problems: tuple[str, ...] = ()  # other problems that break a load (GPU code, ELF class)
+    degraded: bool = False  # every import works, a part of the extension is lost
 
     @property
     def first(self) -> str | None:
@@ -92,9 +94,11 @@ class Cell:
 
     @property
     def outcome(self) -> str:
-        """fits, fails or error."""
+        """fits, degraded, fails or error (`sim.verdict`)."""
         if self.error:
             return "error"
+        if self.degraded:
+            return "degraded"
         return "fits" if self.fits else "fails"
 
 
@@ -135,7 +139,7 @@ def missing_symbols(findings: Iterable[Finding]) -> tuple[MissingSymbol, ...]:
     symbol (and version) with every module that needs it."""
     found: dict[tuple[str, str | None], MissingSymbol] = {}
     for f in findings:
-        if f.kind not in SYMBOL_KINDS or not f.symbol or not f.breaks:
+        if f.kind not in SYMBOL_KINDS or not f.symbol or not costs(f):
             continue
         key = (f.symbol, f.version)
         module = f.module or f.object
@@ -175,14 +179,16 @@ def cell_of(file: IndexFile, report: CheckReport | None, error: str | None,
                 release=release, extension_filename=extension_filename)
     if report is None:
         return replace(base, error=error)
-    breaking = [f for f in report.findings if f.breaks]
+    breaking = [f for f in report.findings if costs(f)]
     missing = _owned(missing_symbols(breaking), report)
     sonames = tuple(dict.fromkeys(f.library for f in breaking
                                   if f.kind == FindingKind.MISSING_LIBRARY and f.library))
     problems = tuple(dict.fromkeys(f"{f.kind}: {f.message}" for f in breaking
                                    if f.kind not in _TOLD))
-    modules = tuple(m.module for m in report.modules if not m.loads)
-    return replace(base, fits=report.verdict != "fails", failing_modules=report.failing,
+    modules = tuple(m.module for m in report.modules if m.costs)
+    return replace(base, fits=report.verdict not in ("fails", "degraded"),
+                   degraded=report.verdict == "degraded",
+                   failing_modules=sum(1 for m in report.modules if m.costs),
                    symbols=tuple(dict.fromkeys(m.demangled for m in missing)), sonames=sonames,
                    notes=report.notes, modules=modules, missing=missing, problems=problems)
 

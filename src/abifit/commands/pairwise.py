@@ -30,6 +30,7 @@ from abifit.commands.check import check, target_interpreter
 from abifit.errors import AbifitError
 from abifit.formats.elf import ElfImage
 from abifit.sim.findings import Finding, FindingKind
+from abifit.sim.verdict import costs
 
 if TYPE_CHECKING:
     from abifit.host.profile import HostProfile
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str], None]
 
-PAIR_FORMAT = "resolve-pair-2"  # what a stored verdict holds; a change makes old entries misses
+PAIR_FORMAT = "resolve-pair-3"  # what a stored verdict holds; a change makes old entries misses
 _MODULE = re.compile(r".+\.(cpython-[^.]+|abi3|pypy[^.]*)\.so$")
 
 
@@ -92,7 +93,7 @@ def problems_of(findings: tuple[Finding, ...]) -> tuple[Problem, ...]:
 
     out: dict[tuple[str, str], Problem] = {}
     for f in findings:
-        if not f.breaks or f.kind is FindingKind.BLOCKED_BY:
+        if not costs(f) or f.kind is FindingKind.BLOCKED_BY:
             continue
         if f.kind in (FindingKind.UNDEFINED_SYMBOL, FindingKind.MISSING_VERSION) and f.symbol:
             change = f.nearest[0].split("  ", 1)[-1] if f.nearest else None
@@ -264,7 +265,7 @@ class PairJudge:
         with self._lock:
             self.checked += 1
             self.projects.add(frozenset((_project(extension), _project(host))))
-        fits = report.verdict != "fails"
+        fits = report.verdict not in ("fails", "degraded")  # never a degraded set
         return PairVerdict(name, other, True, fits, () if fits else problems_of(report.findings))
 
     def _key(self, extension: IndexFile, host: IndexFile) -> str | None:

@@ -829,13 +829,13 @@ def check_set(chosen: Sequence[Candidate], provider: Provider, ctx: RemoteContex
                    profile, progress, executable)
     problems = tuple(_problem_line(p) for p in problems_of(report.findings))
     verdict = SetCheck(report.verdict, len(report.modules), report.failing, problems)
-    if report.verdict != "fails":
+    if report.verdict not in ("fails", "degraded"):  # a degraded set is never chosen
         return verdict, {}
     by_name = {c.name: c for c in targets}
     failed: dict[Candidate, str] = {}
     for module in report.modules:
         candidate = by_name.get(canonicalize_name(module.distribution))
-        if candidate is not None and not module.loads and module.counts:
+        if candidate is not None and not module.loads and module.costs:
             own = problems_of(tuple(f for f in report.findings if f.module == module.module))
             why = (_problem_line(own[0]) if own and own[0].change
                    else module.error or "does not load")

@@ -277,11 +277,15 @@ def _has_init(directory: str) -> bool:
 def mark_plugins(natives: list[NativeFile], image: Callable[[str], ElfImage | None],
                  roots: list[str], package_dir: Callable[[str], bool] = _has_init
                  ) -> list[NativeFile]:
-    """Libraries in a package directory that nothing links to are loaded by package code.
-    `image` may give heads (`abifit.formats.elf.parse_elf` with `symbols=False`): only what a
-    file is and what it links to are read."""
+    """Libraries in a package directory that nothing links to are loaded by package code; so
+    are those of a distribution that ships no extension module (a library-only wheel such as
+    mlx-cpu's `mlx/lib/libmlx.so`: what it ships is for others to load). `image` may give
+    heads (`abifit.formats.elf.parse_elf` with `symbols=False`): only what a file is and what
+    it links to are read."""
+    with_modules = {n.distribution for n in natives if n.module is not None}
     candidates = {n.path for n in natives if n.module is None
-                  and package_dir(os.path.dirname(n.path))}
+                  and (package_dir(os.path.dirname(n.path))
+                       or (n.distribution and n.distribution not in with_modules))}
     if not candidates:
         return natives
     linked: set[str] = set()

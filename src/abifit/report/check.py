@@ -5,7 +5,14 @@ the notes, the verdict and the transfer."""
 from __future__ import annotations
 
 from abifit.commands.check import CheckReport
-from abifit.report.doctor import import_json, imports_text, module_json, optional_text
+from abifit.report.doctor import (
+    degraded_names,
+    effects_text,
+    import_json,
+    imports_text,
+    module_json,
+    summary_json,
+)
 from abifit.report.findings import finding_json, problem_blocks
 from abifit.report.gpu import gpu_check_json
 from abifit.report.json import SCHEMA_VERSION, JsonObject
@@ -31,10 +38,7 @@ def check_json(report: CheckReport, transfer: dict[str, int] | None) -> JsonObje
         "warnings": [finding_json(f) for f in report.warnings],
         "gpu": gpu_check_json(report.gpu) if report.gpu else None,
         "summary": {
-            "modules": len(report.modules),
-            "loading": len(report.modules) - report.failing - report.optional_failing,
-            "failing": report.failing,
-            "optional_failing": report.optional_failing,
+            **summary_json(report.modules, report.failing, report.optional_failing),
             "findings": len(report.findings),
             "warnings": len(report.warnings),
         },
@@ -42,13 +46,13 @@ def check_json(report: CheckReport, transfer: dict[str, int] | None) -> JsonObje
     }
 
 
-def check_text(report: CheckReport) -> str:
+def check_text(report: CheckReport, verbose: bool = False) -> str:
     """The text rendering of `abifit check`: the wheels, the problems, the verdict."""
     lines = [f"target: {report.target}"]
     lines += [f"  {w.role.value:<10} {w.name} {w.version}  ({w.filename})" for w in report.wheels]
     blocks = ["\n".join(lines)]
     blocks += problem_blocks(report.findings, report.warnings,
-                             (report.gpu,) if report.gpu else (), None)
+                             (report.gpu,) if report.gpu else (), None, verbose)
     failing_imports = imports_text(report.imports)
     if failing_imports:
         blocks.append(failing_imports)
@@ -58,6 +62,7 @@ def check_text(report: CheckReport) -> str:
 
 def _verdict_line(report: CheckReport) -> str:
     checked = f"{len(report.modules)} extension module(s) checked"
+    others = effects_text(report.modules)
     if report.verdict == "fails":
         errors = [f for f in report.findings if f.breaks]
         symbols = sum(1 for f in errors if f.kind in ("undefined-symbol", "missing-version"))
@@ -66,20 +71,17 @@ def _verdict_line(report: CheckReport) -> str:
         gpu = (f"; {kernels} object(s) without a kernel image for {report.gpu.target.arch}"
                if report.gpu and kernels else "")
         return (f"does not fit: {checked}, {report.failing} fail "
-                f"({symbols} symbol and {libraries} library problem(s)){gpu}"
-                f"{_optional(report)}")
+                f"({symbols} symbol and {libraries} library problem(s)){gpu}{others}")
+    loading = len(report.modules) - report.failing - report.optional_failing
+    if report.verdict == "degraded":
+        return (f"degraded: {checked}, {loading} load{others}: every import works, but "
+                f"{degraded_names(report.modules)}")
     if report.host_missing:
         missing = ", ".join(report.host_missing)
-        return (f"the ABI fits ({checked}{_optional(report)}), but {missing} (the NVIDIA "
+        return (f"the ABI fits ({checked}{others}), but {missing} (the NVIDIA "
                 "driver) is not on this machine: the modules load only where the driver is "
                 "installed")
     if report.optional_failing:
-        loading = len(report.modules) - report.optional_failing
         them = "it" if report.optional_failing == 1 else "them"
-        return (f"fits: {checked}, {loading} load{_optional(report)} (the imports work "
-                f"without {them})")
+        return f"fits: {checked}, {loading} load{others} (the imports work without {them})"
     return f"fits: {checked}, all load"
-
-
-def _optional(report: CheckReport) -> str:
-    return optional_text(report.optional_failing)

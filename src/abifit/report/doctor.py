@@ -3,13 +3,15 @@ line; `--json` prints the same report as one versioned document."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from abifit.report.findings import finding_json, problem_blocks
 from abifit.report.gpu import gpu_check_json
 from abifit.report.json import SCHEMA_VERSION, JsonObject
-from abifit.sim.process import ImportVerdict, ModuleStatus
+from abifit.sim.findings import Effect
+from abifit.sim.process import ImportVerdict, ModuleStatus, count_effect
 
 if TYPE_CHECKING:  # `abifit check` renders modules and imports with these functions too
     from abifit.commands.doctor import DoctorReport
@@ -23,7 +25,7 @@ def doctor_json(report: DoctorReport) -> JsonObject:
     return {
         "schema_version": SCHEMA_VERSION,
         "command": "doctor",
-        "verdict": "problems" if report.problems else "ok",
+        "verdict": report.verdict.value,
         "python": {"executable": report.python, "version": report.python_version},
         "modules": [module_json(m) for m in report.modules],
         "imports": [import_json(v) for v in report.imports],
@@ -35,10 +37,7 @@ def doctor_json(report: DoctorReport) -> JsonObject:
         "import_checks": (None if report.import_checks is None
                           else [asdict(c) for c in report.import_checks]),
         "summary": {
-            "modules": len(report.modules),
-            "loading": len(report.modules) - report.failing - report.optional_failing,
-            "failing": report.failing,
-            "optional_failing": report.optional_failing,
+            **summary_json(report.modules, report.failing, report.optional_failing),
             "imports": len(report.imports),
             "imports_failing": sum(1 for v in report.imports if not v.loads),
             "libraries": report.libraries,
@@ -48,11 +47,41 @@ def doctor_json(report: DoctorReport) -> JsonObject:
     }
 
 
-def optional_text(count: int) -> str:
-    """", 1 optional one does not load" (and its plural), or nothing."""
-    if not count:
-        return ""
-    return f", {count} optional {'one does' if count == 1 else 'ones do'} not load"
+_EFFECT_WORDS = ((Effect.DEGRADES, "{} degraded", "{} degraded"),
+                 (Effect.PREREQUISITE, "{} needs a prerequisite", "{} need a prerequisite"),
+                 (Effect.UNUSED, "{} unused variant", "{} unused variants"))
+
+
+def effects_text(modules: Iterable[ModuleStatus]) -> str:
+    """", 1 degraded, 2 need a prerequisite, 6 unused variants" for the modules that do not
+    load and whose failure fails no import (`sim.verdict`), or nothing."""
+    listed = list(modules)
+    parts = [(one if n == 1 else many).format(n) for effect, one, many in _EFFECT_WORDS
+             if (n := count_effect(listed, effect))]
+    return "".join(f", {part}" for part in parts)
+
+
+def degraded_names(modules: Iterable[ModuleStatus]) -> str:
+    """What a degraded stack loses, by package: "xformers loses xformers._C"."""
+    lost: dict[str, list[str]] = {}
+    for m in modules:
+        if not m.loads and m.effect is Effect.DEGRADES:
+            lost.setdefault(m.distribution or m.module, []).append(m.module)
+    return "; ".join(f"{dist} loses {_few(names)}" for dist, names in lost.items())
+
+
+def _few(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def summary_json(modules: tuple[ModuleStatus, ...], failing: int,
+                 optional: int) -> JsonObject:
+    """The module counts every verdict document shares."""
+    return {"modules": len(modules), "loading": len(modules) - failing - optional,
+            "failing": failing, "optional_failing": optional,
+            "degraded": count_effect(modules, Effect.DEGRADES),
+            "prerequisite": count_effect(modules, Effect.PREREQUISITE),
+            "unused": count_effect(modules, Effect.UNUSED)}
 
 
 def module_json(m: ModuleStatus) -> JsonObject:
@@ -78,9 +107,10 @@ def imports_text(verdicts: tuple[ImportVerdict, ...]) -> str | None:
     return "\n".join(lines) or None
 
 
-def doctor_text(report: DoctorReport) -> str:
+def doctor_text(report: DoctorReport, verbose: bool = False) -> str:
     """The text rendering of `abifit doctor`: problems first, then one summary line."""
-    blocks = problem_blocks(report.findings, report.warnings, report.gpu, report.gpu_reason)
+    blocks = problem_blocks(report.findings, report.warnings, report.gpu, report.gpu_reason,
+                            verbose)
     failing_imports = imports_text(report.imports)
     if failing_imports:
         blocks.append(failing_imports)
@@ -90,12 +120,14 @@ def doctor_text(report: DoctorReport) -> str:
         blocks.append(_verification_text(report))
     failing = report.failing
     errors = sum(1 for f in report.findings if f.breaks)
+    lost = degraded_names(report.modules)
     blocks.append(
-        f"{report.python} ({report.python_version}): {len(report.modules)} native modules "
-        f"checked, {len(report.modules) - failing - report.optional_failing} load, "
-        f"{failing} fail"
-        + optional_text(report.optional_failing)
+        f"{report.verdict}: {report.python} ({report.python_version}): {len(report.modules)} "
+        f"native modules checked, {len(report.modules) - failing - report.optional_failing} "
+        f"load, {failing} fail"
+        + effects_text(report.modules)
         + (f"; {errors} problem(s)" if errors else "")
+        + (f" ({lost})" if lost else "")
     )
     return "\n\n".join(blocks) + "\n"
 

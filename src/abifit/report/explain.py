@@ -21,6 +21,7 @@ _VERDICTS = {
     "or process (LD_LIBRARY_PATH, LD_PRELOAD, what was imported first)",
     "not-in-environment": "not checked: the object the message names is not in this "
     "environment (give its interpreter with --python)",
+    "not-needed": "not reproduced: no object of this environment needs that library",
     "explained": "not checked here: nothing in this environment shows it; the message alone "
     "explains it",
 }

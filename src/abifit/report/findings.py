@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from abifit.report.gpu import gpu_check_line
 from abifit.report.json import JsonObject
-from abifit.sim.findings import Finding, FindingKind
+from abifit.sim.findings import Effect, Finding, FindingKind
+from abifit.sim.verdict import prerequisite_of
 
 if TYPE_CHECKING:
     from abifit.sim.gpu import GpuCheck
@@ -24,7 +25,28 @@ def finding_json(finding: Finding) -> JsonObject:
 
 
 _OPTIONAL = {"guarded": "package code catches its failure and goes on without it",
-             "on-use": "package code loads it only when a function that needs it is called"}
+             "on-use": "package code loads it only when a function that needs it is called",
+             "unreached": "no import loads it; what it offers is lost"}
+_HEADS = {Effect.DEGRADES: "degraded", Effect.PREREQUISITE: "needs a prerequisite",
+          Effect.UNUSED: "unused variant"}
+
+
+def _head(finding: Finding, head: str) -> str:
+    """A block's first line: what the failure costs, then its kind and object."""
+    if finding.breaks:
+        return head
+    word = _HEADS.get(finding.effect, "optional") if finding.effect else "optional"
+    return f"{word}, {head}"
+
+
+def _works_without(finding: Finding) -> str | None:
+    """The line that says the import works without the object, and why."""
+    why = _OPTIONAL.get(finding.reachability or "") if not finding.breaks else None
+    if not (finding.import_name and why):
+        return None
+    if finding.reachability == "unreached":
+        return f"  no import loads {finding.module or finding.object}: what it offers is lost."
+    return f"  `import {finding.import_name}` works without it: {why}."
 
 
 def finding_text(finding: Finding) -> list[str]:
@@ -33,12 +55,10 @@ def finding_text(finding: Finding) -> list[str]:
     if finding.behind:
         names = ", ".join(finding.behind)
         head += f", once {names} {'is' if len(finding.behind) == 1 else 'are'} found"
-    if not finding.breaks:
-        head = f"optional, {head}"
-    lines = [head, f"  {finding.message}"]
-    why = _OPTIONAL.get(finding.reachability or "") if not finding.breaks else None
-    if finding.import_name and why:
-        lines.append(f"  `import {finding.import_name}` works without it: {why}.")
+    lines = [_head(finding, head), f"  {finding.message}"]
+    works = _works_without(finding)
+    if works:
+        lines.append(works)
     lines += [f"  {line}" for line in dict.fromkeys(finding.explanation.splitlines())]
     if finding.trace:
         lines.append("  paths considered, in order:")
@@ -106,14 +126,14 @@ def _versions_text(group: list[Finding]) -> list[str]:
     newest = dict.fromkeys(f"{m.group(2)}" for f in group
                            for m in _NEWEST.finditer(f.explanation))
     head = f"missing-version: {first.library}"
-    lines = [f"optional, {head}" if not first.breaks else head,
+    lines = [_head(first, head),
              f"  lacks {_listed(versions)}"
              + (f"; the newest it defines: {', '.join(newest)}" if newest else ""),
              f"  needed by {len(modules)} module(s): {_listed(modules)}",
              f"  {first.message}"]
-    why = _OPTIONAL.get(first.reachability or "") if not first.breaks else None
-    if first.import_name and why:
-        lines.append(f"  `import {first.import_name}` works without it: {why}.")
+    works = _works_without(first)
+    if works:
+        lines.append(works)
     lines += [f"  {line}" for line in dict.fromkeys(first.explanation.splitlines())
               if not _NEWEST.match(line)]
     if first.hint:
@@ -160,15 +180,65 @@ def group_text(group: list[Finding]) -> list[str]:
 
 
 def problem_blocks(findings: tuple[Finding, ...], warnings: tuple[Finding, ...],
-                   checks: tuple[GpuCheck, ...], gpu_reason: str | None) -> list[str]:
+                   checks: tuple[GpuCheck, ...], gpu_reason: str | None,
+                   verbose: bool = False) -> list[str]:
     """Findings (those that break an import first), then warnings, then one line per GPU
-    checked (or why none was)."""
-    ordered = sorted(findings, key=lambda f: not f.breaks)
+    checked (or why none was). Libraries that carry kernels for other GPUs only in some of
+    their fat binaries (`partial-kernel-image`: cuBLAS, cuDNN and NCCL build some kernels for
+    one architecture and launch them only there) are one summary line, unless `verbose`."""
+    shown = [f for f in findings if f.effect not in _SUMMED]
+    ordered = sorted(shown, key=lambda f: not f.breaks)
     blocks = ["\n".join(group_text(g)) for g in grouped(ordered)]
+    blocks += [b for b in (prerequisites_text(findings), unused_text(findings)) if b]
+    partial = [f for f in warnings if f.kind is FindingKind.PARTIAL_KERNEL_IMAGE]
+    told = warnings if verbose else tuple(f for f in warnings if f not in partial)
     blocks += ["\n".join(["warning: " + line if i == 0 else line
-                          for i, line in enumerate(finding_text(f))]) for f in warnings]
+                          for i, line in enumerate(finding_text(f))]) for f in told]
+    if partial and not verbose:
+        names = _listed(list(dict.fromkeys(f.module or f.object for f in partial)))
+        carry = "library carries" if len(partial) == 1 else "libraries carry"
+        blocks.append(f"note: {len(partial)} {carry} some kernels for other GPUs only "
+                      f"({names}); nothing fails unless they are launched here (-v shows each)")
     gpu_lines = [gpu_check_line(c) for c in checks]
     if gpu_reason:
         gpu_lines.append(f"GPU code not checked: {gpu_reason} (give --gpu ARCH to check "
                          "for a GPU)")
     return [*blocks, "\n".join(gpu_lines)] if gpu_lines else blocks
+
+
+_SUMMED = frozenset({Effect.PREREQUISITE, Effect.UNUSED})  # a line each, not a block a finding
+
+
+def prerequisites_text(findings: Iterable[Finding]) -> str | None:
+    """One block per prerequisite: the libraries missing, the files that need it, and how to
+    get it (for one abifit does not know by name, the first finding's own hint); the imports
+    work without it."""
+    by_name: dict[str, list[Finding]] = {}
+    for f in findings:
+        if f.effect is Effect.PREREQUISITE and f.prerequisite:
+            by_name.setdefault(f.prerequisite, []).append(f)
+    lines = []
+    for name, found in by_name.items():
+        libraries = list(dict.fromkeys(f.library for f in found if f.library
+                                       and f.kind is not FindingKind.BLOCKED_BY))
+        files = list(dict.fromkeys(f.module or f.object for f in found))
+        known = prerequisite_of(libraries[0]) if libraries else None
+        get = (known.get if known is not None and known.name != libraries[0]
+               else next((f.hint for f in found if f.hint), None))
+        named = "" if libraries == [name] else f" ({_listed(libraries)})"
+        lines.append(f"needs a prerequisite: {name}{named}")
+        lines.append(f"  without it {len(files)} file(s) do not load, and the imports work: "
+                     f"{_listed(files)}")
+        if get:
+            lines.append(f"  hint: {get}")
+    return "\n".join(lines) or None
+
+
+def unused_text(findings: Iterable[Finding]) -> str | None:
+    """One line for the variants a package does not pick that do not load."""
+    files = list(dict.fromkeys(f.module or f.object for f in findings
+                               if f.effect is Effect.UNUSED))
+    if not files:
+        return None
+    return (f"unused variants: {len(files)} file(s) that the packages do not pick here do not "
+            f"load, which costs nothing: {_listed(files)} (their findings in --json)")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 JsonObject = dict[str, object]
 

@@ -11,7 +11,7 @@ from abifit.commands.pairs import MissingSymbol, labels
 from abifit.report import page
 from abifit.report.json import SCHEMA_VERSION, JsonObject
 
-_MARK = {"fits": "✓ fits", "fails": "✗", "error": "! error"}
+_MARK = {"fits": "✓ fits", "degraded": "◐", "fails": "✗", "error": "! error"}
 
 
 def _label(cell: Cell) -> str:
@@ -51,9 +51,9 @@ def matrix_text(report: MatrixReport) -> str:
 def _short(cell: Cell | None) -> str:
     if cell is None:
         return "—"
-    if cell.outcome != "fails":
+    if cell.outcome not in ("fails", "degraded"):
         return _MARK[cell.outcome]
-    return f"✗ {page.reason(cell)}"
+    return f"{_MARK[cell.outcome]} {page.reason(cell)}"
 
 
 def _grid_text(report: MatrixReport) -> str:
@@ -107,8 +107,9 @@ def _why(report: MatrixReport) -> list[str]:
     groups: dict[str, dict[str, list[str]]] = {}
     for row, cells in report.grid:
         for cell in cells:
-            if cell.outcome == "fails":
-                reason = _first_reason(cell)
+            if cell.outcome in ("fails", "degraded"):
+                reason = _first_reason(cell) + (" (degraded: the imports work)"
+                                                if cell.outcome == "degraded" else "")
             elif cell.outcome == "error":
                 reason = f"error: {cell.error}"
             else:

@@ -43,15 +43,19 @@ FITS = Outcome("fits", "✓", "fits", "every extension module would load next to
 FAILS = Outcome("fails", "✗", "fails", "an extension module would not load: open the cell for "
                 "the modules, the symbols (with the parameter that changed) and the missing "
                 "libraries")
+DEGRADED = Outcome("degraded", "◐", "degraded", "every import works, but an extension module "
+                   "or library the extension ships would not load next to this host release "
+                   "(a part of it is lost): open the cell for what and why")
 ERROR = Outcome("error", "!", "error", "the pair could not be checked (a wheel that could not "
                 "be read, an index that did not answer)")
 NONE = Outcome("none", "—", "not checked", "no wheel of this release and variant for the target")
-OUTCOMES = (FITS, FAILS, ERROR, NONE)
+OUTCOMES = (FITS, DEGRADED, FAILS, ERROR, NONE)
 _BY_NAME = {o.css: o for o in OUTCOMES}
 
 STYLE = """
 :root{--fits:#dafbe1;--fits-ink:#116329;--fails:#ffebe9;--fails-ink:#a40e26;--error:#fff8c5;
---error-ink:#7d4e00;--none:#f6f8fa;--line:#d0d7de;--muted:#57606a}
+--error-ink:#7d4e00;--none:#f6f8fa;--line:#d0d7de;--muted:#57606a;--degraded:#fff1e5;
+--degraded-ink:#953800}
 *{box-sizing:border-box}
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem;color:#1f2328;
 max-width:100rem}
@@ -75,6 +79,7 @@ text-align:left}
 .fits{background:var(--fits);color:var(--fits-ink);font-weight:700;
 box-shadow:inset 0 0 0 2px var(--fits-ink)}
 .fails{background:var(--fails);color:var(--fails-ink)}
+.degraded{background:var(--degraded);color:var(--degraded-ink)}
 .error{background:var(--error);color:var(--error-ink)}
 .none{background:var(--none);color:var(--muted)}
 .grid td{min-width:7rem;max-width:44rem}
@@ -103,7 +108,8 @@ SCRIPT = """
     var button = event.target.closest("button[data-open]");
     if (!button) { return; }
     var open = button.getAttribute("data-open") === "1";
-    document.querySelectorAll("td.fails details").forEach(function (d) { d.open = open; });
+    document.querySelectorAll("td.fails details, td.degraded details")
+      .forEach(function (d) { d.open = open; });
   });
 })();
 """
@@ -212,7 +218,7 @@ def verdict_cell(cell: Cell | None, pair: str, host: str) -> str:
     if outcome is ERROR:
         return (f"<td class=\"error\" title=\"{title}\"><details><summary>{head}</summary>"
                 f"<div class=\"detail\"><p>{escape(cell.error or '')}</p></div></details></td>")
-    return (f"<td class=\"fails\" title=\"{title}\"><details><summary>{head} "
+    return (f"<td class=\"{outcome.css}\" title=\"{title}\"><details><summary>{head} "
             f"<span class=\"why\">{escape(reason(cell))}</span></summary>"
             f"{cell_details(cell, pair, host)}</details></td>")
 

@@ -31,11 +31,13 @@ _LABEL_COLOURS = {"error": _RED, "warning": _YELLOW, "hint": _CYAN, "note": _BOL
 _LABEL = re.compile(r"(?P<indent>\s*)(?P<label>(?:error|warning|hint|note): )?")
 _LABEL_WORD = re.compile(r"^(\s*)(error|warning|hint|note):")
 _KINDS = "|".join(re.escape(k.value) for k in FindingKind)
-_FINDING = re.compile(rf"^(optional, |warning: )?({_KINDS}):")
-_VERDICT = re.compile(r"^(fits|does not fit|the ABI fits)\b")
+_FINDING = re.compile(
+    rf"^(optional, |degraded, |needs a prerequisite, |unused variant, |warning: )?({_KINDS}):")
+_VERDICT = re.compile(r"^(fits|does not fit|degraded|fails|the ABI fits)\b")
 _FAILS = re.compile(r"^(import \S+: )(fails)\b")
 _CELL = re.compile(r"(?<=  )(fits|fails|error)(?=  +\d+  +\d+  )")
 _VERDICT_COLOURS = {"fits": _GREEN, "does not fit": _RED, "the ABI fits": _YELLOW,
+                    "degraded": _YELLOW,
                     "fails": _RED, "error": _YELLOW}
 
 

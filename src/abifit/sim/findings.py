@@ -57,6 +57,45 @@ class Severity(str, Enum):
         return format(self.value, spec)
 
 
+class Effect(str, Enum):
+    """What a file that does not load costs the user (`abifit.sim.verdict` decides it):
+
+    - `fails`: an import the user runs raises;
+    - `degrades`: every import works, but a part the package ships is lost because of the
+      stack or the host (an ABI break, a library the stack has in another major, a library a
+      declared dependency should provide, a glibc too old);
+    - `prerequisite`: it loads once something outside the stack, which no metadata requires,
+      is present (FFmpeg, TBB, an MPI library, the NVIDIA driver);
+    - `unused`: a variant the package does not pick, because another one of its set loads
+      (or the one the target selects does)."""
+
+    FAILS = "fails"
+    DEGRADES = "degrades"
+    PREREQUISITE = "prerequisite"
+    UNUSED = "unused"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Verdict(str, Enum):
+    """The verdict on a stack: `fits` (exit 0, prerequisites listed), `degraded` (exit 1: every
+    import works, a part is lost), `fails` (exit 1: an import raises)."""
+
+    FITS = "fits"
+    DEGRADED = "degraded"
+    FAILS = "fails"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """One problem found: data, never raised."""
@@ -79,6 +118,9 @@ class Finding:
     # an undefined symbol found past these missing libraries: it fails the load once they are
     # found (the loader names only the first missing library)
     behind: tuple[str, ...] = ()
+    # what the failure of the object costs, for findings about a file that does not load
+    effect: Effect | None = None
+    prerequisite: str | None = None  # with effect `prerequisite`: what to install (`FFmpeg`)
 
     @property
     def breaks(self) -> bool:

@@ -38,6 +38,7 @@ from typing import Any
 
 from abifit.formats.pysource import Call, Import, Load, LoadKind, ModuleCode, Reach
 from abifit.sim.loader import crashes
+from abifit.sim.verdict import VariantRule
 
 DATA = Path(__file__).parent.parent / "data"
 
@@ -81,6 +82,7 @@ class ImportsRule:
     fails_import: tuple[tuple[str, str], ...] = ()  # (glob, error): its failure fails the import
     optional: tuple[str, ...] = ()  # globs of variants only one of which is loaded, if any
     on_use: tuple[str, ...] = ()  # globs of files loaded only on a code path that needs them
+    variants: tuple[VariantRule, ...] = ()  # sets of files the package picks one from
     why: str = ""
 
 
@@ -141,6 +143,9 @@ def load_imports_rules() -> dict[str, ImportsRule]:
             fails_import=tuple((g, e) for g, e in rule.get("fails_import", {}).items()),
             optional=tuple(rule.get("optional", ())),
             on_use=tuple(rule.get("on_use", ())),
+            variants=(*(VariantRule(g) for g in rule.get("optional", ())),
+                      *(VariantRule(v["files"], v.get("pick"), v.get("fallback"))
+                        for v in rule.get("variants", ()))),
             why=entry.get("why", ""))
     return rules
 
@@ -180,6 +185,11 @@ class PackageCode:
             path = self.sources.get(name)
             self._text[name] = self._read(path) if path is not None else None
         return self._text[name]
+
+    def empty(self) -> bool:
+        """Whether no module has code (empty `__init__.py` files at most): then the
+        distribution's extension modules are its interface, imported by name."""
+        return not any((self.text(name) or b"").strip() for name in sorted(self.sources))
 
     def loading(self) -> list[str]:
         """The modules whose text names a loading function (`marked`), in name order."""

@@ -110,6 +110,12 @@ class SearchConfig:
 
 
 ASSUMED_DIR = "<assumed>"
+# Libraries of the NVIDIA driver (not in any wheel), with the names they define: what
+# `check` always assumes present (and reports), `doctor --assume-driver` when asked
+DRIVER_LIBRARIES: tuple[tuple[str, str], ...] = (
+    ("libcuda.so.1", r"cu[A-Z]\w*"),
+    ("libnvidia-ml.so.1", r"nvml[A-Z]\w*"),
+)
 
 
 def cached_paths(config: SearchConfig, names: Iterable[str], like: ElfImage) -> list[str]:

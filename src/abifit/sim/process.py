@@ -19,6 +19,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import posixpath
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,7 +36,7 @@ from abifit.host.environment import (
 )
 from abifit.host.ldconfig import HostFacts, cache_id_for
 from abifit.sim.diagnose import FAILS, OPTIONAL, Context, diagnose
-from abifit.sim.findings import Finding, FindingKind, Severity
+from abifit.sim.findings import Effect, Finding, FindingKind, Severity
 from abifit.sim.loader import (
     LoadProblem,
     LoadResult,
@@ -43,6 +44,19 @@ from abifit.sim.loader import (
     Process,
     SearchConfig,
     crashes,
+    expand_path,
+)
+from abifit.sim.verdict import (
+    Cause,
+    Member,
+    Stack,
+    VariantRule,
+    picked,
+    problem_cause,
+    stack_cuda,
+    unused,
+    variant_sets,
+    worst,
 )
 
 if TYPE_CHECKING:
@@ -85,12 +99,25 @@ class ModuleStatus:
     reachability: str | None = None  # how that import reaches it; None: not planned
     blocked_by: str | None = None  # the prerequisite module whose failure it fails by
     blocked_error: str | None = None  # that module's error, which `import` shows first
+    effect: Effect | None = None  # what its failure costs (`sim.verdict`); None: it loads
 
     @property
     def counts(self) -> bool:
-        """Whether its failure fails an import (optional modules' failures do not)."""
+        """Whether its failure fails an import (the others degrade the package, need a
+        prerequisite, or are variants it does not pick)."""
+        if self.effect is not None:
+            return self.effect is Effect.FAILS
         return self.reachability is None or effective_reach(Reachability(self.reachability),
                                                             self.error).counts
+
+    @property
+    def costs(self) -> bool:
+        """Whether it does not load and that counts against the stack: its failure fails an
+        import or degrades its package (`sim.verdict`)."""
+        if self.loads:
+            return False
+        return self.counts if self.effect is None else self.effect in (Effect.FAILS,
+                                                                       Effect.DEGRADES)
 
 
 def effective_reach(reach: Reachability, error: str | None) -> Reachability:
@@ -102,8 +129,14 @@ def effective_reach(reach: Reachability, error: str | None) -> Reachability:
 
 def count_failing(modules: Iterable[ModuleStatus], *, optional: bool = False) -> int:
     """Modules that do not load and whose failure fails an import; with `optional`, those that
-    do not load and that package code does without (guarded, or loaded only on use)."""
+    do not load and that package code does without (guarded, loaded only on use, or reached
+    by no import)."""
     return sum(1 for m in modules if not m.loads and m.counts is not optional)
+
+
+def count_effect(modules: Iterable[ModuleStatus], effect: Effect) -> int:
+    """Modules that do not load with that effect (`degrades`, `prerequisite`, `unused`)."""
+    return sum(1 for m in modules if not m.loads and m.effect is effect)
 
 
 def load_soname_packages() -> dict[str, str | None]:
@@ -199,9 +232,19 @@ class Environment:
             self._required[key] = known
         return known
 
+    def declared(self, key: str) -> tuple[str, ...]:
+        """What `key` declares it requires (Requires-Dist whose markers hold, extras left out),
+        installed or not, by canonical name."""
+        dist = self.dists.get(key)
+        return () if dist is None else tuple(_requirements(dist.requires, self._markers))
+
     def providers(self, soname: str) -> set[str]:
         """Distributions holding an ELF file named `soname` (loose files have none)."""
         return {n.distribution for n in self._by_name.get(soname, ()) if n.distribution}
+
+    def files_named(self, name: str) -> tuple[NativeFile, ...]:
+        """The native files whose file name is `name`."""
+        return tuple(self._by_name.get(name, ()))
 
     def needed_closure(self, native: NativeFile,
                         image: Callable[[str], ElfImage | None]) -> list[str]:
@@ -369,12 +412,36 @@ class Simulator:
 
     def own_steps(self, native: NativeFile) -> tuple[Step, ...]:
         """The libraries its package loads itself that `native` needs (by soname or file
-        name, directly or through its package's libraries): loaded before it, in order."""
+        name, directly or through its package's libraries): loaded before it, in order; for a
+        plugin, also the libraries of its own distribution that it needs and that its
+        RPATH/RUNPATH does not reach (`sibling_steps`)."""
         plan = self.env.plans.get(native.distribution)
-        if plan is None or not plan.loads:
+        planned: tuple[Step, ...] = ()
+        if plan is not None and plan.loads:
+            needed = self.env.needed_closure(native, self.image)
+            planned = tuple(s for s in plan.before(needed, self.step_names)
+                            if s.path != native.path)
+        if not native.plugin:
+            return planned
+        known = {s.path for s in planned}
+        return (*planned, *(s for s in self.sibling_steps(native) if s.path not in known))
+
+    def sibling_steps(self, native: NativeFile) -> tuple[Step, ...]:
+        """The libraries of `native`'s distribution that it needs by name and that its
+        RPATH/RUNPATH does not reach: package code that loads it must have loaded them first
+        (torchcodec loads libtorchcodec_core7.so, then libtorchcodec_custom_ops7.so, which
+        needs it and has no RPATH)."""
+        image = self.image(native.path)
+        dyn = image.dynamic if image is not None else None
+        if image is None or dyn is None:
             return ()
-        needed = self.env.needed_closure(native, self.image)
-        return tuple(s for s in plan.before(needed, self.step_names) if s.path != native.path)
+        origin = posixpath.dirname(native.path)
+        reached = {posixpath.normpath(expand_path(part, origin, self.config))
+                   for entry in (*dyn.rpath, *dyn.runpath) for part in entry.split(":")}
+        return tuple(Step(own.path, None, Reachability.GUARDED)
+                     for name in image.needed for own in self.env.files_named(name)
+                     if own.distribution == native.distribution and own.path != native.path
+                     and posixpath.dirname(own.path) not in reached)
 
     def check(self, native: NativeFile) -> Checked:
         prerequisites = self.env.prerequisites(native, self.image)
@@ -456,16 +523,18 @@ class Simulation:
 
 def simulate_modules(
     sim: Simulator, targets: list[NativeFile], ctx: Context, progress: Progress,
-    checked: Mapping[str, Checked] | None = None,
+    checked: Mapping[str, Checked] | None = None, *, gpu: bool = False,
 ) -> Simulation:
     """Simulate every target module; findings for every problem, the first ones explained
-    deeply. `checked` holds the checks already made (`Simulator.check`, by path), by this
-    simulator or a fork of it whose `logs` it took in."""
+    deeply, each with what its failure costs (`sim.verdict`; `gpu`: the target has a GPU,
+    which decides the variant some packages pick). `checked` holds the checks already made
+    (`Simulator.check`, by path), by this simulator or a fork of it whose `logs` it took in."""
     checked = checked or {}
     statuses: list[ModuleStatus] = []
-    findings: list[Finding] = []
+    judged: list[_Judged] = []
     results: list[LoadResult] = []
     causes: dict[str, tuple[NativeFile, LoadResult]] = {}  # root causes met, by path
+    stack = _stack(sim.env)
     for n, native in enumerate(targets, 1):
         progress(f"module {n}/{len(targets)} {native.name}")
         result, prerequisites = checked.get(native.path) or sim.check(native)
@@ -486,21 +555,131 @@ def simulate_modules(
         statuses.append(status)
         own = {name: s for s in steps if s in sim.failed_own
                for name in sim.step_names(s)}
-        outcome = (OPTIONAL if place
-                   and not effective_reach(place.step.reach, result.error).counts else FAILS)
-        found = [_blocked(problem, native.name, own) or
-                 diagnose(problem, native.name, ctx, deep=i < DEEP_DIAGNOSES, outcome=outcome)
-                 for i, problem in enumerate(problems)]
-        found += [b.finding for b in blocked]
-        found += [_duplicate(native, soname, new, old, ctx)
+        counting = place is None or _counts(sim.env, native, place, result.error)
+        outcome = FAILS if counting else OPTIONAL
+        found: list[tuple[Finding, Cause | None]] = []
+        for i, problem in enumerate(problems):
+            consequence = _blocked(problem, native.name, own)
+            if consequence is not None:
+                found.append((consequence, Cause(Effect.DEGRADES, sibling=problem.library)))
+                continue
+            finding = diagnose(problem, native.name, ctx, deep=i < DEEP_DIAGNOSES,
+                               outcome=outcome)
+            cause_of = problem_cause(problem, native.distribution, stack)
+            found.append((finding, cause_of if not problem.behind else None))
+        found += [(b.finding, Cause(Effect.DEGRADES, reason="a package it needs does not load"))
+                  for b in blocked]
+        found += [(_duplicate(native, soname, new, old, ctx), None)
                   for soname, new, old in result.duplicates]
-        findings += [_placed(f, place, result.error) for f in found]
+        judged.append(_Judged(native, counting, [(_placed(f, place, result.error), c)
+                                                 for f, c in found]))
+    statuses, findings = _judge(sim.env, statuses, judged, gpu)
     modules = {n.path for n in targets}
     roots = [diagnose(problem, cause.name, ctx, deep=i < 3)
              for path, (cause, cause_result) in causes.items() if path not in modules
              for i, problem in enumerate(cause_result.problems[:DEEP_DIAGNOSES])]
     # a prerequisite's own problem, said once, first: the root cause of what it blocks
     return Simulation(tuple(statuses), (*roots, *findings), tuple(results))
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """A module's findings before the rule is applied: whether its failure fails an import,
+    and each finding with the cause the rule sees in it (None: not about its load)."""
+
+    native: NativeFile
+    counting: bool
+    found: list[tuple[Finding, Cause | None]]
+
+
+def _stack(env: Environment) -> Stack:
+    """What the verdict rule needs of an environment."""
+    files: dict[str, set[str]] = {}
+    for native in env.natives:
+        if native.distribution:
+            files.setdefault(os.path.basename(native.path), set()).add(native.distribution)
+    return Stack.of({k: frozenset(v) for k, v in files.items()}, env.declared,
+                    load_soname_packages(), env.dists)
+
+
+def _judge(env: Environment, statuses: list[ModuleStatus], judged: list[_Judged],
+           gpu: bool) -> tuple[list[ModuleStatus], list[Finding]]:
+    """Apply the verdict rule: each failing module's effect from its causes (a file of its own
+    that does not load passes its effect on), then the variant sets (`sim.verdict`); each
+    finding takes its cause's effect, and its severity from that."""
+    base: dict[str, Effect] = {}
+    by_name: dict[tuple[str, str], str] = {}
+    for status, entry in zip(statuses, judged, strict=True):
+        by_name[(status.distribution, os.path.basename(status.path))] = status.path
+        if status.loads:
+            continue
+        own = [c.effect for f, c in entry.found if c is not None and c.sibling is None]
+        base[status.path] = (Effect.FAILS if entry.counting
+                             else worst(own) or Effect.DEGRADES)
+
+    def resolved(status: ModuleStatus, cause: Cause) -> Effect | None:
+        """A cause's effect; a file of its own that it needs passes on that file's effect,
+        or, when that file was not checked itself, none: its problems are the module's own
+        (the loader looks past it, `LoadProblem.stand_ins`)."""
+        if cause.sibling is None:
+            return cause.effect
+        other = by_name.get((status.distribution, cause.sibling))
+        return base.get(other, Effect.DEGRADES) if other else None
+
+    effects: dict[str, Effect] = {}
+    for status, entry in zip(statuses, judged, strict=True):
+        if status.loads:
+            continue
+        if entry.counting:
+            effects[status.path] = Effect.FAILS
+            continue
+        effects[status.path] = worst(resolved(status, c) for _, c in entry.found
+                                     if c is not None) or Effect.DEGRADES
+    for path in _unused_variants(env, statuses, gpu):
+        if effects.get(path) is not Effect.FAILS:
+            effects[path] = Effect.UNUSED
+    out_statuses = [replace(s, effect=effects.get(s.path)) for s in statuses]
+    findings: list[Finding] = []
+    for status, entry in zip(statuses, judged, strict=True):
+        effect = effects.get(status.path)
+        for finding, cause in entry.found:
+            if cause is None or effect is None:
+                findings.append(finding)
+                continue
+            mine = (effect if effect in (Effect.FAILS, Effect.UNUSED)
+                    else resolved(status, cause) or effect)
+            findings.append(replace(
+                finding, effect=mine, severity=_EFFECT_SEVERITY[mine],
+                prerequisite=(cause.prerequisite.name if cause.prerequisite
+                              and mine is Effect.PREREQUISITE else None)))
+    return out_statuses, findings
+
+
+_EFFECT_SEVERITY = {Effect.FAILS: Severity.ERROR, Effect.DEGRADES: Severity.WARNING,
+                    Effect.PREREQUISITE: Severity.INFO, Effect.UNUSED: Severity.INFO}
+
+
+def _unused_variants(env: Environment, statuses: Sequence[ModuleStatus],
+                     gpu: bool) -> set[str]:
+    """The paths of the failing variants a package does not pick (`sim.verdict`)."""
+    rel_of: dict[str, str] = {}
+    rules: dict[str, tuple[VariantRule, ...]] = {}
+    for key, plan in env.plans.items():
+        rel_of.update({path: rel for rel, path in plan.files.items()})
+        if plan.rule is not None and plan.rule.variants:
+            rules[key] = plan.rule.variants
+    members = [Member(rel_of.get(s.path, s.path), s.distribution, s.loads, s.counts)
+               for s in statuses]
+    path_of = {(m.distribution, m.rel): s.path for m, s in zip(members, statuses, strict=True)}
+    versions = {key: d.version for key, d in env.dists.items()}
+    cuda = stack_cuda(versions)
+    out: set[str] = set()
+    for group in variant_sets(members, rules):
+        rule = next((r for r in rules.get(group[0].distribution, ())
+                     if all(fnmatch.fnmatchcase(m.rel, r.files) for m in group)), None)
+        out.update(path_of[(group[0].distribution, rel)]
+                   for rel in unused(group, picked(group, rule, cuda, gpu)))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -579,12 +758,41 @@ def _blocked(problem: LoadProblem, module: str, own: Mapping[str, Step]) -> Find
     )
 
 
+def _counts(env: Environment, native: NativeFile, place: Placement, error: str | None) -> bool:
+    """Whether the failure of a file fails an import the user runs: one reaches it at module
+    level (or its load kills the process); a Python module of the package that nothing else
+    imports loads it at module level (`import sgl_kernel.flash_attn` raises); or it is an
+    extension module no code imports in a distribution without Python code of its own (its
+    modules are the interface, imported by name; unread code counts as none). A file that no
+    code loads (vllm's vendored deep_gemm extension, a library of a library-only wheel) fails
+    no import: what it costs is its effect."""
+    reach = effective_reach(place.step.reach, error)
+    if reach is Reachability.ALWAYS:
+        return True
+    if reach is not Reachability.UNREACHED or not _module_like(env, native):
+        return False
+    if native.module is not None and place.name != native.module:  # imported by package code
+        return True
+    plan = env.plans.get(native.distribution)
+    return plan is None or plan.code is None or plan.code.empty()
+
+
+def _module_like(env: Environment, native: NativeFile) -> bool:
+    """An extension module, or a file named like one (`x.cpython-311-x86_64-linux-gnu.so`,
+    `x.abi3.so`) whose `PyInit_*` could not be read: `import` finds it by name."""
+    if native.module is not None:
+        return True
+    suffixes = [s for s in env.facts.extension_suffixes if s != ".so"]
+    return any(native.path.endswith(s) for s in suffixes)
+
+
 def _placement(env: Environment, native: NativeFile) -> Placement | None:
     plan = env.plans.get(native.distribution)
     return plan.place(native.path) if plan else None
 
 
-_SEVERITY = {Reachability.GUARDED: Severity.WARNING, Reachability.ON_USE: Severity.INFO}
+_SEVERITY = {Reachability.GUARDED: Severity.WARNING, Reachability.ON_USE: Severity.INFO,
+             Reachability.UNREACHED: Severity.WARNING}
 
 
 def _placed(finding: Finding, place: Placement | None, error: str | None) -> Finding:
@@ -613,7 +821,8 @@ class ImportVerdict:
 def import_verdicts(env: Environment,
                     statuses: Sequence[ModuleStatus]) -> tuple[ImportVerdict, ...]:
     """The verdict of each top-level import whose native files were simulated, and of each
-    failing file that no import reaches (under its own name)."""
+    extension module imported by name only whose failure counts (`_counts`); another file
+    that no import reaches fails none: what its failure costs is its `effect`."""
     out: list[ImportVerdict] = []
     for key, plan in sorted(env.plans.items()):
         mine = [s for s in statuses if s.distribution == key]
@@ -645,9 +854,10 @@ def import_verdicts(env: Environment,
                 continue
             out.append(ImportVerdict(top, key, False, user_error(place.step, status.error or ""),
                                      status.module, status.error, optional))
-        for status in mine:
+        for status in mine:  # an import nothing else imports, whose failure counts
             own = places.get(status.path)
-            if own is not None and own.step.reach is Reachability.UNREACHED:
+            if (own is not None and own.step.reach is Reachability.UNREACHED
+                    and status.counts):
                 out.append(ImportVerdict(own.name, key, False,
                                          user_error(own.step, status.error or ""),
                                          status.module, status.error))

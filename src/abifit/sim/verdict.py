@@ -1,0 +1,298 @@
+"""The verdict rule: what a file that does not load costs the user, and the stack's verdict.
+
+One rule, which every command takes its words from (check, doctor, matrix cells, resolve,
+snapshot, diff, explain, the library API):
+
+- **fails**: an import the user runs raises: the file is reached at module level by an import
+  (`sim.imports`), or its load kills the process.
+- **degraded**: every import works, but a file the package ships cannot load *because of the
+  stack or the host*: an undefined symbol or a missing version node (an ABI break, a glibc or
+  libstdc++ too old), a library the stack has in another major (`libcudart.so.12` beside a
+  CUDA 13 stack), a library the stack has but the loader does not find, a library a declared
+  dependency should provide, a damaged file.
+- **needs a prerequisite**: the file loads once something outside the stack, which no metadata
+  requires, is present (FFmpeg, TBB, an MPI library, the NVIDIA driver): not a failure.
+- **unused**: a variant of a set the package picks one from at run time (one library per
+  FFmpeg major, per CUDA release), and the one the target selects loads, or, when the
+  selection cannot be read, another one of the set does.
+
+The verdict of a stack is the worst effect among its findings: `fails`, else `degraded`, else
+`fits` (with the prerequisites listed). Pure: the stack comes as values.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import posixpath
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from abifit.sim.findings import Effect, Finding, Verdict
+from abifit.sim.loader import LoadProblem, ProblemKind
+
+DATA = Path(__file__).parent.parent / "data"
+
+_ORDER = (Effect.UNUSED, Effect.PREREQUISITE, Effect.DEGRADES, Effect.FAILS)
+
+
+def worst(effects: Iterable[Effect | None]) -> Effect | None:
+    """The effect that costs most (`fails` over `degrades` over `prerequisite` over
+    `unused`); None when there is none."""
+    found = [e for e in effects if e is not None]
+    return max(found, key=_ORDER.index) if found else None
+
+
+def verdict(findings: Iterable[Finding]) -> Verdict:
+    """The verdict on a stack from its findings: `fails` when one breaks an import,
+    `degraded` when a part is lost, else `fits`."""
+    effects = set()
+    for finding in findings:
+        if finding.breaks:
+            return Verdict.FAILS
+        effects.add(finding.effect)
+    return Verdict.DEGRADED if Effect.DEGRADES in effects else Verdict.FITS
+
+
+def costs(finding: Finding) -> bool:
+    """Whether a finding counts against the stack: it breaks an import, or a part of a
+    package is lost to the stack or the host (what `matrix`, `resolve` and `diff` weigh)."""
+    return finding.breaks or finding.effect is Effect.DEGRADES
+
+
+def fails_at(found: Verdict, threshold: Verdict | str) -> bool:
+    """Whether a verdict fails a gate set at `threshold` (`degraded`: degraded and fails;
+    `fails`: only fails); `prerequisite` is checked by `Prerequisite` lines, not here."""
+    order = (Verdict.FITS, Verdict.DEGRADED, Verdict.FAILS)
+    level = Verdict(threshold) if threshold in {v.value for v in order} else Verdict.DEGRADED
+    return order.index(found) >= order.index(level)
+
+
+# --- what the stack offers --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Prerequisite:
+    """A library from outside the stack that a package loads only when it is present."""
+
+    name: str  # as a user knows it: "FFmpeg"
+    get: str  # how to get it
+
+
+@functools.cache
+def build_sonames() -> dict[str, str]:
+    """Sonames only some builds of a package ship, and that package
+    (`data/prerequisites.json`'s `builds`)."""
+    raw = json.loads((DATA / "prerequisites.json").read_text("utf-8"))
+    table: dict[str, str] = raw["builds"]
+    return table
+
+
+@functools.cache
+def _prerequisite_table() -> tuple[tuple[re.Pattern[str], Prerequisite], ...]:
+    raw = json.loads((DATA / "prerequisites.json").read_text("utf-8"))
+    return tuple((re.compile(entry["sonames"]), Prerequisite(entry["name"], entry["get"]))
+                 for entry in raw["prerequisites"])
+
+
+def prerequisite_of(soname: str) -> Prerequisite:
+    """The prerequisite a missing soname belongs to (`data/prerequisites.json`), else one
+    named by the soname itself."""
+    for pattern, known in _prerequisite_table():
+        if pattern.fullmatch(soname):
+            return known
+    return Prerequisite(soname, f"install the package that provides {soname}")
+
+
+def soname_stem(soname: str) -> str:
+    """A soname without its version: `libcudart.so.12` -> `libcudart.so`."""
+    head, dot, _ = soname.partition(".so")
+    return head + dot
+
+
+@dataclass(frozen=True, slots=True)
+class Stack:
+    """What the rule knows of the stack: the file names of its ELF files (with the
+    distributions holding each), the names by their stem (`Stack.of` makes them), what each
+    distribution declares (Requires-Dist whose markers hold, extras left out, installed or
+    not), and the pip package that provides a soname."""
+
+    files: Mapping[str, frozenset[str]]
+    stems: Mapping[str, frozenset[str]]
+    declared: Callable[[str], Sequence[str]]
+    packages: Mapping[str, str | None]
+    installed: frozenset[str] = frozenset()  # the distributions of the stack, by key
+
+    @classmethod
+    def of(cls, files: Mapping[str, frozenset[str]], declared: Callable[[str], Sequence[str]],
+           packages: Mapping[str, str | None], installed: Iterable[str] = ()) -> Stack:
+        stems: dict[str, set[str]] = {}
+        for name in files:
+            stems.setdefault(soname_stem(name), set()).add(name)
+        return cls(files, {k: frozenset(v) for k, v in stems.items()}, declared, packages,
+                   frozenset(installed))
+
+    def other_majors(self, soname: str) -> tuple[str, ...]:
+        """The files of the stack with the soname's stem and another version."""
+        return tuple(sorted(self.stems.get(soname_stem(soname), frozenset()) - {soname}))
+
+    def declares_provider(self, distribution: str, soname: str) -> str | None:
+        """The declared dependency of `distribution` that should provide `soname`, if any."""
+        wanted = self.packages.get(soname)
+        if not wanted:
+            return None
+        name = re.split(r"[<>=!~;\[ ]", wanted, maxsplit=1)[0].lower().replace("_", "-")
+        return name if name in self.declared(distribution) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """Why one problem keeps a file from loading, as the rule sees it: the effect, what to
+    install for a prerequisite, or the file of the same distribution whose failure it is."""
+
+    effect: Effect
+    prerequisite: Prerequisite | None = None
+    sibling: str | None = None  # the own file it needs and that does not load (its effect)
+    reason: str = ""
+
+
+def problem_cause(problem: LoadProblem, distribution: str, stack: Stack) -> Cause:
+    """What one loader problem of a file of `distribution` costs, when the import that reaches
+    the file survives its failure."""
+    if problem.kind is not ProblemKind.MISSING_LIBRARY or not problem.library:
+        return Cause(Effect.DEGRADES, reason=_broken(problem))
+    soname = problem.library
+    holders = stack.files.get(soname, frozenset())
+    if distribution in holders:
+        return Cause(Effect.DEGRADES, sibling=soname,
+                     reason=f"its own {soname} does not load")
+    if holders:
+        return Cause(Effect.DEGRADES, reason=f"the stack has {soname} "
+                     f"({', '.join(sorted(holders))}), but not where the loader looks")
+    others = stack.other_majors(soname)
+    if others:
+        return Cause(Effect.DEGRADES, reason=f"it needs {soname}, the stack has "
+                     f"{', '.join(others)}: it was built for another release")
+    build = build_sonames().get(soname)
+    if build in stack.installed:
+        return Cause(Effect.DEGRADES, reason=f"it needs {soname}, which the stack's {build} "
+                     "lacks: it is another build of it (CPU, CUDA or ROCm)")
+    declared = stack.declares_provider(distribution, soname)
+    if declared:
+        return Cause(Effect.DEGRADES, reason=f"its dependency {declared} should provide "
+                     f"{soname}")
+    return Cause(Effect.PREREQUISITE, prerequisite_of(soname),
+                 reason=f"it needs {soname}, which nothing in the stack provides")
+
+
+def _broken(problem: LoadProblem) -> str:
+    if problem.kind is ProblemKind.UNDEFINED_SYMBOL:
+        return f"it needs {problem.symbol}, which the stack does not define in that form"
+    if problem.kind is ProblemKind.MISSING_VERSION:
+        return f"it needs {problem.version} of {problem.library}, which the host lacks"
+    return "the file cannot be loaded as it is"
+
+
+# --- variant sets -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class VariantRule:
+    """A set of files one of which a package picks at run time (`data/import_rules.json`):
+    the glob of the set (relative to site-packages), and where the pick can be read, the file
+    picked for a CUDA release (`{cuda}`: `124` for 12.4) on a machine with a GPU, and the one
+    picked otherwise or when that file is not in the set."""
+
+    files: str
+    pick: str | None = None
+    fallback: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """A file of a variant set as the rule sees it: its path relative to site-packages, its
+    distribution, whether it loads, and whether a failure of it fails an import."""
+
+    rel: str
+    distribution: str
+    loads: bool
+    counts: bool
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def variant_sets(members: Sequence[Member],
+                 rules: Mapping[str, Sequence[VariantRule]]) -> list[list[Member]]:
+    """The sets of variants among `members`: those a rule names (by distribution), and, by
+    their names, files of one distribution whose paths differ only in numbers
+    (`libtorchcodec_core4.so` ... `core9.so`, `cu12/x.so` and `cu13/x.so`), none of whose
+    failures fails an import."""
+    sets: list[list[Member]] = []
+    ruled: set[str] = set()
+    for member in members:
+        for rule in rules.get(member.distribution, ()):
+            if member.rel not in ruled and _matches(member.rel, rule.files):
+                group = [m for m in members if m.distribution == member.distribution
+                         and _matches(m.rel, rule.files)]
+                ruled.update(m.rel for m in group)
+                sets.append(group)
+    by_shape: dict[tuple[str, str], list[Member]] = {}
+    for member in members:
+        if member.rel not in ruled:
+            by_shape.setdefault((member.distribution, _DIGITS.sub("#", member.rel)),
+                                []).append(member)
+    sets += [group for group in by_shape.values()
+             if len(group) > 1 and not any(m.counts and not m.loads for m in group)]
+    return sets
+
+
+def _matches(rel: str, glob: str) -> bool:
+    import fnmatch
+
+    return fnmatch.fnmatchcase(rel, glob)
+
+
+def picked(group: Sequence[Member], rule: VariantRule | None, cuda: str | None,
+           gpu: bool) -> Member | None:
+    """The member a rule's pick reads for the target (a GPU and the stack's CUDA release),
+    else None: then any member that loads will do."""
+    if rule is None or rule.pick is None:
+        return None
+    by_rel = {m.rel: m for m in group}
+    if gpu and cuda is not None:
+        chosen = by_rel.get(rule.pick.replace("{cuda}", cuda))
+        if chosen is not None:
+            return chosen
+    return by_rel.get(rule.fallback or "")
+
+
+def unused(group: Sequence[Member], chosen: Member | None) -> set[str]:
+    """The members of a set whose failure costs nothing: all but the chosen one when a pick
+    was read, else all that fail when another member loads."""
+    if chosen is not None:
+        return {m.rel for m in group if m is not chosen and not m.loads}
+    if any(m.loads for m in group):
+        return {m.rel for m in group if not m.loads}
+    return set()
+
+
+def stack_cuda(versions: Mapping[str, str]) -> str | None:
+    """The CUDA release the stack's torch was built for, as bitsandbytes spells it (`124` for
+    12.4): from torch's local version (`+cu124`), else from the CUDA runtime wheel
+    (`nvidia-cuda-runtime-cu12 12.4.127`, `nvidia-cuda-runtime 13.0.96`)."""
+    local = versions.get("torch", "").partition("+")[2]
+    if local.startswith("cu") and local[2:].isdigit():
+        return local[2:]
+    for name in ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11"):
+        parts = versions.get(name, "").split(".")
+        if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+            return parts[0] + parts[1]
+    return None
+
+
+def rel_path(path: str, root: str) -> str:
+    """A path relative to the site directory `root` (the path itself outside it)."""
+    return posixpath.relpath(path, root) if path.startswith(root.rstrip("/") + "/") else path
