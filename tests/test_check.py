@@ -86,6 +86,8 @@ def wheels(binaries: dict[str, bytes]) -> dict[str, list[tuple[str, bytes]]]:
         "newglibc": [make_wheel("newglibc", "1.0", {
             "newglibc/__init__.py": b"", "newglibc/_newglibc.abi3.so": binaries["new_glibc"]},
             tag="cp310-abi3-linux_x86_64")],
+        "anyhost": [make_wheel("anyhost", "1.0", {"anyhost/__init__.py": b""},
+                               requires=("hostpkg>=1.0",), tag="py3-none-any")],
     }
 
 
@@ -142,6 +144,22 @@ def test_new_host_fails_naming_the_parameter(loopback_index: LoopbackIndex,
                            "hostpkg==2.0", "--index-url", loopback_index.url)
     assert "hostlib::check_impl(int, char const*, char const*, int, bool)" in text
     assert text.rstrip().splitlines()[-1].startswith("does not fit")
+
+
+def test_a_dependency_is_chosen_by_every_requirement_on_it(
+        loopback_index: LoopbackIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """anyhost (read first, as --with) asks for hostpkg>=1.0, whose newest is 2.0; extpkg then
+    asks for hostpkg==1.0. The stack judged is the one both allow, hostpkg 1.0, as pip would
+    install it: it fits, with no note of a forbidden pairing."""
+    code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
+                          "anyhost", "--index-url", loopback_index.url, "--json")
+    doc = json.loads(out)
+    jsonschema.validate(doc, SCHEMA)
+    assert {(w["name"], w["version"]) for w in doc["wheels"]} == {
+        ("extpkg", "1.0"), ("anyhost", "1.0"), ("hostpkg", "1.0")}
+    assert (code, doc["verdict"]) == (0, "fits"), doc["findings"]
+    assert not any("forbids" in n for n in doc["notes"])
 
 
 def test_a_check_is_not_simulated_twice(loopback_index: LoopbackIndex, tmp_path: Path,

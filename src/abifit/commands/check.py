@@ -64,6 +64,7 @@ from abifit.sim.verdict import verdict
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
 
     from abifit.commands.doctor import LibrarySearchFn
     from abifit.formats.fatbin import GpuCode
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
 
 SITE = "/abifit-wheels/site-packages"
 PREFETCH_JOBS = 6  # member views read at once before a simulation
+MAX_RECHOICES = 8  # times the dependencies are chosen again, narrowed by a later requirement
 
 
 Progress = Callable[[str], None]
@@ -253,6 +255,9 @@ def _is_pure(file: IndexFile) -> bool:
     return wheel is not None and all(t.platform == "any" for t in wheel[3])
 
 
+_RECHOOSE = Wheel("", "", "", Role.DEPENDENCY, (), None)  # `_dependency`: choose again
+
+
 class Gatherer:
     """Chooses the wheels: the pinned ones first, then the native dependencies they require."""
 
@@ -263,6 +268,9 @@ class Gatherer:
         self.notes: list[str] = []
         self._skipped: set[str] = set()
         self._pure: dict[str, Wheel] = {}  # dependencies without native code: followed only
+        # every specifier a dependency was required with, by project: a dependency chosen
+        # before a later requirement narrowed it is chosen again, as pip's resolver would
+        self._narrowed: dict[str, SpecifierSet] = {}
 
     def _remote(self) -> RemoteContext:
         if self.ctx is None:
@@ -319,7 +327,26 @@ class Gatherer:
         """Add the native dependencies of every chosen wheel, transitively. Dependencies
         without native code are not part of the environment, but their requirements (with the
         extras asked for, as in `cuda-toolkit[cublas,cufft]`) are followed: their metadata
-        comes from the index (PEP 658) or from the wheel's end, a few kilobytes."""
+        comes from the index (PEP 658) or from the wheel's end, a few kilobytes.
+
+        A dependency is chosen by every requirement on it: when a later requirement excludes
+        the release chosen for an earlier one (numba's `numpy<2.3` after another package's
+        `numpy>=1.24`), the dependencies are chosen again with both, so the stack judged is
+        one the requirements allow. A conflict with a release named on the command line stays
+        a note."""
+        named = dict(self.chosen)
+        for _ in range(MAX_RECHOICES):
+            self.chosen = dict(named)
+            self._pure = {}
+            self._skipped = set()
+            notes = len(self.notes)
+            if self._close_once(markers):
+                return
+            del self.notes[notes:]
+        self._close_once(markers)
+
+    def _close_once(self, markers: Mapping[str, str]) -> bool:
+        """One pass of `close`; False when a dependency must be chosen again, narrowed."""
         queue: deque[tuple[Wheel, frozenset[str]]] = deque(
             (w, frozenset()) for w in self.chosen.values())
         done: dict[str, set[str]] = {}
@@ -330,6 +357,8 @@ class Gatherer:
                 if found is None:
                     continue
                 dep, wanted = found
+                if dep is _RECHOOSE:
+                    return False
                 seen = done.setdefault(dep.key, set())
                 if seen and wanted <= seen:
                     continue
@@ -337,6 +366,7 @@ class Gatherer:
                 if dep.source is not None and dep.key not in self._pure:
                     self.chosen[dep.key] = dep
                 queue.append((dep, wanted))
+        return True
 
     def _dependency(self, wheel: Wheel, text: str, markers: Mapping[str, str],
                     extras: frozenset[str]) -> tuple[Wheel, frozenset[str]] | None:
@@ -355,6 +385,8 @@ class Gatherer:
         have = self.chosen.get(key) or self._pure.get(key)
         if have is not None:
             if not requirement.specifier.contains(Version(have.version), prereleases=True):
+                if have.role is Role.DEPENDENCY and self._narrow(key, requirement):
+                    return _RECHOOSE, wanted
                 self.notes.append(
                     f"{wheel.name} {wheel.version} requires {requirement}, but {have.name} "
                     f"{have.version} ({have.role.value}) is checked: a pairing its metadata "
@@ -370,6 +402,9 @@ class Gatherer:
 
         assert self.ctx is not None
         key = canonicalize_name(requirement.name)
+        narrowed = self._narrowed.get(key)
+        if narrowed is not None:
+            requirement = _with_specifier(requirement, requirement.specifier & narrowed)
         try:
             files = self.ctx.index.project_files(requirement.name)
             file = select_one(files, requirement, self.ctx.target,
@@ -396,6 +431,25 @@ class Gatherer:
                      requires_dist(metadata), None, file.size)
         self._pure[key] = pure
         return pure
+
+
+    def _narrow(self, key: str, requirement: Requirement) -> bool:
+        """Add `requirement`'s specifier to those `key` is chosen by; False when it adds
+        nothing (the conflict is one no choice of this project can settle)."""
+        from packaging.specifiers import SpecifierSet
+
+        before = self._narrowed.get(key, SpecifierSet())
+        after = before & requirement.specifier
+        if str(after) == str(before):
+            return False
+        self._narrowed[key] = after
+        return True
+
+
+def _with_specifier(requirement: Requirement, specifier: SpecifierSet) -> Requirement:
+    narrowed = _requirement(str(requirement))
+    narrowed.specifier = specifier
+    return narrowed
 
 
 def gather(targets: Sequence[str | IndexFile], withs: Sequence[str | IndexFile],
