@@ -742,6 +742,31 @@ def test_major_mix_sgl_kernel_story() -> None:
     assert "cannot open shared object file" in mix.explanation
 
 
+def test_major_mix_names_the_odd_ones_out() -> None:
+    """torch 2.10 (CUDA 12.8, its nvidia-*-cu12 wheels) with CUDA 13 builds of torchvision and
+    torchaudio, whose runtime wheels also came in: the stack's CUDA is 12, the one most
+    distributions need or ship, and the two CUDA 13 packages are the findings, not torch."""
+    torch = {f: "torch" for f in ("torch/lib/libtorch_cuda.so", "torch/lib/libc10_cuda.so")}
+    needers = {**torch, "torchvision/_C.so": "torchvision",
+               "torchaudio/lib/_torchaudio.so": "torchaudio",
+               "nvidia/cusolver/lib/libcusolver.so.11": "nvidia-cusolver-cu12"}
+    needed = {"libcudart.so.12": {*torch}, "libcublas.so.12": {*torch,
+                                                              "nvidia/cusolver/lib/"
+                                                              "libcusolver.so.11"},
+              "libcudart.so.13": {"torchvision/_C.so", "torchaudio/lib/_torchaudio.so"}}
+    provided = {"libcudart.so.12": {"nvidia-cuda-runtime-cu12"},
+                "libcublas.so.12": {"nvidia-cublas-cu12"},
+                "libcudart.so.13": {"nvidia-cuda-runtime"}}
+    findings = cuda_findings(_stack_with(), needed, provided, needers)
+    assert [(f.kind, f.object) for f in findings] == [
+        ("cuda-major-mix", "torchaudio/lib/_torchaudio.so"),
+        ("cuda-major-mix", "torchvision/_C.so")]
+    assert "use a CUDA 12 build" in (findings[0].hint or "")
+    # without owners each file counts as its own user: still 12 (five users against three)
+    assert [f.object for f in cuda_findings(_stack_with(), needed, provided)] == [
+        "torchaudio/lib/_torchaudio.so", "torchvision/_C.so"]
+
+
 def test_same_major_is_no_mix() -> None:
     """Needs and provisions of one CUDA major give no finding."""
     needed = {"libcudart.so.13": {"flashinfer/_kernels.so"}, "libcuda.so.1": {"x"}}

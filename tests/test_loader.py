@@ -429,6 +429,24 @@ def test_rtld_global_symbols_serve_later_loads(built: dict[str, Path], tmp_path:
     assert_real_agrees(process, results, real_dlopen(root, *opens))
 
 
+@pytest.mark.parametrize("promoted", [False, True], ids=["local", "promoted"])
+def test_rtld_global_of_a_loaded_object_promotes_it_and_its_dependencies(
+        built: dict[str, Path], tmp_path: Path, promoted: bool) -> None:
+    """dlopen(RTLD_GLOBAL) of an object loaded RTLD_LOCAL makes it and what it depends on
+    global: libloose.so then binds dep_value to libdep.so, which only libuser.so links (as
+    cuda.core's tensor bridge binds torch's aoti_torch_* after ctypes.CDLL(torch._C,
+    RTLD_GLOBAL) of a torch imported before)."""
+    root = arrange(tmp_path, built, {"exe": "exe", "rpath/libuser.so": "rpath/libuser.so",
+                                     "rpath/r/libdep.so": "libdep.so",
+                                     "b/libloose.so": "libloose.so"})
+    user = root / "rpath" / "libuser.so"
+    opens = ((user, LOCAL), *(((user, GLOBAL),) if promoted else ()),
+             (root / "b" / "libloose.so", LOCAL))
+    process, results = simulate(root / "exe", *opens)
+    assert results[-1].loads is promoted
+    assert_real_agrees(process, results, real_dlopen(root, *opens))
+
+
 def test_ld_preload_is_in_the_global_scope(built: dict[str, Path], tmp_path: Path) -> None:
     """A library in LD_PRELOAD is mapped at startup and defines symbols for later loads."""
     root = arrange(tmp_path, built, {"exe": "exe", "a/libdep.so": "libdep.so",

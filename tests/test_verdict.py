@@ -93,6 +93,19 @@ def test_abi_breaks_and_damaged_files_degrade(kind: ProblemKind) -> None:
     assert problem_cause(problem, "xformers", STACK).effect is Effect.DEGRADES
 
 
+def test_a_symbol_an_outside_library_defines_is_a_prerequisite() -> None:
+    """NVSHMEM's PMIx bootstrap leaves pmix_* undefined for the launcher's PMIx to define: a
+    prerequisite, named; a symbol no table names stays an ABI break."""
+    def undefined(symbol: str) -> LoadProblem:
+        return LoadProblem(ProblemKind.UNDEFINED_SYMBOL, "/x.so", "...", symbol=symbol)
+
+    cause = problem_cause(undefined("pmix_value_load"), "nvidia-nvshmem-cu13", STACK)
+    assert cause.effect is Effect.PREREQUISITE
+    assert cause.prerequisite is not None and cause.prerequisite.name == "PMIx"
+    assert problem_cause(undefined("aoti_torch_dtype_float32"), "cuda-core",
+                         STACK).effect is Effect.DEGRADES
+
+
 def test_soname_stem() -> None:
     assert [soname_stem(s) for s in ("libcudart.so.12", "libc10.so", "libfoo.so.1.2.3")] == [
         "libcudart.so", "libc10.so", "libfoo.so"]
@@ -148,6 +161,25 @@ def test_a_rule_reads_the_pick(cuda: str | None, gpu: bool, chosen: str) -> None
     when that library is not shipped) the CPU one."""
     got = picked(BNB_SET, BNB, cuda, gpu)
     assert got is not None and got.rel == chosen
+
+
+@pytest.mark.parametrize(("versions", "chosen"), [
+    ({"cuda-bindings": "13.0.3"}, "cuda/core/cu13/_tensor_bridge.so"),
+    ({"cuda-bindings": "12.9.4"}, "cuda/core/cu12/_tensor_bridge.so"),
+    ({}, None),  # cuda-bindings not installed: no pick, one of them must load
+])
+def test_a_pick_by_a_distributions_major_version(versions: dict[str, str],
+                                                 chosen: str | None) -> None:
+    """cuda-core imports cu12 or cu13 by cuda-bindings' major version, GPU or not; the pick
+    is a glob."""
+    rule = VariantRule("cuda/core/cu1[0-9]/_tensor_bridge.*",
+                       "cuda/core/cu{major:cuda-bindings}/_tensor_bridge.*")
+    group = [member("cuda/core/cu12/_tensor_bridge.so", False),
+             member("cuda/core/cu13/_tensor_bridge.so", True)]
+    got = picked(group, rule, None, False, versions)
+    assert (got.rel if got else None) == chosen
+    if chosen == "cuda/core/cu13/_tensor_bridge.so":
+        assert unused(group, got) == {"cuda/core/cu12/_tensor_bridge.so"}
 
 
 def test_the_picked_variant_decides() -> None:

@@ -111,7 +111,8 @@ def cuda_report(
         return short_name(native, roots)
 
     needed, provided = soname_uses(natives, image, name)
-    findings = [f for f in cuda_findings(stack, needed, provided)
+    owners = {name(n): n.distribution for n in natives}
+    findings = [f for f in cuda_findings(stack, needed, provided, owners)
                 if not (f.kind == FindingKind.TOOLKIT_NOT_SEARCHED and f.library in provided)]
     gpu_reason = None
     if gpus is None:

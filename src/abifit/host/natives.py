@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from abifit.errors import FormatError
-from abifit.formats.elf import ElfImage, FileType, might_be_elf
+from abifit.formats.elf import DF_1_PIE, ElfImage, FileType, might_be_elf
 from abifit.formats.sources import ObjectSource
 from abifit.host import observe
 from abifit.host.environment import (
@@ -297,14 +297,21 @@ def mark_plugins(natives: list[NativeFile], image: Callable[[str], ElfImage | No
     for n in natives:
         img = images[n.path]
         directory = os.path.dirname(n.path)
-        if (n.path in candidates and img is not None and img.interpreter is None
-                and img.file_type == FileType.DYN
+        if (n.path in candidates and img is not None and _library(img)
                 and os.path.basename(n.path) not in linked
                 and (img.soname or "") not in linked):
             root = site_root(n.path, roots) or directory
             n = NativeFile(n.path, n.distribution, None, True, os.path.relpath(n.path, root))
         out.append(n)
     return out
+
+
+def _library(img: ElfImage) -> bool:
+    """Whether a file is a shared library, not a program: a program with an interpreter, or a
+    static position-independent one (DF_1_PIE, as selenium's `selenium-manager`), is run, never
+    loaded by package code."""
+    return (img.interpreter is None and img.file_type == FileType.DYN
+            and not (img.dynamic is not None and img.dynamic.flags_1 & DF_1_PIE))
 
 
 def glob_files(directory: str, pattern: str) -> list[str]:

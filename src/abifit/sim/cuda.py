@@ -58,12 +58,13 @@ def _driver_too_old(
 
 
 def _major_mix(
-    needed: Mapping[str, Collection[str]], provided: Mapping[str, Collection[str]]
+    needed: Mapping[str, Collection[str]], provided: Mapping[str, Collection[str]],
+    owners: Mapping[str, str],
 ) -> list[Finding]:
     provided_majors = _runtime_majors(provided)
     if not provided_majors:
         return []
-    env_major = max(provided_majors.values())
+    env_major = stack_major(needed, provided, owners)
     brings = sorted(s for s, m in provided_majors.items() if m == env_major)
     by_needer: dict[str, list[str]] = {}
     for soname, major in sorted(_runtime_majors(needed).items()):
@@ -72,6 +73,19 @@ def _major_mix(
                 by_needer.setdefault(needer, []).append(soname)
     return [_mix_finding(needer, sonames, env_major, brings, provided)
             for needer, sonames in sorted(by_needer.items())]
+
+
+def stack_major(needed: Mapping[str, Collection[str]], provided: Mapping[str, Collection[str]],
+                owners: Mapping[str, str]) -> int:
+    """The environment's CUDA major: the one most of its distributions need or ship (torch and
+    its nvidia-* wheels outnumber a torchvision built for another CUDA), the newest on a tie.
+    `owners` maps a needer to its distribution; a needer it lacks counts as its own."""
+    users: dict[int, set[str]] = {}
+    for soname, major in _runtime_majors(needed).items():
+        users.setdefault(major, set()).update(owners.get(n, n) for n in needed[soname])
+    for soname, major in _runtime_majors(provided).items():
+        users.setdefault(major, set()).update(provided[soname])
+    return max(users, key=lambda m: (len(users[m]), m))
 
 
 def _mix_finding(
@@ -135,6 +149,7 @@ def cuda_findings(
     stack: CudaStack,
     needed: Mapping[str, Collection[str]],
     provided: Mapping[str, Collection[str]],
+    owners: Mapping[str, str] | None = None,
 ) -> tuple[Finding, ...]:
     """The CUDA problems of an environment on this host.
 
@@ -144,10 +159,11 @@ def cuda_findings(
 
     - `driver-too-old`: a runtime soname, needed or provided, of a CUDA major newer than the
       driver supports (no finding while that is unknown).
-    - `cuda-major-mix`: per needer, its runtime sonames of another CUDA major than the newest one
-      the environment provides (the one torch's nvidia-* dependencies bring).
+    - `cuda-major-mix`: per needer, its runtime sonames of another CUDA major than the
+      environment's (`stack_major`: the one most distributions need or ship, so the findings
+      name the odd ones out); `owners` maps needers to their distributions.
     - `toolkit-not-searched`: a needed soname that toolkits hold only in directories ld.so does
       not search; one finding per such directory.
     """
-    return (*_driver_too_old(stack.driver, needed, provided), *_major_mix(needed, provided),
-            *_not_searched(stack.toolkits, needed))
+    return (*_driver_too_old(stack.driver, needed, provided),
+            *_major_mix(needed, provided, owners or {}), *_not_searched(stack.toolkits, needed))

@@ -83,7 +83,24 @@ class ImportsRule:
     optional: tuple[str, ...] = ()  # globs of variants only one of which is loaded, if any
     on_use: tuple[str, ...] = ()  # globs of files loaded only on a code path that needs them
     variants: tuple[VariantRule, ...] = ()  # sets of files the package picks one from
+    after: tuple[AfterRule, ...] = ()  # files loaded only after another package's, made global
     why: str = ""
+
+    def after_for(self, rel: str) -> AfterRule | None:
+        """The `after` rule of a file (its path relative to site-packages), if any."""
+        return next((a for a in self.after if fnmatch.fnmatchcase(rel, a.files)), None)
+
+
+@dataclass(frozen=True, slots=True)
+class AfterRule:
+    """Files (a glob) that package code loads only after importing other distributions and
+    loading some of their files with RTLD_GLOBAL (globs relative to site-packages), whose
+    symbols the files need without linking to them: cuda.core's tensor bridge, after
+    `ctypes.CDLL(torch._C.__file__, RTLD_GLOBAL)`."""
+
+    files: str
+    imports: tuple[str, ...]
+    global_: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +163,8 @@ def load_imports_rules() -> dict[str, ImportsRule]:
             variants=(*(VariantRule(g) for g in rule.get("optional", ())),
                       *(VariantRule(v["files"], v.get("pick"), v.get("fallback"))
                         for v in rule.get("variants", ()))),
+            after=tuple(AfterRule(a["files"], tuple(a.get("imports", ())),
+                                  tuple(a.get("global", ()))) for a in rule.get("after", ())),
             why=entry.get("why", ""))
     return rules
 

@@ -42,6 +42,7 @@ from typing import Protocol
 
 from abifit.errors import ElfError, FormatError
 from abifit.formats.elf import (
+    DF_1_PIE,
     VERSYM_INDEX,
     Binding,
     ByteOrder,
@@ -56,7 +57,6 @@ from abifit.formats.elf import (
 from abifit.formats.sources import ObjectSource, RelocationSource
 
 DF_1_NODEFLIB = 0x800
-DF_1_PIE = 0x08000000
 # how a load that kills the process is said (`crashes`): a file cut short inside what the
 # loader maps (`abifit.formats.elf.cut_short`)
 CRASH = "the process is killed by SIGBUS (Bus error)"
@@ -590,6 +590,19 @@ class Process:
                 out.append((name, version, provider))
         return tuple(out)
 
+    def promote(self, obj: _Obj) -> None:
+        """`dlopen(RTLD_GLOBAL)` of an object already loaded: it and the objects it depends
+        on, breadth first, join the global scope (glibc's `add_to_global` of its search
+        list), so that objects loaded later bind to their symbols."""
+        order, queue = [obj], [obj]
+        while queue:
+            for name in queue.pop(0).image.needed:
+                dep = self._by_name.get(name)
+                if dep is not None and dep not in order:
+                    order.append(dep)
+                    queue.append(dep)
+        self._global.extend(o for o in order if o not in self._global)
+
     def dlopen(self, path: str, *, global_: bool = False) -> LoadResult:
         """Simulate `dlopen(path, RTLD_NOW | (RTLD_GLOBAL if global_ else RTLD_LOCAL))`."""
         caller = next((o for o in self._objects if (o.soname or "").startswith("libpython")),
@@ -633,6 +646,8 @@ class _Session:
         if existing is None and self.p._source.is_file(path):
             existing = self.p._by_identity.get(self.p._source.identity(path))
         if existing is not None:
+            if global_:
+                self.p.promote(existing)
             return LoadResult(path, True, None, (), (), (existing.path,))
         attempt = self._open_candidate(path, Via.PATH, None, self.p.elf_class)
         if attempt[0] is None:

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 from abifit.host.natives import NativeFile
 from abifit.sim.imports import (
     BUS_ERROR,
+    AfterRule,
     DistributionPlan,
     ImportRule,
     Placement,
@@ -264,10 +265,21 @@ class Environment:
                         queue.append(own.path)
         return needed
 
+    def after_rule(self, native: NativeFile) -> AfterRule | None:
+        """The `after` rule of a native file of a distribution with an imports rule."""
+        plan = self.plans.get(native.distribution)
+        if plan is None or plan.rule is None or not plan.rule.after:
+            return None
+        rel = next((r for r, p in plan.files.items() if p == native.path), None)
+        return plan.rule.after_for(rel) if rel is not None else None
+
     def prerequisites(self, native: NativeFile,
                       image: Callable[[str], ElfImage | None]) -> tuple[str, ...]:
         """Distributions imported before `native`, requirements first."""
         direct: list[str] = list(self.required(native.distribution))
+        after = self.after_rule(native)
+        direct += [canonicalize_name(d) for d in (after.imports if after else ())
+                   if canonicalize_name(d) in self.dists]
         for name in self.needed_closure(native, image):
             providers = self.providers(name)
             if native.distribution in providers:
@@ -421,10 +433,28 @@ class Simulator:
             needed = self.env.needed_closure(native, self.image)
             planned = tuple(s for s in plan.before(needed, self.step_names)
                             if s.path != native.path)
+        planned = (*self.after_steps(native), *planned)
         if not native.plugin:
             return planned
         known = {s.path for s in planned}
         return (*planned, *(s for s in self.sibling_steps(native) if s.path not in known))
+
+    def after_steps(self, native: NativeFile) -> tuple[Step, ...]:
+        """The files of other distributions that package code loads with RTLD_GLOBAL before
+        `native` (an `after` rule); they are loaded already, by the import of their
+        distribution among the prerequisites, and are made global."""
+        after = self.env.after_rule(native)
+        if after is None:
+            return ()
+        steps: list[Step] = []
+        for name in after.imports:
+            dist = self.env.dists.get(canonicalize_name(name))
+            if dist is None:
+                continue
+            site = str(dist.metadata_dir.parent)
+            steps += [Step(path, None, Reachability.ON_USE, global_=True)
+                      for pattern in after.global_ for path in self.glob(site, pattern)]
+        return tuple(steps)
 
     def sibling_steps(self, native: NativeFile) -> tuple[Step, ...]:
         """The libraries of `native`'s distribution that it needs by name and that its
@@ -650,6 +680,7 @@ def _judge(env: Environment, statuses: list[ModuleStatus], judged: list[_Judged]
                     else resolved(status, cause) or effect)
             findings.append(replace(
                 finding, effect=mine, severity=_EFFECT_SEVERITY[mine],
+                hint=cause.hint or finding.hint,
                 prerequisite=(cause.prerequisite.name if cause.prerequisite
                               and mine is Effect.PREREQUISITE else None)))
     return out_statuses, findings
@@ -678,7 +709,7 @@ def _unused_variants(env: Environment, statuses: Sequence[ModuleStatus],
         rule = next((r for r in rules.get(group[0].distribution, ())
                      if all(fnmatch.fnmatchcase(m.rel, r.files) for m in group)), None)
         out.update(path_of[(group[0].distribution, rel)]
-                   for rel in unused(group, picked(group, rule, cuda, gpu)))
+                   for rel in unused(group, picked(group, rule, cuda, gpu, versions)))
     return out
 
 

@@ -91,16 +91,28 @@ def build_sonames() -> dict[str, str]:
 
 
 @functools.cache
-def _prerequisite_table() -> tuple[tuple[re.Pattern[str], Prerequisite], ...]:
+def _prerequisite_table() -> tuple[tuple[re.Pattern[str], re.Pattern[str] | None,
+                                         Prerequisite], ...]:
     raw = json.loads((DATA / "prerequisites.json").read_text("utf-8"))
-    return tuple((re.compile(entry["sonames"]), Prerequisite(entry["name"], entry["get"]))
+    return tuple((re.compile(entry["sonames"]),
+                  re.compile(entry["symbols"]) if "symbols" in entry else None,
+                  Prerequisite(entry["name"], entry["get"]))
                  for entry in raw["prerequisites"])
+
+
+def prerequisite_of_symbol(symbol: str) -> Prerequisite | None:
+    """The prerequisite whose library defines `symbol`, for a file that leaves it undefined
+    and expects the process to have loaded that library (`data/prerequisites.json`)."""
+    for _sonames, symbols, known in _prerequisite_table():
+        if symbols is not None and symbols.fullmatch(symbol):
+            return known
+    return None
 
 
 def prerequisite_of(soname: str) -> Prerequisite:
     """The prerequisite a missing soname belongs to (`data/prerequisites.json`), else one
     named by the soname itself."""
-    for pattern, known in _prerequisite_table():
+    for pattern, _symbols, known in _prerequisite_table():
         if pattern.fullmatch(soname):
             return known
     return Prerequisite(soname, f"install the package that provides {soname}")
@@ -156,11 +168,17 @@ class Cause:
     prerequisite: Prerequisite | None = None
     sibling: str | None = None  # the own file it needs and that does not load (its effect)
     reason: str = ""
+    hint: str | None = None  # the fix, where the cause changes it (another build, not a wheel)
 
 
 def problem_cause(problem: LoadProblem, distribution: str, stack: Stack) -> Cause:
     """What one loader problem of a file of `distribution` costs, when the import that reaches
     the file survives its failure."""
+    outside = (prerequisite_of_symbol(problem.symbol)
+               if problem.kind is ProblemKind.UNDEFINED_SYMBOL and problem.symbol else None)
+    if outside is not None:
+        return Cause(Effect.PREREQUISITE, outside, reason=f"it needs {problem.symbol}, which "
+                     f"{outside.name} defines: the process must have loaded it")
     if problem.kind is not ProblemKind.MISSING_LIBRARY or not problem.library:
         return Cause(Effect.DEGRADES, reason=_broken(problem))
     soname = problem.library
@@ -174,7 +192,8 @@ def problem_cause(problem: LoadProblem, distribution: str, stack: Stack) -> Caus
     others = stack.other_majors(soname)
     if others:
         return Cause(Effect.DEGRADES, reason=f"it needs {soname}, the stack has "
-                     f"{', '.join(others)}: it was built for another release")
+                     f"{', '.join(others)}: it was built for another release",
+                     hint=_rebuild_hint(distribution, soname, others))
     build = build_sonames().get(soname)
     if build in stack.installed:
         return Cause(Effect.DEGRADES, reason=f"it needs {soname}, which the stack's {build} "
@@ -185,6 +204,22 @@ def problem_cause(problem: LoadProblem, distribution: str, stack: Stack) -> Caus
                      f"{soname}")
     return Cause(Effect.PREREQUISITE, prerequisite_of(soname),
                  reason=f"it needs {soname}, which nothing in the stack provides")
+
+
+def _rebuild_hint(distribution: str, soname: str, others: Sequence[str]) -> str:
+    """The fix of a library the stack has in another release: a build of the package for the
+    stack's release (never the other release's wheel, which would mix two in one process)."""
+    from abifit.host.cudastack import cuda_major_of_soname
+
+    major = cuda_major_of_soname(soname)
+    stack_majors = sorted({m for m in map(cuda_major_of_soname, others) if m is not None})
+    if major is not None and stack_majors:
+        cuda = "/".join(map(str, stack_majors))
+        return (f"use a CUDA {cuda} build of {distribution} (for wheels, a "
+                f"+cu{stack_majors[-1]}0-style local version), or a CUDA {major} build of "
+                "the whole stack")
+    return (f"use a build of {distribution} made for the stack's {', '.join(others)}, or the "
+            f"release of the stack that ships {soname}")
 
 
 def _broken(problem: LoadProblem) -> str:
@@ -256,17 +291,37 @@ def _matches(rel: str, glob: str) -> bool:
 
 
 def picked(group: Sequence[Member], rule: VariantRule | None, cuda: str | None,
-           gpu: bool) -> Member | None:
-    """The member a rule's pick reads for the target (a GPU and the stack's CUDA release),
-    else None: then any member that loads will do."""
+           gpu: bool, versions: Mapping[str, str] | None = None) -> Member | None:
+    """The member a rule's pick reads for the target, else None: then any member that loads
+    will do. A pick is a glob; `{cuda}` in it is the stack's CUDA release (`124`), read only
+    for a machine with a GPU, and `{major:NAME}` the major version of the installed
+    distribution NAME (cuda-core picks `cu12` or `cu13` by cuda-bindings' major, GPU or not)."""
     if rule is None or rule.pick is None:
         return None
-    by_rel = {m.rel: m for m in group}
-    if gpu and cuda is not None:
-        chosen = by_rel.get(rule.pick.replace("{cuda}", cuda))
+    pick = _with_majors(rule.pick, versions or {})
+    if pick is not None and ("{cuda}" not in pick or (gpu and cuda is not None)):
+        pattern = pick.replace("{cuda}", cuda or "")
+        chosen = next((m for m in group if _matches(m.rel, pattern)), None)
         if chosen is not None:
             return chosen
-    return by_rel.get(rule.fallback or "")
+    return next((m for m in group if m.rel == rule.fallback), None)
+
+
+_MAJOR = re.compile(r"\{major:([A-Za-z0-9_.-]+)\}")
+
+
+def _with_majors(pick: str, versions: Mapping[str, str]) -> str | None:
+    """`pick` with each `{major:NAME}` replaced; None when NAME is not installed."""
+    missing = False
+
+    def major(match: re.Match[str]) -> str:
+        nonlocal missing
+        version = versions.get(match.group(1), "")
+        missing = missing or not version
+        return version.split(".")[0]
+
+    out = _MAJOR.sub(major, pick)
+    return None if missing else out
 
 
 def unused(group: Sequence[Member], chosen: Member | None) -> set[str]:
