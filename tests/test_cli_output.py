@@ -203,7 +203,7 @@ def test_notes_go_to_stderr_and_json_keeps_them(loopback_index: LoopbackIndex, t
     them."""
     assert main(check_args(loopback_index.url, tmp_path)) == 1
     out, err = capsys.readouterr()
-    assert "note:" not in out and out.rstrip().splitlines()[-1].startswith("does not fit")
+    assert "note:" not in out and out.rstrip().splitlines()[-1].startswith("fails: ")
     notes = [line for line in err.splitlines() if line.startswith("note: ")]
     assert any("forbids" in n for n in notes)
     assert main(check_args(loopback_index.url, tmp_path, "--json")) == 1
@@ -232,7 +232,7 @@ def test_quiet_prints_the_verdict_only(loopback_index: LoopbackIndex, tmp_path: 
     args = check_args(loopback_index.url, tmp_path)
     assert main(["-q", *args] if before else [*args, "-q"]) == 1
     out, err = capsys.readouterr()
-    assert out.count("\n") == 1 and out.startswith("does not fit: ")
+    assert out.count("\n") == 1 and out.startswith("fails: ")
     assert err == ""
 
 
@@ -264,11 +264,11 @@ def test_a_terminal_gets_colour_unless_no_color(loopback_index: LoopbackIndex,
     args = check_args(loopback_index.url, tmp_path)
     code, shown = run_on_terminal(*args, env=environ())
     assert code == 1
-    assert f"{ESC}1;31mdoes not fit{ESC}0m: " in shown and f"{ESC}1mnote:{ESC}0m" in shown
+    assert f"{ESC}1;31mfails{ESC}0m: " in shown and f"{ESC}1mnote:{ESC}0m" in shown
     for plain in (run_on_terminal(*args, env=environ(NO_COLOR="1")),
                   run_on_terminal(*args, "--color", "never", env=environ())):
         assert plain[0] == 1 and ESC not in plain[1].replace("\r\x1b[K", "")
-        assert "does not fit: " in plain[1] and "note: " in plain[1]
+        assert "fails: " in plain[1] and "note: " in plain[1]
 
 
 def test_a_terminal_gets_lines_wrapped_to_its_width(loopback_index: LoopbackIndex,

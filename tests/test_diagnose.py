@@ -134,6 +134,24 @@ def test_missing_version_names_the_newest_one_defined(defined: tuple[str, ...],
         "libstdcxx-ng), or a build of the package made for this system")
 
 
+def test_a_glibc_version_is_told_by_libcs_release() -> None:
+    """libm.so.6 of glibc 2.34 defines nothing newer than GLIBC_2.32: the host's glibc is the
+    newest node of the libc.so.6 beside it (mlx-cpu's libmlx.so on a manylinux_2_34 host)."""
+    libm, libc = "/lib/x86_64-linux-gnu/libm.so.6", "/lib/x86_64-linux-gnu/libc.so.6"
+    nodes = {libm: ("GLIBC_2.2.5", "GLIBC_2.29", "GLIBC_2.32"),
+             libc: ("GLIBC_2.2.5", "GLIBC_2.32", "GLIBC_2.34")}
+    problem = LoadProblem(
+        ProblemKind.MISSING_VERSION, EXT,
+        f"{libm}: version `GLIBC_2.35' not found (required by {EXT})",
+        version="GLIBC_2.35", library=libm)
+    finding = diagnose(problem, "extpkg._ops",
+                       replace(NOTHING, versions_defined=lambda path: nodes.get(path, ())))
+    assert finding.hint == (
+        "libm.so.6 is glibc's, which comes with the system (glibc 2.34 here): use a build of "
+        "the package made for glibc 2.34 or older (a manylinux_2_34 wheel or an older tag), or "
+        "a system with glibc 2.35 or newer")
+
+
 # --- missing libraries ---------------------------------------------------------------------------
 
 SEARCHED = Resolution(EXT, "libfoo.so.1", None, None, (

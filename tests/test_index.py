@@ -437,6 +437,20 @@ def test_no_wheel_for_platform() -> None:
                           " nearest versions: 0.3.21+cu130, 0.3.21, 0.3.20+cu130")
 
 
+def test_a_wheel_for_a_newer_glibc_names_it() -> None:
+    """A release whose wheels for the machine type are all manylinux_2_35 (mlx-cpu 0.32.4)
+    on a manylinux_2_34 target: the glibc it needs, and the way to check the rest of it."""
+    files = [IndexFile(f"mlx_cpu-0.32.4-py3-none-{p}.whl", p)
+             for p in ("manylinux_2_35_x86_64", "manylinux_2_35_aarch64", "win_amd64")]
+    with pytest.raises(NoMatchingWheel) as caught:
+        select_one(files, Requirement("mlx-cpu==0.32.4"),
+                   Target((3, 11), platforms=("manylinux_2_34_x86_64",)))
+    assert "need glibc 2.35 or newer (manylinux_2_35_x86_64)" in caught.value.line
+    assert caught.value.hint is not None and caught.value.hint.startswith(
+        "a host with glibc 2.35 or newer, or an older release; `--platform "
+        "manylinux_2_35_x86_64` checks what else it needs")
+
+
 @pytest.mark.parametrize(
     ("requirement", "target", "reason", "hint"),
     [("sgl-kernel>0.3.21", TARGET, "only pre-releases match",

@@ -113,7 +113,8 @@ def test_the_page_renders_and_a_failing_cell_opens(
 
     target = browser.find_element(By.CSS_SELECTOR, ".box.target").text
     assert "3.11 (cp311)" in target and "linux_x86_64" in target
-    assert len(browser.find_elements(By.CSS_SELECTOR, "ul.legend li")) == 4
+    words = [s.text for s in browser.find_elements(By.CSS_SELECTOR, "ul.legend li .swatch")]
+    assert words == ["✓fits", "◐degraded", "✗fails", "!error", "—not checked"]
 
     cell = browser.find_element(By.CSS_SELECTOR,
                                 'td.fails[title="extpkg 1.0 with hostpkg 2.0"]')

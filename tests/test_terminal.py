@@ -51,13 +51,18 @@ def test_continuation_lines_hang_under_the_indent_or_the_label() -> None:
     ("warning: partial-kernel-image: x",
      "\x1b[1;33mwarning:\x1b[0m \x1b[1;33mpartial-kernel-image\x1b[0m: x"),
     ("fits: 3 extension module(s) checked", "\x1b[1;32mfits\x1b[0m: 3 extension module(s) checked"),
-    ("does not fit: 1 fails", "\x1b[1;31mdoes not fit\x1b[0m: 1 fails"),
+    ("fails: 1 extension module(s) checked",
+     "\x1b[1;31mfails\x1b[0m: 1 extension module(s) checked"),
+    ("degraded: 1 extension module(s) checked",
+     "\x1b[1;33mdegraded\x1b[0m: 1 extension module(s) checked"),
+    ("torch 2.5.1  degraded  0        0        x",
+     "torch 2.5.1  \x1b[1;33mdegraded\x1b[0m  0        0        x"),
     ("import torch: fails (torch)", "import torch: \x1b[1;31mfails\x1b[0m (torch)"),
     ("torch 2.5.1  fits     0        0        x",
      "torch 2.5.1  \x1b[1;32mfits\x1b[0m     0        0        x"),
     ("  needed     libfits.so", "  needed     libfits.so"),
-], ids=["error", "hint", "note", "finding", "optional", "warning", "fits", "fails", "import",
-        "matrix-cell", "data"])
+], ids=["error", "hint", "note", "finding", "optional", "warning", "fits", "fails", "degraded",
+        "degraded-cell", "import", "matrix-cell", "data"])
 def test_what_is_painted(line: str, painted: str) -> None:
     """Labels, finding kinds, verdicts and matrix cells are painted; data is not."""
     assert paint_line(line) == painted

@@ -222,3 +222,32 @@ def test_the_verdict_is_the_worst_effect() -> None:
                     finding(Effect.FAILS, Severity.ERROR)]) is Verdict.FAILS
     assert [costs(finding(e)) for e in (Effect.PREREQUISITE, Effect.UNUSED, Effect.DEGRADES)] \
         == [False, False, True]
+
+
+def test_a_library_of_another_release_is_fixed_by_a_build_not_by_its_wheel() -> None:
+    """libcudart.so.12 beside a CUDA 13 stack: the fix is a CUDA 13 build of the package; the
+    index's CUDA 12 runtime wheel, which would put two CUDA releases in one process, is not
+    offered, and the explanation says why the file does not load."""
+    from abifit.sim.process import _explained
+
+    cause = problem_cause(missing("libcudart.so.12"), "xformers", STACK)
+    assert cause.hint is not None and "CUDA 13 build of xformers" in cause.hint
+    finding = Finding(FindingKind.MISSING_LIBRARY, "/x.so", "libcudart.so.12: cannot open",
+                      "Because /x.so needs libcudart.so.12, it does not load.\nFrom the index: "
+                      "pip install 'nvidia-cuda-runtime-cu12'\nThe loader looks there when ...",
+                      library="libcudart.so.12")
+    assert _explained(finding, cause).splitlines() == [
+        "Because /x.so needs libcudart.so.12, it does not load.",
+        "It needs libcudart.so.12, the stack has libcudart.so.13: it was built for another "
+        "release."]
+    plain = problem_cause(missing("libavutil.so.59"), "torchcodec", STACK)
+    assert _explained(finding, plain) == finding.explanation
+
+
+def test_a_library_of_another_build_is_fixed_by_the_matching_build() -> None:
+    """torchvision built for CUDA beside a CPU torch: libc10_cuda.so is in torch's other
+    build; the fix names both ways to match the builds."""
+    cause = problem_cause(missing("libc10_cuda.so"), "torchcodec", STACK)
+    assert cause.effect is Effect.DEGRADES
+    assert cause.hint == ("use the build of torchcodec made for the installed build of torch, "
+                          "or the build of torch that ships libc10_cuda.so")

@@ -15,8 +15,12 @@ the command prints (frozen dataclasses; the text and JSON output are made from t
     report = abifit.diff("pylock.toml", ".venv")
     report = abifit.resolve(["sgl-kernel==0.3.21", "torch"], python_version="3.11")
 
-They raise an `AbifitError` (`UsageError`, `FormatError`, ...) when something cannot be analysed;
-the problems they find are data in the report. Importing abifit is cheap: the commands are
+The verdict of `check` and `doctor` (`report.verdict`; `resolve`'s `report.set_check.verdict`)
+is a word of `Verdict` (`fits`, `degraded`, `fails`: the rule of `abifit.sim.verdict`, the
+same word every command prints; `check` adds `fits-but-host-lacks-driver`), and each
+finding's `effect` an `Effect` (what a file that does not load costs). They raise an
+`AbifitError` (`UsageError`, `FormatError`, ...) when something cannot be analysed; the
+problems they find are data in the report. Importing abifit is cheap: the commands are
 imported by the first call.
 """
 
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
     from abifit.commands.snapshot import SnapshotReport
     from abifit.formats.demangle import demangle
     from abifit.remote.wheels import RemoteContext
+    from abifit.sim.findings import Effect, Verdict
 
 __version__ = "0.1.0"
 
@@ -50,6 +55,7 @@ __all__ = [
     "CheckReport",
     "DiffReport",
     "DoctorReport",
+    "Effect",
     "ExplainReport",
     "FormatError",
     "HistoryReport",
@@ -57,6 +63,7 @@ __all__ = [
     "ResolveReport",
     "SnapshotReport",
     "UsageError",
+    "Verdict",
     "__version__",
     "check",
     "demangle",
@@ -79,6 +86,8 @@ _LAZY = {
     "SnapshotReport": "abifit.commands.snapshot",
     "ResolveReport": "abifit.commands.resolve",
     "demangle": "abifit.formats.demangle",
+    "Effect": "abifit.sim.findings",
+    "Verdict": "abifit.sim.findings",
 }
 
 if not TYPE_CHECKING:  # type checkers see the imports above; unknown names stay errors for them

@@ -868,7 +868,7 @@ def target_gpu_codes(wheels: Sequence[Wheel], progress: Progress,
 
 
 # what a stored result holds changes with the simulation's model, not only with releases
-RESULT_FORMAT = "verdict-4"
+RESULT_FORMAT = "verdict-5"
 # a stored result: anything else in its place is a miss
 _STORED = tuple[tuple[ModuleStatus, ...], tuple[Finding, ...], tuple[str, ...],
                 tuple[ImportVerdict, ...], tuple[str, ...]]
@@ -878,7 +878,8 @@ def _result_key(wheels: Sequence[Wheel], target: Target, host: HostProfile,
                 executable: str, gpu: bool = False) -> str | None:
     """The digest of every input of a simulation, or None when one is not content-addressed
     (a wheel whose index gives no hash, an unknown host). A wheel counts by what its views are
-    cached under (`view_key`: its URL, size and sha256 on an index; its own sha256 here)."""
+    cached under (`view_key`: its URL, size and sha256 on an index; its own sha256 here), and
+    abifit's release and files (`runcache.fingerprint`)."""
     from abifit import __version__
     from abifit.remote.index import IndexFile
     from abifit.remote.wheels import view_key
@@ -892,8 +893,11 @@ def _result_key(wheels: Sequence[Wheel], target: Target, host: HostProfile,
         hashes.append((wheel.key, wheel.role.value, wheel.filename, key or ""))
     if not host.fingerprint:
         return None
-    inputs = (__version__, RESULT_FORMAT, str(target), target.platforms, host.assume_driver,
-              host.fingerprint, executable, sorted(hashes), gpu)
+    from abifit.host.runcache import fingerprint
+
+    # abifit's own files too: a changed rule or message in an unreleased checkout is a miss
+    inputs = (__version__, fingerprint(), RESULT_FORMAT, str(target), target.platforms,
+              host.assume_driver, host.fingerprint, executable, sorted(hashes), gpu)
     return hashlib.sha256(repr(inputs).encode()).hexdigest()
 
 

@@ -203,6 +203,12 @@ class PairJudge:
             self._needed[file.url] = result
         return result
 
+    def links(self, release: IndexFile, library: IndexFile) -> bool:
+        """Whether an ELF member of the `release` wheel needs a library the `library` wheel
+        ships."""
+        theirs = self.shape(library).libraries
+        return bool(theirs) and bool(self.needed(release) & theirs)
+
     def binds(self, extension: IndexFile, host: IndexFile) -> bool:
         """Whether the extension's binaries can bind to the host's: both hold extension
         modules, and an ELF member of the extension needs a library the host ships. Cheap

@@ -189,7 +189,7 @@ class Conflict:
 class SetCheck:
     """The whole-set check of the chosen set: `abifit check` of its native wheels."""
 
-    verdict: str  # check's verdict: fits, fits-but-host-lacks-driver, fails
+    verdict: str  # check's verdict: fits, fits-but-host-lacks-driver, degraded, fails
     modules: int
     failing: int
     problems: tuple[str, ...] = ()
@@ -760,7 +760,8 @@ def _resolve(roots: list[Need], requirements: Sequence[str], withs: Sequence[str
             break
         libraries = [c for c in chosen if is_native(c.file)
                      and not provider.judge.shape(c.file).modules]
-        failed = culprits(failed, libraries, roots)
+        failed = culprits(failed, libraries, roots,
+                          lambda c, lib: provider.judge.links(c.file, lib.file))
         for candidate, reason in failed.items():
             rejection = Rejection(candidate.name, str(candidate.version), Why.SET, reason)
             provider.excluded[candidate] = rejection
@@ -788,18 +789,25 @@ def _resolve(roots: list[Need], requirements: Sequence[str], withs: Sequence[str
 
 
 def culprits(failed: Mapping[Candidate, str], libraries: Sequence[Candidate],
-             roots: Sequence[Need]) -> dict[Candidate, str]:
-    """The releases to exclude after a whole-set check failed: each failing release, unless a
-    root requirement pins it exactly (`==`); then the set's library-only releases (no pair
-    verdict covers those: their symbols are judged here first) that no root pins exactly, so
-    that an older library is tried next to the release asked for."""
+             roots: Sequence[Need],
+             links: Callable[[Candidate, Candidate], bool] = lambda _c, _lib: False,
+             ) -> dict[Candidate, str]:
+    """The releases to exclude after a whole-set check failed. A library-only release of the
+    set (no pair verdict covers those: their symbols are judged here first) that the failing
+    release links (`links`: it needs a library the release ships) and that no root pins
+    exactly goes first, so that an older library is tried next to the newest release that
+    needs it; else the failing release, unless a root pins it exactly (`==`); then every
+    library-only release no root pins exactly."""
     exact = {need.name for need in roots
              if any(s.operator in ("==", "===") and "*" not in s.version
                     for s in need.requirement.specifier)}
     out: dict[Candidate, str] = {}
     for candidate, reason in failed.items():
         blamed = [lib for lib in libraries if lib.name not in exact]
-        if candidate.name not in exact or not blamed:
+        linked = [lib for lib in blamed if links(candidate, lib)]
+        if linked:
+            blamed = linked
+        elif candidate.name not in exact or not blamed:
             out.setdefault(candidate, reason)
             continue
         for lib in blamed:

@@ -31,6 +31,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import sys
 import threading
 from bisect import bisect_left
@@ -861,7 +862,34 @@ def _why_not(spec: SpecifierSet, allow_pre: bool, target: Target,
         return f"its wheels require Python {needs}", None
     versions = _joined(sorted({w[1] for _f, w in python_ok}, reverse=True)[:3])
     wheels = [w for _f, w in python_ok]
+    newer = _newer_glibc(wheels, target)
+    if newer is not None:
+        (major, minor), tag = newer
+        return (f"the wheels of {versions} for this machine type need glibc {major}.{minor} "
+                f"or newer ({tag}), newer than the target's",
+                f"a host with glibc {major}.{minor} or newer, or an older release; "
+                f"`--platform {tag}` checks what else it needs")
     return (f"the wheels of {versions} are for {_joined(_interpreter_list(wheels))}", None)
+
+
+_MANYLINUX = re.compile(r"manylinux_(\d+)_(\d+)_(\w+)")
+
+
+def _newer_glibc(wheels: Iterable[WheelName], target: Target,
+                 ) -> tuple[tuple[int, int], str] | None:
+    """The oldest glibc (and its tag) that a manylinux wheel for the target's machine type needs,
+    when every such wheel needs a newer glibc than the target's newest manylinux tag."""
+    def glibc(tag: str) -> tuple[tuple[int, int], str] | None:
+        m = _MANYLINUX.fullmatch(tag)
+        return ((int(m[1]), int(m[2])), m[3]) if m else None
+
+    own = [g for g in map(glibc, target.platforms) if g is not None]
+    if not own:
+        return None
+    newest, arch = max(own)
+    needed = sorted((g[0], t.platform) for w in wheels for t in w[3]
+                    if (g := glibc(t.platform)) is not None and g[1] == arch)
+    return needed[0] if needed and needed[0][0] > newest else None
 
 
 def no_matching_wheel(files: Iterable[IndexFile], requirement: Requirement, target: Target, *,

@@ -70,7 +70,7 @@ def _verdict_line(report: CheckReport) -> str:
         kernels = sum(1 for f in report.findings if f.kind == FindingKind.NO_KERNEL_IMAGE)
         gpu = (f"; {kernels} object(s) without a kernel image for {report.gpu.target.arch}"
                if report.gpu and kernels else "")
-        return (f"does not fit: {checked}, {report.failing} fail "
+        return (f"fails: {checked}, {report.failing} fail "
                 f"({symbols} symbol and {libraries} library problem(s)){gpu}{others}")
     loading = len(report.modules) - report.failing - report.optional_failing
     if report.verdict == "degraded":

@@ -38,9 +38,10 @@ class Outcome:
     meaning: str
 
 
-FITS = Outcome("fits", "✓", "fits", "every extension module would load next to this host "
-               "release (the NVIDIA driver assumed present)")
-FAILS = Outcome("fails", "✗", "fails", "an extension module would not load: open the cell for "
+FITS = Outcome("fits", "✓", "fits", "the release's native parts load next to this host "
+               "release (the NVIDIA driver assumed present); variants it does not pick and parts "
+               "that need a prerequisite are noted in the cell")
+FAILS = Outcome("fails", "✗", "fails", "an import of the release would fail: open the cell for "
                 "the modules, the symbols (with the parameter that changed) and the missing "
                 "libraries")
 DEGRADED = Outcome("degraded", "◐", "degraded", "every import works, but an extension module "

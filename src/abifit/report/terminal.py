@@ -33,10 +33,10 @@ _LABEL_WORD = re.compile(r"^(\s*)(error|warning|hint|note):")
 _KINDS = "|".join(re.escape(k.value) for k in FindingKind)
 _FINDING = re.compile(
     rf"^(optional, |degraded, |needs a prerequisite, |unused variant, |warning: )?({_KINDS}):")
-_VERDICT = re.compile(r"^(fits|does not fit|degraded|fails|the ABI fits)\b")
+_VERDICT = re.compile(r"^(fits|degraded|fails|the ABI fits)\b")
 _FAILS = re.compile(r"^(import \S+: )(fails)\b")
-_CELL = re.compile(r"(?<=  )(fits|fails|error)(?=  +\d+  +\d+  )")
-_VERDICT_COLOURS = {"fits": _GREEN, "does not fit": _RED, "the ABI fits": _YELLOW,
+_CELL = re.compile(r"(?<=  )(fits|degraded|fails|error)(?=  +\d+  +\d+  )")
+_VERDICT_COLOURS = {"fits": _GREEN, "the ABI fits": _YELLOW,
                     "degraded": _YELLOW,
                     "fails": _RED, "error": _YELLOW}
 

@@ -6,6 +6,7 @@ in scope, where else a library exists) arrive through a `Context`.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
@@ -148,6 +149,11 @@ def newest_version(names: Iterable[str], like: str) -> str | None:
     return best[1] if best else None
 
 
+def _release(version: str) -> tuple[int, ...]:
+    """GLIBC_2.35 -> (2, 35)."""
+    return tuple(int(x) for x in version.split("_", 1)[1].split(".") if x.isdigit())
+
+
 def _missing_version(problem: LoadProblem, module: str | None, ctx: Context,
                      outcome: str) -> Finding:
     library = problem.library or ""
@@ -159,7 +165,10 @@ def _missing_version(problem: LoadProblem, module: str | None, ctx: Context,
         lines.append(f"The newest {newest.split('_')[0]} version it defines is {newest}.")
     soname = library.rsplit("/", 1)[-1]
     if version.startswith("GLIBC_") and newest:
-        has = newest.split("_", 1)[1]
+        # the release is libc.so.6's newest node: libm's or libpthread's lag behind it
+        libc = newest_version(ctx.versions_defined(posixpath.join(posixpath.dirname(library),
+                                                                  "libc.so.6")), version)
+        has = (libc if libc and _release(libc) > _release(newest) else newest).split("_", 1)[1]
         hint = (f"{soname} is glibc's, which comes with the system (glibc {has} here): use a "
                 f"build of the package made for glibc {has} or older (a manylinux_"
                 f"{has.replace('.', '_')} wheel or an older tag), or a system with glibc "

@@ -680,10 +680,20 @@ def _judge(env: Environment, statuses: list[ModuleStatus], judged: list[_Judged]
                     else resolved(status, cause) or effect)
             findings.append(replace(
                 finding, effect=mine, severity=_EFFECT_SEVERITY[mine],
-                hint=cause.hint or finding.hint,
+                hint=cause.hint or finding.hint, explanation=_explained(finding, cause),
                 prerequisite=(cause.prerequisite.name if cause.prerequisite
                               and mine is Effect.PREREQUISITE else None)))
     return out_statuses, findings
+
+
+def _explained(finding: Finding, cause: Cause) -> str:
+    """The finding's explanation; where the cause changes the fix (a library the stack has in
+    another release), the cause in place of the index's wheel for the library, which would
+    mix two releases in one process."""
+    if cause.hint is None:
+        return finding.explanation
+    kept = finding.explanation.split("\nFrom the index: ", 1)[0]
+    return f"{kept}\n{cause.reason[:1].upper()}{cause.reason[1:]}." if cause.reason else kept
 
 
 _EFFECT_SEVERITY = {Effect.FAILS: Severity.ERROR, Effect.DEGRADES: Severity.WARNING,

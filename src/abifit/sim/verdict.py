@@ -197,7 +197,9 @@ def problem_cause(problem: LoadProblem, distribution: str, stack: Stack) -> Caus
     build = build_sonames().get(soname)
     if build in stack.installed:
         return Cause(Effect.DEGRADES, reason=f"it needs {soname}, which the stack's {build} "
-                     "lacks: it is another build of it (CPU, CUDA or ROCm)")
+                     "lacks: it is another build of it (CPU, CUDA or ROCm)",
+                     hint=f"use the build of {distribution} made for the installed build of "
+                     f"{build}, or the build of {build} that ships {soname}")
     declared = stack.declares_provider(distribution, soname)
     if declared:
         return Cause(Effect.DEGRADES, reason=f"its dependency {declared} should provide "
