@@ -330,7 +330,7 @@ def _lacking(module: str, library: str, version: str) -> Finding:
     defined = {"/lib/libstdc++.so.6": ("GLIBCXX_3.4.19", "CXXABI_1.3.7", "GLIBCXX_3.4"),
                "/lib/libm.so.6": ("GLIBC_2.2.5", "GLIBC_2.15")}
     ctx = Context(owner=lambda _p: None, exports=lambda _p: (),
-                  versions_defined=lambda path: defined[path], locate=lambda _n: (),
+                  versions_defined=lambda path: defined.get(path, ()), locate=lambda _n: (),
                   pip_package=lambda _n: None)
     problem = LoadProblem(ProblemKind.MISSING_VERSION, f"/site/{module}.so",
                           f"{library}: version `{version}' not found (required by "

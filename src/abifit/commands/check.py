@@ -68,6 +68,7 @@ if TYPE_CHECKING:
 
     from abifit.commands.doctor import LibrarySearchFn
     from abifit.formats.fatbin import GpuCode
+    from abifit.formats.numpyapi import NumpyUse
     from abifit.remote.index import IndexFile, Target
     from abifit.remote.wheels import RemoteContext
 
@@ -99,6 +100,8 @@ class WheelSource(Protocol):
     def prefetch_view(self, member: Member) -> None: ...
 
     def gpu_code(self, member: Member) -> GpuCode | FormatError | None: ...
+
+    def numpy_use(self, member: Member) -> NumpyUse | FormatError | None: ...
 
     def metadata(self) -> str: ...
 
@@ -136,6 +139,17 @@ class LocalWheel:
             if not is_elf_member(opened):
                 return None
             return read_gpu_code(opened, parse_elf(opened, relocations=False))
+        except FormatError as e:
+            return e
+
+    def numpy_use(self, member: Member) -> NumpyUse | FormatError | None:
+        from abifit.formats.numpyapi import read_numpy_use
+
+        try:
+            opened = self._archive.open(member)
+            if not is_elf_member(opened):
+                return None
+            return read_numpy_use(opened, parse_elf(opened, relocations=False).sections)
         except FormatError as e:
             return e
 
@@ -615,7 +629,29 @@ def build_environment(wheels: Sequence[Wheel], target: Target, executable: str,
         if wheel.role is Role.TARGET:
             found = mark_plugins(found, tree.image_or_none, [SITE], tree.is_package_dir)
         natives += found
-    return Environment(facts, dists, natives)
+    env = Environment(facts, dists, natives)
+    if "numpy" in env.dists:
+        env.numpy_uses.update(_numpy_uses(wheels, env, tree))
+    return env
+
+
+def _numpy_uses(wheels: Sequence[Wheel], env: Environment,
+                tree: VirtualTree) -> dict[str, NumpyUse]:
+    """What the target wheels' files that take a capsule say of their use of NumPy's C API
+    (`formats.numpyapi`), for a target that requires numpy: each read from its `.rodata`."""
+    from abifit.formats.numpyapi import NumpyUse
+    from abifit.host.numpyuses import numpy_candidates
+
+    targets = {w.key for w in wheels if w.role is Role.TARGET
+               and "numpy" in env.declared(w.key)}
+    out: dict[str, NumpyUse] = {}
+    for path in numpy_candidates([n for n in env.natives if n.distribution in targets],
+                                 lambda _key: True, tree.image_or_none):
+        source, member = tree.files[path]
+        use = source.numpy_use(member)
+        if isinstance(use, NumpyUse):
+            out[path] = use
+    return out
 
 
 # --- checking --------------------------------------------------------------------------------
@@ -846,7 +882,8 @@ def _planned(env: Environment, wheels: Sequence[Wheel], progress: Progress,
         plans[wheel.key] = plan_for(wheel.key, mine, python_modules(files, SITE), SITE,
                                     declared, files.get, rules)
     natives = mark_loaded(env.natives, plans, [SITE])
-    return Environment(env.facts, list(env.dists.values()), natives, plans)
+    return Environment(env.facts, list(env.dists.values()), natives, plans,
+                       numpy_uses=env.numpy_uses)
 
 
 def target_gpu_codes(wheels: Sequence[Wheel], progress: Progress,

@@ -67,6 +67,7 @@ from abifit.host.natives import (
     short_name,
     site_root,
 )
+from abifit.host.numpyuses import numpy_candidates, read_numpy_uses
 from abifit.host.runcache import ReadEnviron, RunCache, run_key
 from abifit.remote import cores
 from abifit.remote.cache import GPU_BUCKET, Cache
@@ -78,6 +79,7 @@ from abifit.sim.imports import (
     DistributionPlan,
     load_import_rules,
     load_imports_rules,
+    python_error,
 )
 from abifit.sim.loader import (
     DRIVER_LIBRARIES,
@@ -86,6 +88,7 @@ from abifit.sim.loader import (
     cached_paths,
     crashes,
 )
+from abifit.sim.numpyabi import contract_error
 from abifit.sim.process import (
     BuildLogs,
     Checked,
@@ -395,6 +398,20 @@ def _verify(env: Environment, sim: Simulator, statuses: list[ModuleStatus],
         if real.loads is None:
             out.append(Verification(status.module, status.loads, status.error, None, None, False,
                                     real.note))
+            continue
+        if python_error(status.error):  # it loads, and its import raises (`sim.numpyabi`)
+            agrees = bool(real.loads) and errors_agree(status.error, real.import_error)
+            note = "" if agrees else ("abifit's prediction of the import disagrees with the "
+                                      f"real import: {real.import_error or 'it works'}")
+            if not agrees and real.loads and contract_error(status.error) \
+                    and contract_error(real.import_error):
+                # importing it imports its package first, where another module breaks the
+                # same contract first, with its own error
+                agrees, note = True, (f"the real import raised {real.import_error}: another "
+                                      "module its package imports first breaks NumPy's "
+                                      "contract first")
+            out.append(Verification(status.module, status.loads, status.error, real.loads,
+                                    real.import_error, agrees, note))
             continue
         agrees = real.loads == status.loads and (real.loads or real.load_error == status.error)
         note = "" if agrees else "abifit's model of the loader disagrees with the real loader"
@@ -767,6 +784,10 @@ def _doctor(
     plans = code.plans(dists, natives)
     natives = mark_loaded(natives, plans, roots)
     env = Environment(facts, dists, natives, plans, _answer(requires))
+    if "numpy" in env.dists:  # what the files that use NumPy's C API say of it
+        progress("reading the modules' use of NumPy's C API")
+        env.numpy_uses.update(read_numpy_uses(numpy_candidates(
+            natives, lambda key: "numpy" in env.declared(key), image_or_none(source))))
     targets = selected(natives, packages, env)
     if packages and not targets:
         raise UsageError(f"no native modules found for {', '.join(packages)} in the environment "

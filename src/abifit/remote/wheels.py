@@ -79,6 +79,7 @@ from abifit.remote.middle import dynamic_site, place
 
 if TYPE_CHECKING:
     from abifit.formats.fatbin import GpuCode
+    from abifit.formats.numpyapi import NumpyUse
     from abifit.remote.store import SeenView, SymbolStore
 
 R = TypeVar("R")
@@ -531,11 +532,29 @@ def _read_gpu_member(archive: ByteSource, member: Member, where: str,
     `local` archive, inflated from its start as far as the reads go."""
     from abifit.formats.fatbin import read_gpu_code
 
+    return _read_member(archive, member, where, local, read_gpu_code)
+
+
+def _read_numpy_member(archive: ByteSource, member: Member, where: str,
+                       local: bool = False) -> NumpyUse | None:
+    """A member's use of NumPy's C API (`formats.numpyapi`), read from its `.rodata` as
+    `_read_gpu_member` reads fat binaries."""
+    from abifit.formats.numpyapi import read_numpy_use
+
+    return _read_member(archive, member, where, local,
+                        lambda source, image: read_numpy_use(source, image.sections))
+
+
+def _read_member(archive: ByteSource, member: Member, where: str, local: bool,
+                 read: Callable[[ByteSource, ElfImage], R | None]) -> R | None:
+    """`read` of an ELF member's bytes and headers (None: not ELF): a small member fetched in
+    one request; a large one with its headers read from its ends, then inflated from its start
+    as far as `read` reads; in a `local` archive, inflated from its start."""
     if local:
         opened = open_member(archive, member, where, local=True)
         if not is_elf_member(opened):
             return None
-        return read_gpu_code(opened, parse_elf(opened, relocations=False))
+        return read(opened, parse_elf(opened, relocations=False))
     source = ReadAhead(archive, max_ahead=8 << 20)
     start = member_data_start(source, member, where)
     stored: ByteSource = SliceSource(source, start, member.compressed_size, where)
@@ -544,12 +563,11 @@ def _read_gpu_member(archive: ByteSource, member: Member, where: str,
         opened = _inflated(stored, member, where)
         if not is_elf_member(opened):
             return None
-        return read_gpu_code(opened, parse_elf(opened, relocations=False))
+        return read(opened, parse_elf(opened, relocations=False))
     headers = open_member(source, member, where)
     if not is_elf_member(headers):
         return None
-    return read_gpu_code(_inflated(stored, member, where),
-                         parse_elf(headers, relocations=False))
+    return read(_inflated(stored, member, where), parse_elf(headers, relocations=False))
 
 
 class RunState:
@@ -833,6 +851,25 @@ class RemoteWheel:
         _remember(self.ctx, self.file, entry, _NOT_ELF if code is None else code)
         return code
 
+    def numpy_use(self, member: Member) -> NumpyUse | FormatError | None:
+        """The member's use of NumPy's C API (None: none, or not ELF), read from its `.rodata`
+        (inflated from the member's start up to there); cached like its views."""
+        from abifit.formats.numpyapi import NumpyUse
+
+        entry = _entry(member, _NUMPY_USE)
+        cached = _cached(self.ctx, self.file, entry)
+        if isinstance(cached, NumpyUse):
+            return cached
+        if cached == _NO_NUMPY:
+            return None
+        try:
+            use = _read_numpy_member(self._archive(), member, f"{self.file.filename}!"
+                                     f"{member.path}", local=self.local)
+        except FormatError as e:
+            return e
+        _remember(self.ctx, self.file, entry, _NO_NUMPY if use is None else use)
+        return use
+
     def python_files(self) -> dict[str, bytes]:
         """The wheel's Python members and top_level.txt, read whole (`python_members`); cached
         by the wheel's sha256 like its views."""
@@ -1028,6 +1065,8 @@ _METADATA = "<metadata>"
 _PYTHON = "<python>"
 _RELOCATIONS = "\x00relocations"  # cache entry of a view that has relocated_symbols
 _GPU_CODE = "\x00gpu-code"  # cache entry of a member's fat binaries
+_NUMPY_USE = "\x00numpy-use"  # cache entry of a member's use of NumPy's C API
+_NO_NUMPY = "\x00no-numpy-use"  # ... for a member that shows none
 _SUMMARY = "\x00summary"  # cache entry of the summary of a member's view
 _DIRECTORY_GUESS = 64 << 10
 _LOCAL_HEADER_BYTES = LOCAL_HEADER_SIZE + 1024  # with room for an extra field

@@ -70,8 +70,10 @@ def _verdict_line(report: CheckReport) -> str:
         kernels = sum(1 for f in report.findings if f.kind == FindingKind.NO_KERNEL_IMAGE)
         gpu = (f"; {kernels} object(s) without a kernel image for {report.gpu.target.arch}"
                if report.gpu and kernels else "")
-        return (f"fails: {checked}, {report.failing} fail "
-                f"({symbols} symbol and {libraries} library problem(s)){gpu}{others}")
+        numpy = sum(1 for f in errors if f.kind == FindingKind.NUMPY_C_API)
+        problems = (f"{symbols} symbol, {libraries} library and {numpy} NumPy C-API problem(s)"
+                    if numpy else f"{symbols} symbol and {libraries} library problem(s)")
+        return f"fails: {checked}, {report.failing} fail ({problems}){gpu}{others}"
     loading = len(report.modules) - report.failing - report.optional_failing
     if report.verdict == "degraded":
         return (f"degraded: {checked}, {loading} load{others}: every import works, but "

@@ -80,6 +80,8 @@ def _group_key(finding: Finding) -> tuple[object, ...] | None:
         return (finding.kind, finding.library, finding.severity)
     if finding.kind is FindingKind.MISSING_LIBRARY:  # ... when the fix is the same
         return (finding.kind, finding.library, finding.severity, finding.hint)
+    if finding.kind is FindingKind.NUMPY_C_API:  # one block per error and fix
+        return (finding.kind, finding.message, finding.severity, finding.hint)
     if finding.kind not in _GROUPED:
         return None
     return (finding.kind, finding.object, finding.module, finding.severity, finding.library,
@@ -161,6 +163,11 @@ def group_text(group: list[Finding]) -> list[str]:
         modules = list(dict.fromkeys(f.module or f.object for f in group))
         lines.insert(1, f"  also needed by {len(modules) - 1} more module(s), whose searches "
                         f"fail alike: {_listed(modules[1:])}")
+        return lines
+    if first.kind is FindingKind.NUMPY_C_API:
+        modules = list(dict.fromkeys(f.module or f.object for f in group))
+        lines.insert(1, f"  also {len(modules) - 1} more module(s), alike: "
+                        f"{_listed(modules[1:])}")
         return lines
     lines[0] += f" ({len(group)} symbols)"
     hint = lines.pop() if first.hint else None

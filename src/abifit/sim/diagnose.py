@@ -63,7 +63,29 @@ def diagnose(problem: LoadProblem, module: str | None, ctx: Context, deep: bool 
         return _undefined_symbol(problem, module, ctx, deep, outcome)
     if problem.kind is ProblemKind.MISSING_VERSION:
         return _missing_version(problem, module, ctx, outcome)
+    if problem.kind is ProblemKind.NUMPY_C_API:
+        return _numpy_c_api(problem, module, ctx, outcome)
     return _missing_library(problem, module, ctx, outcome)
+
+
+def _numpy_c_api(problem: LoadProblem, module: str | None, ctx: Context,
+                 outcome: str) -> Finding:
+    """A module that loads and whose import raises, beside this NumPy (`sim.numpyabi`):
+    `version` holds the NumPy it needs, `library` the running NumPy's release, `detail` the
+    reason and what is printed before the error."""
+    reason, printed = (*problem.detail, "", "")[:2]
+    owner = ctx.owner(problem.object)
+    lines = [f"Because {_label(problem.object, ctx)} uses NumPy's C API and {reason}, "
+             f"{outcome if outcome == FAILS else 'its import raises'}."]
+    if printed:
+        lines.append(f"Printed first: {printed}")
+    lines.append(f"The import raises: {problem.message}")
+    package = owner.split()[0] if owner else "the package"
+    hint = (f"`pip install '{problem.version}'`, or a release of {package} built for numpy "
+            f"{problem.library}")
+    return Finding(kind=FindingKind.NUMPY_C_API, object=problem.object, message=problem.message,
+                   explanation="\n".join(lines), module=module, library="numpy",
+                   version=problem.version, hint=hint)
 
 
 def _pretty(symbol: str) -> str:

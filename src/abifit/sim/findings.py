@@ -22,6 +22,8 @@ class FindingKind(str, Enum):
     NOT_A_FILE = "not-a-file"  # named like an extension module; the import system skips it
     MISSING_VERSION = "missing-version"
     UNDEFINED_SYMBOL = "undefined-symbol"
+    # above the loader: the module loads, and its import raises (abifit.sim.numpyabi)
+    NUMPY_C_API = "numpy-c-api"
     # the process
     BLOCKED_BY = "blocked-by"  # fails only because a package it needs did not load
     DUPLICATE_SONAME = "duplicate-soname"

@@ -47,6 +47,10 @@ LOAD_MARKERS = (b"load_library", b"CDLL", b"LoadLibrary", b"PyDLL")
 _MARKER_PARTS = tuple((part, tuple(m for m in LOAD_MARKERS if part in m))
                       for part in (b"DLL", b"ibrary"))
 SEARCH_DEPTH = 8  # how many modules back a place is searched
+# how many importing modules one place's search may try: past it, what was found stands (the
+# search of a module that only tests and modules no top-level import reaches import would
+# otherwise try every path among them: scipy's 1.x-built modules beside NumPy 2)
+SEARCH_BUDGET = 4000
 # what an import whose load kills the process shows: no exception, the shell's word for SIGBUS
 BUS_ERROR = "Bus error (SIGBUS kills the Python process: no exception is raised)"
 
@@ -123,6 +127,9 @@ class Placement:
 
     name: str
     step: Step
+    # where the import loads it: the line numbers of the imports on the way from the top-level
+    # module, in order (of two files one import loads, the smaller loads first)
+    order: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +293,7 @@ class _Way:
     reach: Reachability
     top: str
     masked: str | None
+    order: tuple[int, ...] = ()  # the lines of the imports on the way (`Placement.order`)
 
     @property
     def key(self) -> tuple[bool, int]:
@@ -307,6 +315,11 @@ class DistributionPlan:
     loads: tuple[Step, ...] = ()
     _places: dict[str, Placement] = field(default_factory=dict)
     _ways: dict[str, _Way] = field(default_factory=dict)
+    # ways from a top-level import found inside a search: a path that exists whichever path
+    # asks again (one through a module on the asking path is never better than that path's
+    # own way, so the best way is still found)
+    _from_top: dict[str, _Way] = field(default_factory=dict)
+    _budget: list[int] = field(default_factory=lambda: [0])  # modules a `place` may still try
 
     def place(self, path: str) -> Placement:
         """The import that reaches the native file at `path`, how, and what the user sees."""
@@ -319,16 +332,17 @@ class DistributionPlan:
         load = next((s for s in self.loads if s.path == path), None)
         rel = next((r for r, p in self.files.items() if p == path), path)
         if module is not None:
-            reach, top, masked = self._module_reach(module, 0, frozenset())
+            way = self._way(module, 0, frozenset())
+            reach, top, masked, order = way.reach, way.top, way.masked, way.order
         elif load is not None:
-            reach, top, masked = load.reach, self._top_of(rel), load.masked
+            reach, top, masked, order = load.reach, self._top_of(rel), load.masked, ()
         else:
-            reach, top, masked = Reachability.UNREACHED, rel, None
+            reach, top, masked, order = Reachability.UNREACHED, rel, None, ()
         if reach is Reachability.UNREACHED and module is None:
             top = rel
         how = load.how if load else None
         return Placement(top, Step(path, module, reach, how, masked,
-                                   load.global_ if load else False))
+                                   load.global_ if load else False), order)
 
     def _top_of(self, rel: str) -> str:
         """The top-level import a file belongs to: its first directory when that is one."""
@@ -360,7 +374,7 @@ class DistributionPlan:
             step = Step(path, step.module, Reachability.ON_USE, step.how, step.masked,
                         step.global_)
             name = self._top_of(rel)
-        return Placement(name, step)
+        return Placement(name, step, place.order)
 
     def _module_reach(self, target: str, depth: int, visiting: frozenset[str],
                       ) -> tuple[Reachability, str, str | None]:
@@ -375,20 +389,33 @@ class DistributionPlan:
             return _Way(True, Reachability.ALWAYS, target, None)
         if target in self._ways:
             return self._ways[target]
+        if target in self._from_top:
+            return self._from_top[target]
+        if not visiting:
+            self._budget[0] = SEARCH_BUDGET
         best: _Way | None = None
         if self.code is not None and depth < SEARCH_DEPTH:
             for name in self.code.mentioning(target.rsplit(".", 1)[-1]):
                 if name in visiting or name == target:
                     continue
+                if self._budget[0] <= 0:  # a module imported by many that no top reaches
+                    break
+                self._budget[0] -= 1
                 found = self._via(name, target, depth, visiting)
-                if found is not None and (best is None or found.key < best.key):
+                # surer first; of two as sure, the one under the target's own top-level name
+                # (`import matplotlib`, not `import pylab`, which imports it too)
+                if found is not None and (best is None or (found.key, found.top != top)
+                                          < (best.key, best.top != top)):
                     best = found
-                if best is not None and best.from_top and best.reach is Reachability.ALWAYS:
+                if (best is not None and best.from_top and best.reach is Reachability.ALWAYS
+                        and best.top == top):
                     break
         if best is None:
             best = _Way(False, Reachability.UNREACHED, target, None)
         if not visiting:
             self._ways[target] = best
+        elif best.from_top:
+            self._from_top[target] = best
         return best
 
     def _via(self, name: str, target: str, depth: int, visiting: frozenset[str],
@@ -401,7 +428,8 @@ class DistributionPlan:
         event = min(events, key=lambda e: _rank(_OF_REACH[e.reach]))
         local = _OF_REACH[event.reach]
         if local is Reachability.ON_USE:
-            return _Way(True, Reachability.ON_USE, name.split(".")[0], event.masked)
+            return _Way(True, Reachability.ON_USE, name.split(".")[0], event.masked,
+                        (event.line,))
         outer = self._way(name, depth + 1, visiting | {target})
         masked = event.masked or outer.masked
         if not outer.from_top:
@@ -410,7 +438,7 @@ class DistributionPlan:
             alone = local if local is Reachability.GUARDED else Reachability.UNREACHED
             return _Way(False, alone, outer.top, masked)
         weaker = local if _rank(local) > _rank(outer.reach) else outer.reach
-        return _Way(True, weaker, outer.top, masked)
+        return _Way(True, weaker, outer.top, masked, (*outer.order, event.line))
 
     def before(self, needed: Iterable[str],
                names: Callable[[Step], Iterable[str]] = lambda s: (posixpath.basename(s.path),),
@@ -515,11 +543,24 @@ def plan_distribution(
 # What the user sees
 
 
+_PYTHON_ERROR = re.compile(r"[A-Z]\w*(?:Error|Exception): ")
+
+
+def python_error(error: str | None) -> bool:
+    """Whether a module's error is an exception its import raises once it has loaded
+    ("ImportError: numpy.core.multiarray failed to import"), not the loader's text: a
+    loader's error begins with a path or a soname, never with an exception's name."""
+    return error is not None and _PYTHON_ERROR.match(error) is not None
+
+
 def user_error(step: Step, loader_error: str) -> str:
     """The exception an import shows when `step` fails with the loader's `loader_error`; for a
     load that kills the process, what the shell shows (`BUS_ERROR`)."""
     if crashes(loader_error):
         return BUS_ERROR
+    if python_error(loader_error) and not (step.masked and
+                                           loader_error.startswith("ImportError: ")):
+        return loader_error  # it loads; its import raises this (`sim.numpyabi`)
     if step.masked:
         return step.masked
     if step.how is LoadKind.TORCH_OPS:

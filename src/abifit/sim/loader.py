@@ -184,6 +184,8 @@ class ProblemKind(Enum):
     UNREADABLE_OBJECT = "unreadable-object"
     MISSING_VERSION = "missing-version"
     UNDEFINED_SYMBOL = "undefined-symbol"
+    # above the loader: the object loads, and its import raises (`sim.numpyabi`)
+    NUMPY_C_API = "numpy-c-api"
 
 
 # the problems of a library the search did not find (or found unusable)
@@ -208,6 +210,8 @@ class LoadProblem:
     # copies located elsewhere that stood in for them in the scope
     behind: tuple[str, ...] = ()
     stand_ins: tuple[str, ...] = ()
+    # above the loader (`NUMPY_C_API`): why the import raises, and what is printed before it
+    detail: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

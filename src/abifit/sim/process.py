@@ -29,6 +29,7 @@ from packaging.utils import canonicalize_name
 
 from abifit.errors import FormatError
 from abifit.formats.elf import ElfImage
+from abifit.formats.numpyapi import NumpyUse
 from abifit.formats.sources import ObjectSource
 from abifit.host.environment import (
     Distribution,
@@ -46,6 +47,7 @@ from abifit.sim.loader import (
     crashes,
     expand_path,
 )
+from abifit.sim.numpyabi import numpy_break
 from abifit.sim.verdict import (
     Cause,
     Member,
@@ -185,10 +187,13 @@ class Environment:
     def __init__(self, facts: InterpreterFacts, dists: list[Distribution],
                  natives: list[NativeFile],
                  plans: Mapping[str, DistributionPlan] | None = None,
-                 requires: Mapping[str, tuple[str, ...]] | None = None) -> None:
+                 requires: Mapping[str, tuple[str, ...]] | None = None,
+                 numpy_uses: Mapping[str, NumpyUse] | None = None) -> None:
         """`requires`, when given, is what `requirements` found of `dists` (else each is
-        parsed when first asked)."""
+        parsed when first asked); `numpy_uses`, what the bytes of the files that use NumPy's C
+        API say of it, by path (`formats.numpyapi`)."""
         self.facts = facts
+        self.numpy_uses = dict(numpy_uses or {})
         self.plans = dict(plans or {})
         self.dists = {d.key: d for d in dists}
         self.natives = natives
@@ -201,6 +206,28 @@ class Environment:
         self._by_name: dict[str, list[NativeFile]] = {}
         for n in natives:
             self._by_name.setdefault(os.path.basename(n.path), []).append(n)
+
+    def numpy_problem(self, native: NativeFile,
+                      image: Callable[[str], ElfImage | None]) -> LoadProblem | None:
+        """Why `native`, which loads, fails to import beside the environment's NumPy
+        (`sim.numpyabi`): its own use of NumPy's C API, else that of a library of its
+        distribution it needs (whose `import_array()` its import runs: pyarrow.lib's
+        libarrow_python.so); None when it imports, or when that is not known."""
+        numpy = self.dists.get("numpy")
+        if numpy is None or not self.numpy_uses:
+            return None
+        uses = [(native.path, self.numpy_uses.get(native.path))]
+        img = image(native.path)
+        for name in (img.needed if img is not None else ()):
+            uses += [(own.path, self.numpy_uses.get(own.path)) for own in self.files_named(name)
+                     if own.distribution == native.distribution and own.path != native.path]
+        for path, use in uses:
+            broken = numpy_break(use, numpy.version) if use is not None else None
+            if broken is not None:
+                return LoadProblem(ProblemKind.NUMPY_C_API, path, broken.error,
+                                   version=broken.requirement, library=numpy.version,
+                                   detail=(broken.reason, broken.printed or ""))
+        return None
 
     def owner(self, path: str) -> str | None:
         """The distribution that owns `path`, as "NAME VERSION"; None for a loose file."""
@@ -476,7 +503,13 @@ class Simulator:
     def check(self, native: NativeFile) -> Checked:
         prerequisites = self.env.prerequisites(native, self.image)
         process = self._with_own(prerequisites, self.own_steps(native)).copy()
-        return process.dlopen(native.path), prerequisites
+        result = process.dlopen(native.path)
+        if result.loads and native.module is not None:
+            problem = self.env.numpy_problem(native, self.image)
+            if problem is not None:  # it loads, and its import raises
+                result = replace(result, loads=False, error=problem.message,
+                                 problems=(problem,))
+        return result, prerequisites
 
     def bindings(self, native: NativeFile) -> tuple[tuple[str, str | None, str], ...]:
         """What each undefined symbol of `native` binds to when it loads, in the process
@@ -882,7 +915,7 @@ def import_verdicts(env: Environment,
             sure = sorted(((s, p) for s, p in failed
                            if effective_reach(p.step.reach, s.error) is Reachability.ALWAYS),
                           key=lambda sp: (loaded.index(sp[0].path) if sp[0].path in loaded
-                                          else len(loaded)))
+                                          else len(loaded), sp[1].order))
             if not sure:
                 out.append(ImportVerdict(top, key, True, optional_failures=optional))
                 continue

@@ -229,6 +229,8 @@ def _broken(problem: LoadProblem) -> str:
         return f"it needs {problem.symbol}, which the stack does not define in that form"
     if problem.kind is ProblemKind.MISSING_VERSION:
         return f"it needs {problem.version} of {problem.library}, which the host lacks"
+    if problem.kind is ProblemKind.NUMPY_C_API:
+        return f"it needs {problem.version}, and the stack has numpy {problem.library}"
     return "the file cannot be loaded as it is"
 
 

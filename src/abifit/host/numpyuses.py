@@ -1,0 +1,55 @@
+"""Which native files of an environment use NumPy's C API, and how, read from their bytes.
+
+The I/O edge of `formats.numpyapi`: for the files of the distributions that require numpy (the
+only ones that can rely on its C API being importable), whose dynamic symbols show a capsule
+being taken (`PyCapsule_GetPointer`, which `import_array()` calls), the string literals of
+`.rodata` are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from abifit.errors import FormatError
+from abifit.formats.elf import ElfImage, parse_elf
+from abifit.formats.numpyapi import NumpyUse, read_numpy_use
+from abifit.formats.sources import FileSource
+from abifit.host.natives import NativeFile
+
+CAPSULE = "PyCapsule_GetPointer"
+
+
+def takes_capsule(image: ElfImage) -> bool:
+    """Whether the object leaves `PyCapsule_GetPointer` undefined (it takes a capsule: NumPy's
+    `_ARRAY_API` is one)."""
+    table = image.symbols
+    return any(name == CAPSULE and not table.is_defined(i) for i, name in enumerate(table.names))
+
+
+def numpy_candidates(natives: Iterable[NativeFile], requires_numpy: Callable[[str], bool],
+                     image: Callable[[str], ElfImage | None]) -> list[str]:
+    """The paths of the files whose use of NumPy's C API is worth reading: of a distribution
+    that requires numpy, taking a capsule."""
+    out = []
+    for native in natives:
+        if not native.distribution or not requires_numpy(native.distribution):
+            continue
+        img = image(native.path)
+        if img is not None and takes_capsule(img):
+            out.append(native.path)
+    return out
+
+
+def read_numpy_uses(paths: Iterable[str]) -> Mapping[str, NumpyUse]:
+    """`read_numpy_use` of each local file; a file that cannot be read is left out (its load
+    is judged, and reported, by the loader simulation)."""
+    found: dict[str, NumpyUse] = {}
+    for path in paths:
+        try:
+            with FileSource(path) as source:
+                use = read_numpy_use(source, parse_elf(source, relocations=False).sections)
+        except (OSError, FormatError):
+            continue
+        if use is not None:
+            found[path] = use
+    return found

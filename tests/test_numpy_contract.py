@@ -1,0 +1,251 @@
+"""NumPy's import contract, judged like a real import: a fixture matrix of extension modules
+built here against NumPy 1.26's and NumPy 2.2's headers (the latter for three feature versions:
+the default, `NPY_TARGET_VERSION` 1.23 and 2.0), each imported for real beside NumPy 1.23.5,
+1.26.4 and 2.2.6 in a fresh process (twice: the runs must agree), and checked by `abifit doctor
+--verify` on the same environment.
+
+The NumPys live in venvs under ~/.cache/abifit-tests (`numpy-X`, made once by pip from the
+configured index, about 60 MB each); each environment checked is a fresh venv that sees one of
+them through a `.pth` file and holds the fixture distribution `npfix` (its modules, and a
+RECORD and METADATA that requires numpy). CPython 3.11 is needed (NumPy 1.23 and 1.26 have
+no wheels for 3.13); elsewhere the tests are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from abifit.formats.elf import parse_elf
+from abifit.formats.numpyapi import read_numpy_use
+from abifit.formats.sources import FileSource
+from abifit.sim.numpyabi import api_version
+from conftest import CACHE, _create_venv, _pip_install, _python311
+
+SOURCE = Path(__file__).parent / "fixtures" / "numpy" / "npmod.c"
+SCHEMA_DIR = Path(__file__).parent.parent / "src/abifit/report/schemas"
+SCHEMA = json.loads((SCHEMA_DIR / "doctor.schema.json").read_text("utf-8"))
+NUMPYS = ("1.23.5", "1.26.4", "2.2.6")
+LOADER_ENV = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
+              "CONDA_PREFIX")
+
+
+@dataclass(frozen=True, slots=True)
+class Build:
+    """A fixture module: the NumPy whose headers built it, the flags, and what its bytes say."""
+
+    headers: str
+    flags: tuple[str, ...]
+    major: int
+    feature: str | None
+
+
+BUILDS = {
+    "np1": Build("1.26.4", (), 1, None),
+    "np2": Build("2.2.6", (), 2, "1.20"),  # 2.2's default target: the C API of 1.21 ("1.20")
+    "np2t123": Build("2.2.6", ("-DNPY_TARGET_VERSION=NPY_1_23_API_VERSION",), 2, "1.23"),
+    "np2t20": Build("2.2.6", ("-DNPY_TARGET_VERSION=NPY_2_0_API_VERSION",), 2, "2.0"),
+}
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")]
+
+
+def _environ() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in LOADER_ENV}
+
+
+def _site(venv: Path) -> Path:
+    return next((venv / "lib").glob("python3*/site-packages"))
+
+
+@pytest.fixture(scope="module")
+def python() -> str:
+    found = _python311()
+    if found is None:
+        pytest.skip("CPython 3.11 is needed: NumPy 1.23 and 1.26 have no wheels for newer ones")
+    return found
+
+
+@pytest.fixture(scope="module")
+def numpy_sites(python: str) -> dict[str, Path]:
+    """The site-packages of a cached venv per NumPy release."""
+    def install(version: str) -> None:
+        def fill(venv: Path) -> None:
+            done = _pip_install(venv, f"numpy=={version}")
+            if done.returncode != 0:
+                pytest.fail(f"pip could not install numpy=={version}:\n{done.stderr.strip()}")
+        _create_venv(CACHE / f"numpy-{version}", python, fill)
+
+    for version in NUMPYS:
+        install(version)
+    return {v: _site(CACHE / f"numpy-{v}") for v in NUMPYS}
+
+
+@pytest.fixture(scope="module")
+def modules(python: str, numpy_sites: dict[str, Path],
+            tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The fixture modules, compiled against each build's NumPy headers."""
+    out = tmp_path_factory.mktemp("npfix")
+    include, suffix = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['include']); "
+         "print(sysconfig.get_config_var('EXT_SUFFIX'))"],
+        capture_output=True, text=True, check=True).stdout.split()
+    built = {}
+    for name, build in BUILDS.items():
+        numpy = numpy_sites[build.headers] / "numpy"
+        headers = numpy / ("_core" if build.major == 2 else "core") / "include"
+        target = out / f"{name}{suffix}"
+        subprocess.run(["gcc", "-shared", "-fPIC", "-O1", f"-I{include}", f"-I{headers}",
+                        f"-DMODNAME={name}", *build.flags, str(SOURCE), "-o", str(target)],
+                       check=True)
+        built[name] = target
+    return built
+
+
+@pytest.fixture(scope="module")
+def environments(python: str, numpy_sites: dict[str, Path], modules: dict[str, Path],
+                 tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A fresh venv per NumPy release that sees it (a `.pth`) and holds `npfix`: its
+    interpreter, by release."""
+    out = {}
+    for version, numpy_site in numpy_sites.items():
+        venv = tmp_path_factory.mktemp(f"env-{version}")
+        subprocess.run([python, "-m", "venv", "--without-pip", str(venv)], check=True)
+        site = _site(venv)
+        (site / "numpy-release.pth").write_text(f"{numpy_site}\n")
+        package = site / "npfix"
+        package.mkdir()
+        (package / "__init__.py").write_text("")
+        for path in modules.values():
+            shutil.copy(path, package / path.name)
+        info = site / "npfix-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(
+            "Metadata-Version: 2.1\nName: npfix\nVersion: 1.0\nRequires-Dist: numpy\n")
+        files = ["npfix/__init__.py", *(f"npfix/{p.name}" for p in modules.values()),
+                 "npfix-1.0.dist-info/METADATA", "npfix-1.0.dist-info/RECORD"]
+        (info / "RECORD").write_text("".join(f"{f},,\n" for f in files))
+        out[version] = str(venv / "bin" / "python")
+    return out
+
+
+def real_import(python: str, module: str) -> str | None:
+    """`import npfix.MODULE` in a fresh process: None when it works, else the exception
+    ("ImportError: ...") as the last line of the traceback shows it."""
+    done = subprocess.run([python, "-c", f"import npfix.{module}"], capture_output=True,
+                          text=True, env=_environ(), cwd="/", timeout=120, check=False)
+    if done.returncode == 0:
+        return None
+    return done.stderr.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def doctors(environments: dict[str, str]) -> dict[str, dict[str, object]]:
+    """`abifit doctor npfix --json --verify` on each environment."""
+    out = {}
+    for version, python in environments.items():
+        done = subprocess.run(
+            [sys.executable, "-m", "abifit", "doctor", "npfix", "--python", python, "--json",
+             "--verify", "--no-index", "--no-cache"],
+            capture_output=True, text=True, env=_environ(), timeout=300, check=False)
+        assert done.returncode in (0, 1), done.stderr
+        out[version] = json.loads(done.stdout)
+        jsonschema.validate(out[version], SCHEMA)
+    return out
+
+
+def test_the_bytes_say_the_headers_and_the_feature_version(modules: dict[str, Path]) -> None:
+    """What `formats.numpyapi` reads of each fixture: its headers' major release and, for 2.x
+    headers, the oldest NumPy it accepts."""
+    for name, path in modules.items():
+        with FileSource(str(path)) as source:
+            use = read_numpy_use(source, parse_elf(source).sections)
+        assert use is not None and use.imports_api, name
+        assert (use.headers, use.feature) == (BUILDS[name].major, BUILDS[name].feature), name
+        expected = "numpy._core" if use.headers == 2 else "numpy.core"
+        assert use.array_error == f"{expected}.multiarray failed to import"
+
+
+def test_the_c_api_table_is_numpys_own(numpy_sites: dict[str, Path]) -> None:
+    """`data/numpy_capi.json` gives each NumPy installed here the C API its headers say it
+    provides (`NPY_API_VERSION`), and agrees with every `NPY_X_Y_API_VERSION` of the 2.x
+    headers (1.x headers before 1.25 left 1.9 to 1.19 at 0x8: placeholders, never a running
+    NumPy's version)."""
+    import re
+
+    for version, site in numpy_sites.items():
+        include = next((site / "numpy").glob("*core/include/numpy"))
+        provided = re.search(r"#define NPY_API_VERSION (0x\w+)",
+                             (include / "_numpyconfig.h").read_text())
+        assert provided is not None and api_version(version) == int(provided[1], 16), version
+        if version.startswith("2."):
+            for major, minor, value in re.findall(r"#define NPY_(\d+)_(\d+)_API_VERSION (0x\w+)",
+                                                  (include / "numpyconfig.h").read_text()):
+                assert api_version(f"{major}.{minor}") == int(value, 16), (major, minor)
+
+
+@pytest.mark.parametrize("version", NUMPYS)
+@pytest.mark.parametrize("module", list(BUILDS))
+def test_each_pairing_is_judged_like_the_real_import(
+        module: str, version: str, environments: dict[str, str],
+        doctors: dict[str, dict[str, object]]) -> None:
+    """The real import (twice, agreeing) and doctor's prediction: the module's verdict, the
+    error the user sees, and --verify's real load of it agreeing."""
+    python = environments[version]
+    real = real_import(python, module)
+    assert real_import(python, module) == real, "two real imports disagree"
+    doc = doctors[version]
+    [status] = [m for m in doc["modules"] if m["module"] == f"npfix.{module}"]  # type: ignore[attr-defined]
+    assert status["loads"] is (real is None), (status, real)
+    if real is not None:
+        assert status["error"] == real
+        [verdict] = [i for i in doc["imports"] if i["name"] == f"npfix.{module}"]  # type: ignore[attr-defined]
+        assert verdict["error"] == real
+    [check] = [v for v in doc["verification"] if v["module"] == f"npfix.{module}"]  # type: ignore[attr-defined]
+    assert check["agrees"] is True, check
+
+
+@pytest.mark.parametrize("version", ["1.26.4", "2.2.6"])
+def test_check_judges_the_wheels_alike(version: str, modules: dict[str, Path],
+                                       environments: dict[str, str], tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`abifit check npfix --with numpy==X` from a loopback index (npfix's wheel holds the
+    fixture modules; numpy's, its metadata: the contract needs only its release) says what the
+    real imports beside that NumPy do, module by module."""
+    from abifit.cli import main
+    from httpserver import LoopbackServer, publish_index
+    from test_check import make_wheel
+
+    tag = "cp311-cp311-linux_x86_64"
+    files = {"npfix/__init__.py": b"",
+             **{f"npfix/{p.name}": p.read_bytes() for p in modules.values()}}
+    projects = {"npfix": [make_wheel("npfix", "1.0", files, requires=("numpy",), tag=tag)],
+                "numpy": [make_wheel("numpy", v, {"numpy/__init__.py": b""}, tag=tag)
+                          for v in NUMPYS]}
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(var, raising=False)
+    with LoopbackServer() as server:
+        index = publish_index(server, projects)
+        code = main(["check", "npfix==1.0", "--with", f"numpy=={version}", "--python-version",
+                     "3.11", "--platform", "linux_x86_64", "--index-url", index.url,
+                     "--cache-dir", str(tmp_path), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    jsonschema.validate(doc, json.loads((SCHEMA_DIR / "check.schema.json").read_text("utf-8")))
+    statuses = {m["module"]: m for m in doc["modules"]}
+    for module in BUILDS:
+        real = real_import(environments[version], module)
+        status = statuses[f"npfix.{module}"]
+        assert status["loads"] is (real is None), (module, status, real)
+        assert real is None or status["error"] == real, (module, status, real)
+    assert code == (0 if all(m["loads"] for m in doc["modules"]) else 1)
