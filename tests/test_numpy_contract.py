@@ -101,14 +101,19 @@ def modules(python: str, numpy_sites: dict[str, Path],
         capture_output=True, text=True, check=True).stdout.split()
     built = {}
     for name, build in BUILDS.items():
-        numpy = numpy_sites[build.headers] / "numpy"
-        headers = numpy / ("_core" if build.major == 2 else "core") / "include"
-        target = out / f"{name}{suffix}"
-        subprocess.run(["gcc", "-shared", "-fPIC", "-O1", f"-I{include}", f"-I{headers}",
-                        f"-DMODNAME={name}", *build.flags, str(SOURCE), "-o", str(target)],
-                       check=True)
-        built[name] = target
+        built[name] = compile_module(name, build, numpy_sites, include, out / f"{name}{suffix}")
     return built
+
+
+def compile_module(name: str, build: Build, numpy_sites: dict[str, Path], include: str,
+                   target: Path) -> Path:
+    """`npmod.c` as module `name`, against the headers of `build`."""
+    numpy = numpy_sites[build.headers] / "numpy"
+    headers = numpy / ("_core" if build.major == 2 else "core") / "include"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", f"-I{include}", f"-I{headers}",
+                    f"-DMODNAME={name}", *build.flags, str(SOURCE), "-o", str(target)],
+                   check=True)
+    return target
 
 
 @pytest.fixture(scope="module")
@@ -249,3 +254,97 @@ def test_check_judges_the_wheels_alike(version: str, modules: dict[str, Path],
         assert status["loads"] is (real is None), (module, status, real)
         assert real is None or status["error"] == real, (module, status, real)
     assert code == (0 if all(m["loads"] for m in doc["modules"]) else 1)
+
+
+def test_resolve_learns_the_numpy_a_set_needs(modules: dict[str, Path], tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """npone holds only the module built with NumPy 1.x headers and requires any numpy: the
+    newest numpy (2.2.6) breaks its contract, so resolve learns numpy<2 from the whole-set
+    check and chooses 1.26.4, saying why 2.2.6 was not chosen."""
+    from abifit.cli import main
+    from httpserver import LoopbackServer, publish_index
+    from test_check import make_wheel
+
+    tag = "cp311-cp311-linux_x86_64"
+    np1 = modules["np1"]
+    projects = {"npone": [make_wheel("npone", "1.0", {"npone/__init__.py": b"",
+                                                      f"npone/{np1.name}": np1.read_bytes()},
+                                     requires=("numpy",), tag=tag)],
+                "numpy": [make_wheel("numpy", v, {"numpy/__init__.py": b""}, tag=tag)
+                          for v in NUMPYS]}
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(var, raising=False)
+    with LoopbackServer() as server:
+        index = publish_index(server, projects)
+        code = main(["resolve", "npone", "numpy", "--python-version", "3.11", "--platform",
+                     "linux_x86_64", "--index-url", index.url, "--cache-dir", str(tmp_path),
+                     "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    jsonschema.validate(doc, json.loads((SCHEMA_DIR / "resolve.schema.json").read_text("utf-8")))
+    pins = {p["name"]: p for p in doc["pins"]}
+    assert code == 0 and pins["numpy"]["version"] == "1.26.4"
+    [newer] = pins["numpy"]["newer"]
+    assert newer["version"] == "2.2.6"
+    assert newer["reason"] == "the NumPy C API of npone 1.0's modules needs numpy<2"
+    assert doc["set_check"]["verdict"] == "fits"
+
+
+def test_explain_names_the_module_of_a_pasted_numpy_error(
+        environments: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    """The banner and error of a real failed import (np1 beside NumPy 2.2.6), pasted: explain
+    recognises NumPy's contract, confirms it in the environment and names the module and the
+    fix."""
+    from abifit.cli import main
+    from abifit.formats.errortext import NumpyContract, read_clues
+
+    python = environments["2.2.6"]
+    done = subprocess.run([python, "-c", "import npfix.np1"], capture_output=True, text=True,
+                          env=_environ(), cwd="/", timeout=120, check=False)
+    assert "compiled using NumPy 1.x cannot be run in" in done.stderr
+    clues = read_clues(done.stderr)
+    assert clues and all(isinstance(c, NumpyContract) for c in clues)
+    code = main(["explain", done.stderr, "--python", python, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1
+    first = doc["explanations"][0]
+    assert first["kind"] == "numpy-c-api" and first["verdict"] == "confirmed"
+    assert first["object"].endswith(f"npfix/np1{Path(first['object']).name[3:]}")
+    assert "numpy<2" in first["fix"]
+
+
+def test_the_first_release_built_against_numpy2_is_named(
+        python: str, numpy_sites: dict[str, Path], tmp_path: Path) -> None:
+    """npgen 1.0 and 1.1 hold a module built with NumPy 1.26's headers, 1.2 and 2.0 the same
+    module built with 2.2's: beside NumPy 2, the fix names npgen>=1.2, found by reading the
+    module in the later wheels on a loopback index."""
+    from abifit.commands.numpyfix import first_numpy2_release
+    from abifit.remote.cache import Cache
+    from abifit.remote.http import HttpClient
+    from abifit.remote.index import IndexConfig, PackageIndex, Target
+    from abifit.remote.wheels import RemoteContext, cached_fetch
+    from httpserver import LoopbackServer, publish_index
+    from test_check import make_wheel
+
+    include, suffix = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['include']); "
+         "print(sysconfig.get_config_var('EXT_SUFFIX'))"],
+        capture_output=True, text=True, check=True).stdout.split()
+    built = {major: compile_module("core", BUILDS["np1" if major == 1 else "np2"], numpy_sites,
+                                   include, tmp_path / f"{major}" / f"core{suffix}")
+             for major in (1, 2) if (tmp_path / f"{major}").mkdir() is None}
+    tag = "cp311-cp311-linux_x86_64"
+    wheels = [make_wheel("npgen", v, {"npgen/__init__.py": b"",
+                                      f"npgen/core{suffix}": built[major].read_bytes()},
+                         requires=("numpy",), tag=tag)
+              for v, major in (("1.0", 1), ("1.1", 1), ("1.2", 2), ("2.0", 2))]
+    with LoopbackServer() as server:
+        index = publish_index(server, {"npgen": wheels})
+        client, cache = HttpClient(), Cache(tmp_path / "cache")
+        ctx = RemoteContext(PackageIndex(cached_fetch(client, cache),
+                                         IndexConfig(index_url=index.url)),
+                            client, cache, Target((3, 11), platforms=("linux_x86_64",)))
+        assert first_numpy2_release("npgen", "1.0", f"npgen/core{suffix}", ctx) == "1.2"
+        assert first_numpy2_release("npgen", "1.1", f"npgen/core{suffix}", ctx) == "1.2"
+        assert first_numpy2_release("npgen", "2.0", f"npgen/core{suffix}", ctx) is None

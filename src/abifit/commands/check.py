@@ -43,7 +43,7 @@ from abifit.host.natives import NativeFile, defines_init, mark_plugins, module_n
 from abifit.host.profile import HostProfile
 from abifit.sim import pythonapi
 from abifit.sim.diagnose import Context
-from abifit.sim.findings import Finding, Verdict
+from abifit.sim.findings import Finding, FindingKind, Verdict
 from abifit.sim.gpu import GpuCheck, GpuTarget, check_gpu_code
 from abifit.sim.imports import load_import_rules, load_imports_rules
 from abifit.sim.loader import ASSUMED_DIR, DRIVER_LIBRARIES, SearchConfig
@@ -855,6 +855,13 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
     searched = [tuple(r.path or "" for r in result.resolutions) for result in results]
     missing = () if host.assume_driver else _assumed(searched)
     skipped = tuple(dict.fromkeys(n for result in results for n in result.unchecked))
+    if remote is not None and any(f.kind is FindingKind.NUMPY_C_API for f in findings):
+        from abifit.commands.numpyfix import with_numpy2_releases
+
+        owners = {n.path: (env.dists[n.distribution].name, env.dists[n.distribution].version,
+                           posixpath.relpath(n.path, SITE))
+                  for n in env.natives if n.distribution in env.dists}
+        findings = with_numpy2_releases(findings, owners, remote)
     return statuses, findings, missing, import_verdicts(env, statuses), skipped
 
 

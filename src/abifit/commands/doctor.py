@@ -809,6 +809,15 @@ def _doctor(
         on_simulation(sim, simulation)
     statuses, findings, results = (list(simulation.statuses), list(simulation.findings),
                                    simulation.results)
+    if remote is not None and any(f.kind is FindingKind.NUMPY_C_API for f in findings):
+        from abifit.commands.numpyfix import with_numpy2_releases
+
+        progress("the first releases built against NumPy 2, from the index")
+        owners = {n.path: (env.dists[n.distribution].name, env.dists[n.distribution].version,
+                           os.path.relpath(n.path, root))
+                  for n in natives if n.distribution in env.dists
+                  for root in [site_root(n.path, roots)] if root}
+        findings = with_numpy2_releases(findings, owners, remote())
     findings += [_not_a_file(entry, env) for entry in not_files(facts, dists)
                  if not packages or entry.distribution in {t.distribution for t in targets}]
     saved = None

@@ -37,6 +37,7 @@ from abifit.formats.errortext import (
     MissingOperator,
     MissingVersion,
     NoKernelImage,
+    NumpyContract,
     UndefinedSymbol,
     UnsupportedArch,
     clue_kind,
@@ -284,6 +285,8 @@ def explain_clue(clue: Clue, env: TargetEnvironment) -> Explanation:
         return _damaged(clue, env)
     if isinstance(clue, BusError):
         return _bus_error(clue, env)
+    if isinstance(clue, NumpyContract):
+        return _numpy(clue, env)
     return _cuda_majors(clue, env)
 
 
@@ -558,6 +561,33 @@ def _bus_error(clue: BusError, env: TargetEnvironment) -> Explanation:
                                                if sim.located else ""))
     notes = ("loading a library cut short does this: the loader maps pages past the end of "
              "the file and touching one raises SIGBUS, which no `except` catches",)
+    return sim.explanation(clue, summary, fix=fix, notes=notes)
+
+
+def _numpy(clue: NumpyContract, env: TargetEnvironment) -> Explanation:
+    """An import broke NumPy's C-API contract: the message names no file; the modules of the
+    environment that break it beside its NumPy, as doctor finds them, the first named."""
+    said = clue.said.split(" (")[0].split(", may")[0]  # "numpy.dtype size changed", ...
+
+    def same_error(f: Finding) -> bool:
+        return f.kind is FindingKind.NUMPY_C_API and said in f.message
+
+    sim = _search_all(env, same_error)  # the modules that raise this very error first
+    if sim.located is None:
+        sim = _search_all(env, lambda f: f.kind is FindingKind.NUMPY_C_API)
+    report = env.doctor(()) if sim.located else None
+    modules = list(dict.fromkeys(f.module or f.object for f in (report.findings if report else ())
+                                 if f.kind is FindingKind.NUMPY_C_API))
+    numpy = env.dist("numpy")
+    here = f"numpy {numpy.version}" if numpy else "no numpy"
+    summary = (f"a module built for another NumPy's C API is imported beside {here}"
+               + (f": {len(modules)} module(s) of this environment do that, "
+                  f"{', '.join(modules[:5])}" + (" ..." if len(modules) > 5 else "")
+                  if modules else ""))
+    fix = next((f.hint for f in sim.findings if f.hint), None)
+    notes = ("NumPy's C API is a table the module takes from NumPy when it is imported: the "
+             "loader cannot see a mismatch; the headers a module was built with decide which "
+             "NumPy releases it imports beside",)
     return sim.explanation(clue, summary, fix=fix, notes=notes)
 
 

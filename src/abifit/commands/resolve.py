@@ -300,6 +300,8 @@ class Provider(AbstractProvider[Req, Pinned, str]):
         self.rejections: dict[tuple[str, str], list[Rejection]] = {}
         self.tried: set[tuple[str, str]] = set()
         self.notes: list[str] = []
+        # requirements the whole-set check learned ("numpy<2"), with who needs them
+        self.learned: dict[str, str] = {}
         self._listings: dict[str, list[Candidate]] = {}
         self._unary: dict[Candidate, Rejection | None] = {}
         self._metadata: dict[Candidate, tuple[Requirement, ...]] = {}
@@ -389,7 +391,7 @@ class Provider(AbstractProvider[Req, Pinned, str]):
         for parent, need in self.required.get(partner.name, []):
             spec = need.requirement.specifier
             if any(not spec.contains(c.version, prereleases=True) for c in listed):
-                out.append(f"you asked for {need.text}" if parent is None
+                out.append(_asked(need.text, self.learned) if parent is None
                            else f"{parent} requires {need.text}")
         return out
 
@@ -601,8 +603,9 @@ class Recorder(BaseReporter[Req, Pinned, str]):
             against: str | None = requirement.name  # ranks it first among metadata reasons
         else:
             others = [i for i in infos if i.parent != candidate]
+            learned = self.provider.learned
             why, reason = Why.METADATA, (f"{candidate.label} requires {requirement.text}"
-                                         + (f", but {_joined(_said(i) for i in others)}"
+                                         + (f", but {_joined(_said(i, learned) for i in others)}"
                                             if others else
                                             f": {_no_release(self.provider, requirement)}"))
             against = None
@@ -610,11 +613,16 @@ class Recorder(BaseReporter[Req, Pinned, str]):
                                        against))
 
 
-def _said(info: RequirementInformation[Req, Pinned]) -> str:
+def _asked(text: str, learned: Mapping[str, str]) -> str:
+    """A root requirement said: one the user gave, or one the set check learned."""
+    return f"{learned[text]} needs {text}" if text in learned else f"you asked for {text}"
+
+
+def _said(info: RequirementInformation[Req, Pinned], learned: Mapping[str, str]) -> str:
     req = info.requirement
     text = req.text if isinstance(req, Need) else f"loads next to {req.partner.label}"
     if info.parent is None:
-        return f"you asked for {text}"
+        return _asked(text, learned)
     parent = info.parent.label if isinstance(info.parent, Candidate) else info.parent.name
     return f"{parent} requires {text}" if isinstance(req, Need) else f"it must load next to " \
         f"{req.partner.label}"
@@ -755,7 +763,16 @@ def _resolve(roots: list[Need], requirements: Sequence[str], withs: Sequence[str
             raise AbifitError(f"the resolution took more than {e.round_count} rounds") from e
         mapping, criteria = dict(result.mapping), result.criteria
         chosen = [c for c in mapping.values() if isinstance(c, Candidate) and not c.extras]
-        set_check, failed = check_set(chosen, provider, ctx, host, progress, executable)
+        set_check, failed, learned = check_set(chosen, provider, ctx, host, progress,
+                                               executable)
+        new = [(text, who) for text, who in learned if text not in {n.text for n in roots}]
+        if new:  # the set breaks NumPy's contract: resolve again with what it needs
+            for text, who in new:
+                need = Need(parse_requirement(text), text)
+                roots.append(need)
+                provider._require(None, need)
+                provider.learned[text] = f"the NumPy C API of {who}"
+            continue
         if not failed:
             break
         libraries = [c for c in chosen if is_native(c.file)
@@ -817,19 +834,20 @@ def culprits(failed: Mapping[Candidate, str], libraries: Sequence[Candidate],
 
 def check_set(chosen: Sequence[Candidate], provider: Provider, ctx: RemoteContext,
               host: HostProfile, progress: Progress, executable: str | None,
-              ) -> tuple[SetCheck | None, dict[Candidate, str]]:
+              ) -> tuple[SetCheck | None, dict[Candidate, str], tuple[tuple[str, str], ...]]:
     """Check the chosen set whole: its packages with extension modules as targets, its other
-    native wheels beside them. Returns the failing releases, each with its first problem."""
+    native wheels beside them. Returns the failing releases, each with its first problem, and
+    the NumPy the set's modules need where they break NumPy's contract ("numpy<2")."""
     from dataclasses import replace
 
     from abifit.commands.pairwise import problems_of
 
     native = [c for c in chosen if is_native(c.file)]
     if not native:
-        return None, {}
+        return None, {}, ()
     targets = [c for c in native if provider.judge.shape(c.file).modules]
     if not targets:
-        return SetCheck("fits", 0, 0), {}
+        return SetCheck("fits", 0, 0), {}, ()
     withs = [c for c in native if c not in targets]
     progress(f"checking the set: {', '.join(c.label for c in targets)}")
     profile = replace(host, assume_driver=host.assume_driver or "assumed")
@@ -838,7 +856,17 @@ def check_set(chosen: Sequence[Candidate], provider: Provider, ctx: RemoteContex
     problems = tuple(_problem_line(p) for p in problems_of(report.findings))
     verdict = SetCheck(report.verdict, len(report.modules), report.failing, problems)
     if report.verdict not in ("fails", "degraded"):  # a degraded set is never chosen
-        return verdict, {}
+        return verdict, {}, ()
+    from abifit.sim.findings import FindingKind
+
+    by_label = {c.name: c.label for c in targets}
+    owners = {m.module: m.distribution for m in report.modules}
+    needs: dict[str, str] = {}
+    for f in report.findings:  # the NumPy each release's modules need, by release
+        if f.kind is FindingKind.NUMPY_C_API and f.version and f.module in owners:
+            owner = by_label.get(canonicalize_name(owners[f.module]), owners[f.module])
+            needs.setdefault(f.version, f"{owner}'s modules")
+    learned = tuple(needs.items())
     by_name = {c.name: c for c in targets}
     failed: dict[Candidate, str] = {}
     for module in report.modules:
@@ -848,7 +876,7 @@ def check_set(chosen: Sequence[Candidate], provider: Provider, ctx: RemoteContex
             why = (_problem_line(own[0]) if own and own[0].change
                    else module.error or "does not load")
             failed.setdefault(candidate, f"{candidate.label}: {module.module}: {why}")
-    return verdict, failed
+    return verdict, failed, learned
 
 
 def _problem_line(problem: object) -> str:
@@ -895,7 +923,8 @@ def newer_rejections(pinned: Candidate, provider: Provider,
         excluding = [i for i in infos if isinstance(i.requirement, Need)
                      and not i.requirement.requirement.specifier.contains(c.version, True)]
         if excluding:
-            out.append(Rejection(c.name, str(c.version), Why.METADATA, _said(excluding[0])))
+            out.append(Rejection(c.name, str(c.version), Why.METADATA,
+                                     _said(excluding[0], provider.learned)))
     return out
 
 
@@ -943,7 +972,7 @@ def derive_conflict(provider: Provider,
         emptied = not matching or all(provider.rejections.get((c.name, str(c.version)))
                                       for c in matching)
         if info.parent is not None or req.requirement.specifier or emptied:
-            facts.append(_said(info))
+            facts.append(_said(info, provider.learned))
         if emptied:
             facts.append(_no_release(provider, req))
     return Conflict(tuple(dict.fromkeys(facts)), tuple(dict.fromkeys(names)))

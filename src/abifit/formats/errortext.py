@@ -115,6 +115,15 @@ class BusError:
     """A process died of SIGBUS: the message names no file."""
 
 
+@dataclass(frozen=True, slots=True)
+class NumpyContract:
+    """An import broke NumPy's C-API contract (`abifit.sim.numpyabi`): Cython's dtype size
+    check, NumPy 2's banner for a module built with 1.x headers, `import_array()`'s error, or
+    a feature version newer than the running NumPy's; `said` is the message as written."""
+
+    said: str
+
+
 # glibc's words for a file its loader found and will not load (elf/dl-load.c): what
 # `abifit.sim.loader` says of such a file, in the order glibc checks
 LOADER_REFUSALS = (
@@ -130,7 +139,7 @@ LOADER_REFUSALS = (
 
 Clue = (UndefinedSymbol | MissingLibrary | MissingVersion | NoKernelImage | UnsupportedArch
         | DriverTooOld | MissingOperator | CouldNotLoad | CudaMajorMismatch | DamagedObject
-        | BusError)
+        | BusError | NumpyContract)
 
 CLUE_KINDS: dict[type[Clue], str] = {
     UndefinedSymbol: "undefined-symbol", MissingLibrary: "missing-library",
@@ -138,7 +147,7 @@ CLUE_KINDS: dict[type[Clue], str] = {
     UnsupportedArch: "unsupported-arch", DriverTooOld: "driver-too-old",
     MissingOperator: "missing-operator", CouldNotLoad: "could-not-load",
     CudaMajorMismatch: "cuda-major-mismatch", DamagedObject: "damaged-object",
-    BusError: "bus-error",
+    BusError: "bus-error", NumpyContract: "numpy-c-api",
 }
 
 
@@ -185,6 +194,13 @@ _CUDA_MAJORS = re.compile(
 _REFUSED = re.compile(rf"(?P<obj>{_PATH})\s*:\s*(?P<said>"
                       + "|".join(re.escape(said) for said in LOADER_REFUSALS) + ")")
 _BUS_ERROR = re.compile(r"\bBus error\b")
+_NUMPY = re.compile(
+    r"numpy\.dtype\s+size\s+changed,\s+may\s+indicate\s+binary\s+incompatibility[^\n]*"
+    r"|A\s+module\s+that\s+was\s+compiled\s+using\s+NumPy\s+1\.x\s+cannot\s+be\s+run\s+in"
+    r"\s+NumPy\s+[\w.]+"
+    r"|module\s+was\s+compiled\s+against\s+NumPy\s+C-API\s+version\s+\w+\s+\(NumPy\s+[\d.]+\)"
+    r"[^\n.]*"
+    r"|numpy\.(?:_core|core)\.(?:multiarray|umath)\s+failed\s+to\s+import")
 
 
 def _trim(path: str | None) -> str | None:
@@ -221,6 +237,7 @@ _READERS = (
     (_CUDA_MAJORS, lambda m: CudaMajorMismatch(m["torch"], m["vision"])),
     (_REFUSED, lambda m: DamagedObject(m["obj"], m["said"])),
     (_BUS_ERROR, lambda _m: BusError()),
+    (_NUMPY, lambda m: NumpyContract(" ".join(m[0].split()))),
 )
 
 

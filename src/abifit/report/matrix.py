@@ -36,7 +36,7 @@ def matrix_text(report: MatrixReport) -> str:
     if report.rows:
         return _grid_text(report)
     rows = [(f"{report.host} {_label(c)}", _outcome(c), str(len(c.symbols)), str(len(c.sonames)),
-             c.error or c.first or "") for c in report.cells]
+             c.error or c.first or (c.problems[0] if c.problems else "")) for c in report.cells]
     head = (report.host, "verdict", "symbols", "sonames", "first problem")
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
     lines = [f"{report.extension} against {report.host} ({report.target})", ""]
