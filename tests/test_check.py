@@ -143,7 +143,10 @@ def test_new_host_fails_naming_the_parameter(loopback_index: LoopbackIndex,
     code, text, _err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
                            "hostpkg==2.0", "--index-url", loopback_index.url)
     assert "hostlib::check_impl(int, char const*, char const*, int, bool)" in text
-    assert text.rstrip().splitlines()[-1].startswith("fails: ")
+    verdict = text.rstrip().splitlines()[-1]
+    assert verdict.startswith("fails: ")
+    assert verdict.endswith("; the metadata forbids this pairing (extpkg 1.0 requires "
+                            "hostpkg==1.0, but hostpkg 2.0)")
 
 
 def test_a_dependency_is_chosen_by_every_requirement_on_it(

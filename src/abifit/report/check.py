@@ -60,7 +60,21 @@ def check_text(report: CheckReport, verbose: bool = False) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
+_FORBIDS = "a pairing its metadata forbids"
+
+
 def _verdict_line(report: CheckReport) -> str:
+    """The verdict, and a pairing the metadata forbids said in it too (its import may fail in
+    Python code, which abifit does not run)."""
+    line = _verdict(report)
+    forbidden = [n.split(" is checked:")[0].replace(" (with)", "").replace(" (target)", "")
+                 for n in report.notes if n.endswith(_FORBIDS)]
+    if forbidden:
+        line += f"; the metadata forbids this pairing ({'; '.join(forbidden)})"
+    return line
+
+
+def _verdict(report: CheckReport) -> str:
     checked = f"{len(report.modules)} extension module(s) checked"
     others = effects_text(report.modules)
     if report.verdict == "fails":
