@@ -15,6 +15,24 @@ against real imports and real loads.
 Prints one JSON document and, on stderr, a line per case and a summary line.
 
     python3 bench/device/verdicts.py [--extra DIR [--package NAME]...] [--out FILE]
+
+On the GPU machine (no network there), with abifit's dependencies and the extra packages as
+wheels in `.whl/` of the checkout (carried with the working tree):
+
+    pip install -q --no-deps --target /tmp/deps .whl/platformdirs-*.whl .whl/tomli_w-*.whl \
+        .whl/backports_zstd-*.whl .whl/resolvelib-*.whl
+    pip install -q --no-deps --target /tmp/extra .whl/xformers-*.whl .whl/bitsandbytes-*.whl
+    ABIFIT_DEPS=/tmp/deps python3 bench/device/verdicts.py --extra /tmp/extra --out $OUT/v.json
+
+First run (H100 image, torch 2.11 cu130, before the cuda.core `after` rule and the PMIx
+prerequisite): 739 modules, every real load and import agreeing with the prediction; the image
+`degraded` only by cuda.core's cu12/cu13 `_tensor_bridge` (undefined aoti_torch_*: real loads
+fail alone and after a plain `import torch`) and nvshmem's PMIx bootstrap (undefined
+pmix_value_load); cuTENSOR and TBB prerequisites and mpi4py's MPICH variant agreeing with
+reality; xformers 0.0.35 `degraded` naming `_C.so` and libcudart.so.12 (its real import logs
+"xFormers can't load C++/CUDA extensions", `_C.so` not mapped); bitsandbytes 0.50.2 `fits`
+with 13 unused variants (the real import maps libbitsandbytes_cuda130.so). The run that checks
+the image `fits` with the new rules is still to be made.
 """
 
 from __future__ import annotations
