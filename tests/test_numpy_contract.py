@@ -348,3 +348,21 @@ def test_the_first_release_built_against_numpy2_is_named(
         assert first_numpy2_release("npgen", "1.0", f"npgen/core{suffix}", ctx) == "1.2"
         assert first_numpy2_release("npgen", "1.1", f"npgen/core{suffix}", ctx) == "1.2"
         assert first_numpy2_release("npgen", "2.0", f"npgen/core{suffix}", ctx) is None
+
+
+def test_a_snapshot_records_each_modules_numpy_c_api(environments: dict[str, str],
+                                                    tmp_path: Path) -> None:
+    """`abifit snapshot` writes the headers and feature version of each module that uses
+    NumPy's C API, as its bytes say, and reads them back."""
+    from abifit.formats.snapshot import loads
+
+    lock = tmp_path / "pylock.toml"
+    done = subprocess.run([sys.executable, "-m", "abifit", "snapshot", "--python",
+                           environments["1.26.4"], "-o", str(lock), "--no-cache"],
+                          capture_output=True, text=True, env=_environ(), timeout=300,
+                          check=False)
+    assert done.returncode in (0, 1), done.stderr
+    records = {m.module: m for m in loads(lock.read_text(), str(lock)).modules}
+    for name, build in BUILDS.items():
+        record = records[f"npfix.{name}"]
+        assert (record.numpy_headers, record.numpy_feature) == (build.major, build.feature)

@@ -221,6 +221,20 @@ def test_cuda_major_bindings_and_host_facts() -> None:
     assert not any(c.breaks for c in kinds.values())
 
 
+def test_a_module_built_against_another_numpy_c_api() -> None:
+    """A module rebuilt with NumPy 2.x headers (for NumPy 1.23 and newer) where it had 1.x
+    ones: an ABI change that names both; the fields are written and read back."""
+    before = replace(MODULE, numpy_headers=1)
+    after = replace(MODULE, numpy_headers=2, numpy_feature="1.23")
+    a = replace(FULL, modules=(before, FULL.modules[1]))
+    b = replace(FULL, modules=(after, FULL.modules[1]))
+    assert loads(dumps(b)) == b
+    [change] = [c for c in compare(side(a), side(b)).abi if c.kind is ChangeKind.NUMPY_C_API]
+    assert (change.subject, change.before, change.after) == (
+        "extpkg._ops", "NumPy 1.x headers", "NumPy 2.x headers, NumPy 1.23 or newer")
+    assert not change.breaks
+
+
 def test_lock_side_compares_versions_only(tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     """A requirements file as B: versions compared, no ABI claim, exit 0; JSON per schema."""

@@ -65,6 +65,7 @@ class ChangeKind(Enum):
     RESOLVED_ELSEWHERE = "resolved-elsewhere"
     VERSION_NODES = "version-nodes"
     BINDINGS = "bindings"
+    NUMPY_C_API = "numpy-c-api"
     HOST = "host"
     VERSION = "version"
     ADDED = "added"
@@ -119,6 +120,12 @@ def _cuda_majors(m: ModuleRecord) -> dict[str, int]:
     return out
 
 
+def _numpy(m: ModuleRecord) -> str:
+    """"NumPy 2.x headers, NumPy 1.23 or newer" for a module's NumPy C API."""
+    return f"NumPy {m.numpy_headers}.x headers" + (f", NumPy {m.numpy_feature} or newer"
+                                                    if m.numpy_feature else "")
+
+
 def _module_changes(a: ModuleRecord, b: ModuleRecord) -> list[Change]:
     """What changed in a module that loads on both sides."""
     out = []
@@ -135,6 +142,11 @@ def _module_changes(a: ModuleRecord, b: ModuleRecord) -> list[Change]:
         if paths_a[soname] != paths_b[soname]:
             out.append(Change(ChangeKind.RESOLVED_ELSEWHERE, subject, paths_a[soname],
                               paths_b[soname], f"{soname} is found elsewhere"))
+    if (a.numpy_headers, a.numpy_feature) != (b.numpy_headers, b.numpy_feature) \
+            and None not in (a.numpy_headers, b.numpy_headers):
+        out.append(Change(ChangeKind.NUMPY_C_API, subject, _numpy(a), _numpy(b),
+                          "it was built against another NumPy C API: which NumPy releases it "
+                          "imports beside changed"))
     added = sorted(set(b.versions) - set(a.versions))
     if added:
         out.append(Change(ChangeKind.VERSION_NODES, subject, None, ", ".join(added),

@@ -157,9 +157,11 @@ def _module(sim: Simulator, status: ModuleStatus, result: LoadResult,
     counts: dict[str, int] = {}
     for _name, _version, soname in lines:
         counts[soname] = counts.get(soname, 0) + 1
+    use = sim.env.numpy_uses.get(status.path)
     return ModuleRecord(status.module, status.distribution, _relative(status.path, roots) or "",
                         status.loads, status.error, tuple(needed.values()), versions,
-                        tuple(sorted(counts.items())), bindings_digest(lines))
+                        tuple(sorted(counts.items())), bindings_digest(lines),
+                        use.headers if use else None, use.feature if use else None)
 
 
 # --- host facts ------------------------------------------------------------------------------

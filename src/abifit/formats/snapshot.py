@@ -140,6 +140,10 @@ class ModuleRecord:
     versions: tuple[str, ...]  # "libstdc++.so.6:GLIBCXX_3.4.30"
     providers: tuple[tuple[str, int], ...]  # (soname, undefined symbols bound to it)
     bindings_sha256: str
+    # its use of NumPy's C API (`formats.numpyapi`): the headers' major release, and the oldest
+    # NumPy a 2.x build accepts; None for a module that shows none
+    numpy_headers: int | None = None
+    numpy_feature: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +235,8 @@ def _tool(s: Snapshot) -> dict[str, object]:
                    for n in m.needed],
         "versions": list(m.versions),
         "providers": [{"soname": soname, "symbols": count} for soname, count in m.providers],
-        "bindings-sha256": m.bindings_sha256}) for m in s.modules]
+        "bindings-sha256": m.bindings_sha256, "numpy-headers": m.numpy_headers,
+        "numpy-feature": m.numpy_feature}) for m in s.modules]
     return out
 
 
@@ -378,7 +383,8 @@ def _read_module(r: _Reader, at: str, t: Table) -> ModuleRecord:
     return ModuleRecord(r.need(t, "module", str, at), r.need(t, "distribution", str, at),
                         r.need(t, "file", str, at), r.need(t, "loads", bool, at),
                         r.get(t, "error", str, at), needed, r.strings(t, "versions", at),
-                        providers, r.need(t, "bindings-sha256", str, at))
+                        providers, r.need(t, "bindings-sha256", str, at),
+                        r.get(t, "numpy-headers", int, at), r.get(t, "numpy-feature", str, at))
 
 
 def _read_tool(r: _Reader, base: Snapshot, t: Table) -> Snapshot:

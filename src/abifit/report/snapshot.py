@@ -68,7 +68,8 @@ def _module_json(m: ModuleRecord) -> JsonObject:
             "needed": [{"soname": n.soname, "path": n.path, "via": n.via} for n in m.needed],
             "versions": list(m.versions),
             "providers": [{"soname": s, "symbols": n} for s, n in m.providers],
-            "bindings_sha256": m.bindings_sha256}
+            "bindings_sha256": m.bindings_sha256, "numpy_headers": m.numpy_headers,
+            "numpy_feature": m.numpy_feature}
 
 
 def _dirs_json(dirs: tuple[LibraryDir, ...]) -> list[JsonObject]:
