@@ -315,9 +315,9 @@ class DistributionPlan:
     loads: tuple[Step, ...] = ()
     _places: dict[str, Placement] = field(default_factory=dict)
     _ways: dict[str, _Way] = field(default_factory=dict)
-    # ways at module level from the target's own top-level import found inside a search: none
-    # is better, so whichever path asks again takes it (a path through a module on the asking
-    # path is never better than that path's own way, so the best way is still found)
+    # ways from a top-level import found inside a search: a path that exists whichever path
+    # asks again (one through a module on the asking path is never better than that path's
+    # own way, so the best way is still found)
     _from_top: dict[str, _Way] = field(default_factory=dict)
     _budget: list[int] = field(default_factory=lambda: [0])  # modules a `place` may still try
 
@@ -414,8 +414,8 @@ class DistributionPlan:
             best = _Way(False, Reachability.UNREACHED, target, None)
         if not visiting:
             self._ways[target] = best
-        elif best.from_top and best.reach is Reachability.ALWAYS and best.top == top:
-            self._from_top[target] = best  # none is better, whatever path asks
+        elif best.from_top:
+            self._from_top[target] = best
         return best
 
     def _via(self, name: str, target: str, depth: int, visiting: frozenset[str],
