@@ -84,6 +84,16 @@ MAX_RECHOICES = 8  # times the dependencies are chosen again, narrowed by a late
 Progress = Callable[[str], None]
 
 
+_FORBIDDEN = " is checked: a pairing its metadata forbids"  # how a note ends that says so
+
+
+def forbidden_pairings(notes: Sequence[str]) -> tuple[str, ...]:
+    """The pairings the metadata forbids that the notes tell of ("extpkg 1.0 requires
+    hostpkg==1.0, but hostpkg 2.0"), without the role of the release checked."""
+    return tuple(n.removesuffix(_FORBIDDEN).rsplit(" (", 1)[0] for n in notes
+                 if n.endswith(_FORBIDDEN))
+
+
 class Role(Enum):
     TARGET = "target"
     WITH = "with"
@@ -403,8 +413,7 @@ class Gatherer:
                     return _RECHOOSE, wanted
                 self.notes.append(
                     f"{wheel.name} {wheel.version} requires {requirement}, but {have.name} "
-                    f"{have.version} ({have.role.value}) is checked: a pairing its metadata "
-                    "forbids")
+                    f"{have.version} ({have.role.value}){_FORBIDDEN}")
             return have, wanted
         if key in self._skipped or self.ctx is None:
             return None
@@ -645,8 +654,8 @@ def _numpy_uses(wheels: Sequence[Wheel], env: Environment,
     targets = {w.key for w in wheels if w.role is Role.TARGET
                and "numpy" in env.declared(w.key)}
     out: dict[str, NumpyUse] = {}
-    for path in numpy_candidates([n for n in env.natives if n.distribution in targets],
-                                 lambda _key: True, tree.image_or_none):
+    for path, _view in numpy_candidates([n for n in env.natives if n.distribution in targets],
+                                        lambda _key: True, tree.image_or_none):
         source, member = tree.files[path]
         use = source.numpy_use(member)
         if isinstance(use, NumpyUse):

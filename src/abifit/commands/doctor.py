@@ -72,6 +72,7 @@ from abifit.host.runcache import ReadEnviron, RunCache, run_key
 from abifit.remote import cores
 from abifit.remote.cache import GPU_BUCKET, Cache
 from abifit.sim import pythonapi
+from abifit.sim.diagnose import INDEX_FIX
 from abifit.sim.findings import Finding, FindingKind, Verdict
 from abifit.sim.gpu import GpuCheck, GpuTarget, ObjectCoverage, gpu_check, object_coverage
 from abifit.sim.imports import (
@@ -250,7 +251,7 @@ def index_library_fix(search: LibrarySearchFn, roots: list[str]) -> LibraryFix:
                                   needed_by=os.path.relpath(needer, root) if root else None)
         hint = " or ".join(f"`{w.command}` provides {soname} (in {w.directory})"
                            for w in found.wheels)
-        return hint, "From the index: " + text
+        return hint, INDEX_FIX + text
 
     return fix
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from abifit.errors import FormatError
-from abifit.formats.elf import ElfImage, parse_elf
+from abifit.formats.elf import ElfImage
 from abifit.formats.numpyapi import NumpyUse, read_numpy_use
 from abifit.formats.sources import FileSource
 from abifit.host.natives import NativeFile
@@ -27,27 +27,28 @@ def takes_capsule(image: ElfImage) -> bool:
 
 
 def numpy_candidates(natives: Iterable[NativeFile], requires_numpy: Callable[[str], bool],
-                     image: Callable[[str], ElfImage | None]) -> list[str]:
-    """The paths of the files whose use of NumPy's C API is worth reading: of a distribution
-    that requires numpy, taking a capsule."""
+                     image: Callable[[str], ElfImage | None]) -> list[tuple[str, ElfImage]]:
+    """The files whose use of NumPy's C API is worth reading, with their images: of a
+    distribution that requires numpy, taking a capsule."""
     out = []
     for native in natives:
         if not native.distribution or not requires_numpy(native.distribution):
             continue
         img = image(native.path)
         if img is not None and takes_capsule(img):
-            out.append(native.path)
+            out.append((native.path, img))
     return out
 
 
-def read_numpy_uses(paths: Iterable[str]) -> Mapping[str, NumpyUse]:
-    """`read_numpy_use` of each local file; a file that cannot be read is left out (its load
-    is judged, and reported, by the loader simulation)."""
+def read_numpy_uses(candidates: Iterable[tuple[str, ElfImage]]) -> Mapping[str, NumpyUse]:
+    """`read_numpy_use` of each local file, with the section headers of its image (parsed
+    already: only the string sections are read); a file that cannot be read is left out (its
+    load is judged, and reported, by the loader simulation)."""
     found: dict[str, NumpyUse] = {}
-    for path in paths:
+    for path, image in candidates:
         try:
             with FileSource(path) as source:
-                use = read_numpy_use(source, parse_elf(source, relocations=False).sections)
+                use = read_numpy_use(source, image.sections)
         except (OSError, FormatError):
             continue
         if use is not None:

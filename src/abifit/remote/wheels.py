@@ -837,38 +837,33 @@ class RemoteWheel:
 
         if member.path in self._no_gpu_code:
             return None
-        entry = _entry(member, _GPU_CODE)
-        cached = _cached(self.ctx, self.file, entry)
-        if isinstance(cached, GpuCode):
-            return cached
-        if cached == _NOT_ELF:
-            return None
-        where = f"{self.file.filename}!{member.path}"
-        try:
-            code = _read_gpu_member(self._archive(), member, where, local=self.local)
-        except FormatError as e:
-            return e
-        _remember(self.ctx, self.file, entry, _NOT_ELF if code is None else code)
-        return code
+        return self._read_cached(member, _GPU_CODE, GpuCode, _read_gpu_member)
 
     def numpy_use(self, member: Member) -> NumpyUse | FormatError | None:
         """The member's use of NumPy's C API (None: none, or not ELF), read from its `.rodata`
         (inflated from the member's start up to there); cached like its views."""
         from abifit.formats.numpyapi import NumpyUse
 
-        entry = _entry(member, _NUMPY_USE)
+        return self._read_cached(member, _NUMPY_USE, NumpyUse, _read_numpy_member)
+
+    def _read_cached(self, member: Member, what: str, kind: type[R],
+                     read: Callable[[ByteSource, Member, str, bool], R | None],
+                     ) -> R | FormatError | None:
+        """What `read` finds in the member (None: not ELF, or nothing), cached under the
+        wheel's key as `what` (`_NOT_ELF` for nothing)."""
+        entry = _entry(member, what)
         cached = _cached(self.ctx, self.file, entry)
-        if isinstance(cached, NumpyUse):
+        if isinstance(cached, kind):
             return cached
-        if cached == _NO_NUMPY:
+        if cached == _NOT_ELF:
             return None
         try:
-            use = _read_numpy_member(self._archive(), member, f"{self.file.filename}!"
-                                     f"{member.path}", local=self.local)
+            found = read(self._archive(), member, f"{self.file.filename}!{member.path}",
+                         self.local)
         except FormatError as e:
             return e
-        _remember(self.ctx, self.file, entry, _NO_NUMPY if use is None else use)
-        return use
+        _remember(self.ctx, self.file, entry, _NOT_ELF if found is None else found)
+        return found
 
     def python_files(self) -> dict[str, bytes]:
         """The wheel's Python members and top_level.txt, read whole (`python_members`); cached
@@ -1066,7 +1061,6 @@ _PYTHON = "<python>"
 _RELOCATIONS = "\x00relocations"  # cache entry of a view that has relocated_symbols
 _GPU_CODE = "\x00gpu-code"  # cache entry of a member's fat binaries
 _NUMPY_USE = "\x00numpy-use"  # cache entry of a member's use of NumPy's C API
-_NO_NUMPY = "\x00no-numpy-use"  # ... for a member that shows none
 _SUMMARY = "\x00summary"  # cache entry of the summary of a member's view
 _DIRECTORY_GUESS = 64 << 10
 _LOCAL_HEADER_BYTES = LOCAL_HEADER_SIZE + 1024  # with room for an extra field

@@ -4,7 +4,7 @@ the notes, the verdict and the transfer."""
 
 from __future__ import annotations
 
-from abifit.commands.check import CheckReport
+from abifit.commands.check import CheckReport, forbidden_pairings
 from abifit.report.doctor import (
     degraded_names,
     effects_text,
@@ -60,15 +60,11 @@ def check_text(report: CheckReport, verbose: bool = False) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-_FORBIDS = "a pairing its metadata forbids"
-
-
 def _verdict_line(report: CheckReport) -> str:
     """The verdict, and a pairing the metadata forbids said in it too (its import may fail in
     Python code, which abifit does not run)."""
     line = _verdict(report)
-    forbidden = [n.split(" is checked:")[0].replace(" (with)", "").replace(" (target)", "")
-                 for n in report.notes if n.endswith(_FORBIDS)]
+    forbidden = forbidden_pairings(report.notes)
     if forbidden:
         line += f"; the metadata forbids this pairing ({'; '.join(forbidden)})"
     return line

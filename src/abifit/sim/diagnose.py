@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from abifit.formats.demangle import SignatureDiff
 
 
+INDEX_FIX = "From the index: "  # what begins the paragraph of a wheel `library_fix` found
+
+
 @dataclass(frozen=True, slots=True)
 class Context:
     """What diagnosis may ask about the machine, supplied by the caller."""
@@ -30,7 +33,8 @@ class Context:
     pip_package: Callable[[str], str | None]
     rebuild_hint: Callable[[str, str], str | None] = lambda _obj, _provider: None
     # (soname, the object needing it) -> (hint, explanation) from the wheels on the index that
-    # ship the soname; hint None when none was found (the explanation says why)
+    # ship the soname; hint None when none was found (the explanation says why); a fix from a
+    # wheel found begins with `INDEX_FIX` and ends the finding's explanation
     library_fix: Callable[[str, str], tuple[str | None, str] | None] = lambda _s, _o: None
     # what is known of a name's history ("introduced in CPython 3.12"), when anything is
     symbol_note: Callable[[str], str | None] = lambda _s: None

@@ -36,7 +36,7 @@ from abifit.host.environment import (
     InterpreterFacts,
 )
 from abifit.host.ldconfig import HostFacts, cache_id_for
-from abifit.sim.diagnose import FAILS, OPTIONAL, Context, diagnose
+from abifit.sim.diagnose import FAILS, INDEX_FIX, OPTIONAL, Context, diagnose
 from abifit.sim.findings import Effect, Finding, FindingKind, Severity
 from abifit.sim.loader import (
     LoadProblem,
@@ -725,7 +725,7 @@ def _explained(finding: Finding, cause: Cause) -> str:
     mix two releases in one process."""
     if cause.hint is None:
         return finding.explanation
-    kept = finding.explanation.split("\nFrom the index: ", 1)[0]
+    kept = finding.explanation.split("\n" + INDEX_FIX, 1)[0]
     return f"{kept}\n{cause.reason[:1].upper()}{cause.reason[1:]}." if cause.reason else kept
 
 
