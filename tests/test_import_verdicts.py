@@ -9,9 +9,7 @@ real imports and loads of `--verify`, every one of which must agree with the pre
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -28,13 +26,12 @@ import jsonschema
 import pytest
 
 from fixtures.imports import build
+from venvs import LOADER_ENV, clean_environ, venv_with_wheels
 
 Json = dict[str, object]
 SCHEMA = json.loads(
     files("abifit").joinpath("report/schemas/doctor.schema.json").read_text("utf-8"))
 EXT = sysconfig.get_config_var("EXT_SUFFIX")
-LOADER_ENV = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
-              "CONDA_PREFIX")
 NO_GONE = "libgone.so: cannot open shared object file: No such file or directory"
 
 # The doctor runs, all made once for the module: everything (the exit code of each filtered run
@@ -119,11 +116,6 @@ class Run:
         return found[0]
 
 
-def _environ() -> dict[str, str]:
-    """This process's environment without what changes how the loader or Python searches."""
-    return {k: v for k, v in os.environ.items() if k not in LOADER_ENV}
-
-
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     """A fresh venv of this interpreter holding the fixture packages, installed by pip."""
@@ -134,15 +126,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     root = tmp_path_factory.mktemp("import-verdicts")
     wheels = build.build_wheels(root, sys.executable)
     env_dir = root / "venv"
-    python = str(env_dir / "bin" / "python")
-    if importlib.util.find_spec("pip") is not None:
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)
-        pip = [sys.executable, "-m", "pip", "--python", python]
-    else:
-        subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
-        pip = [python, "-m", "pip"]
-    subprocess.run([*pip, "install", "--no-deps", "--no-index", "--disable-pip-version-check",
-                    "--no-compile", "-q", *map(str, wheels)], check=True, env=_environ())
+    python = venv_with_wheels(env_dir, wheels)
     return Venv(python, next((env_dir / "lib").glob("python3*/site-packages")))
 
 
@@ -151,7 +135,7 @@ def run_doctor(venv: Venv, *args: str) -> Run:
     done = subprocess.run(
         [sys.executable, "-m", "abifit", "doctor", *args, "--python", venv.python, "--no-index",
          "--no-cache"],
-        capture_output=True, text=True, env=_environ(), timeout=300, check=False)
+        capture_output=True, text=True, env=clean_environ(), timeout=300, check=False)
     doc: Json = {}
     if "--json" in args and done.stdout.strip():
         doc = json.loads(done.stdout)

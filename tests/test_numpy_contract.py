@@ -14,12 +14,12 @@ no wheels for 3.13); elsewhere the tests are skipped.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -29,13 +29,12 @@ from abifit.formats.numpyapi import read_numpy_use
 from abifit.formats.sources import FileSource
 from abifit.sim.numpyabi import api_version
 from conftest import CACHE, _create_venv, _pip_install, _python311
+from venvs import clean_environ
 
 SOURCE = Path(__file__).parent / "fixtures" / "numpy" / "npmod.c"
 SCHEMA_DIR = Path(__file__).parent.parent / "src/abifit/report/schemas"
 SCHEMA = json.loads((SCHEMA_DIR / "doctor.schema.json").read_text("utf-8"))
 NUMPYS = ("1.23.5", "1.26.4", "2.2.6")
-LOADER_ENV = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
-              "CONDA_PREFIX")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +56,6 @@ BUILDS = {
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")]
-
-
-def _environ() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in LOADER_ENV}
 
 
 def _site(venv: Path) -> Path:
@@ -91,14 +86,21 @@ def numpy_sites(python: str) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def modules(python: str, numpy_sites: dict[str, Path],
-            tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The fixture modules, compiled against each build's NumPy headers."""
-    out = tmp_path_factory.mktemp("npfix")
+def python_build(python: str) -> tuple[str, str]:
+    """The interpreter's include directory and extension module suffix."""
     include, suffix = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['include']); "
          "print(sysconfig.get_config_var('EXT_SUFFIX'))"],
         capture_output=True, text=True, check=True).stdout.split()
+    return include, suffix
+
+
+@pytest.fixture(scope="module")
+def modules(python_build: tuple[str, str], numpy_sites: dict[str, Path],
+            tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The fixture modules, compiled against each build's NumPy headers."""
+    out = tmp_path_factory.mktemp("npfix")
+    include, suffix = python_build
     built = {}
     for name, build in BUILDS.items():
         built[name] = compile_module(name, build, numpy_sites, include, out / f"{name}{suffix}")
@@ -147,7 +149,7 @@ def real_import(python: str, module: str) -> str | None:
     """`import npfix.MODULE` in a fresh process: None when it works, else the exception
     ("ImportError: ...") as the last line of the traceback shows it."""
     done = subprocess.run([python, "-c", f"import npfix.{module}"], capture_output=True,
-                          text=True, env=_environ(), cwd="/", timeout=120, check=False)
+                          text=True, env=clean_environ(), cwd="/", timeout=120, check=False)
     if done.returncode == 0:
         return None
     return done.stderr.strip().splitlines()[-1]
@@ -161,7 +163,7 @@ def doctors(environments: dict[str, str]) -> dict[str, dict[str, object]]:
         done = subprocess.run(
             [sys.executable, "-m", "abifit", "doctor", "npfix", "--python", python, "--json",
              "--verify", "--no-index", "--no-cache"],
-            capture_output=True, text=True, env=_environ(), timeout=300, check=False)
+            capture_output=True, text=True, env=clean_environ(), timeout=300, check=False)
         assert done.returncode in (0, 1), done.stderr
         out[version] = json.loads(done.stdout)
         jsonschema.validate(out[version], SCHEMA)
@@ -219,6 +221,33 @@ def test_each_pairing_is_judged_like_the_real_import(
     assert check["agrees"] is True, check
 
 
+def on_index(files: dict[str, bytes], args: list[str], tmp_path: Path,
+             monkeypatch: pytest.MonkeyPatch,
+             capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    """`abifit ARGS --json` for CPython 3.11 on linux_x86_64 against a loopback index serving
+    a distribution made of `files` (named by their first directory, version 1.0, requiring
+    numpy) and a numpy wheel of each release of `NUMPYS` holding its metadata only (the
+    contract needs only numpy's release): the exit code and the document."""
+    from abifit.cli import main
+    from httpserver import LoopbackServer, publish_index
+    from test_check import make_wheel
+
+    tag = "cp311-cp311-linux_x86_64"
+    name = next(iter(files)).split("/")[0]
+    projects = {name: [make_wheel(name, "1.0", files, requires=("numpy",), tag=tag)],
+                "numpy": [make_wheel("numpy", v, {"numpy/__init__.py": b""}, tag=tag)
+                          for v in NUMPYS]}
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(var, raising=False)
+    with LoopbackServer() as server:
+        index = publish_index(server, projects)
+        code = main([*args, "--python-version", "3.11", "--platform", "linux_x86_64",
+                     "--index-url", index.url, "--cache-dir", str(tmp_path), "--json"])
+    doc: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return code, doc
+
+
 @pytest.mark.parametrize("version", ["1.26.4", "2.2.6"])
 def test_check_judges_the_wheels_alike(version: str, modules: dict[str, Path],
                                        environments: dict[str, str], tmp_path: Path,
@@ -227,25 +256,10 @@ def test_check_judges_the_wheels_alike(version: str, modules: dict[str, Path],
     """`abifit check npfix --with numpy==X` from a loopback index (npfix's wheel holds the
     fixture modules; numpy's, its metadata: the contract needs only its release) says what the
     real imports beside that NumPy do, module by module."""
-    from abifit.cli import main
-    from httpserver import LoopbackServer, publish_index
-    from test_check import make_wheel
-
-    tag = "cp311-cp311-linux_x86_64"
     files = {"npfix/__init__.py": b"",
              **{f"npfix/{p.name}": p.read_bytes() for p in modules.values()}}
-    projects = {"npfix": [make_wheel("npfix", "1.0", files, requires=("numpy",), tag=tag)],
-                "numpy": [make_wheel("numpy", v, {"numpy/__init__.py": b""}, tag=tag)
-                          for v in NUMPYS]}
-    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
-    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
-        monkeypatch.delenv(var, raising=False)
-    with LoopbackServer() as server:
-        index = publish_index(server, projects)
-        code = main(["check", "npfix==1.0", "--with", f"numpy=={version}", "--python-version",
-                     "3.11", "--platform", "linux_x86_64", "--index-url", index.url,
-                     "--cache-dir", str(tmp_path), "--json"])
-    doc = json.loads(capsys.readouterr().out)
+    code, doc = on_index(files, ["check", "npfix==1.0", "--with", f"numpy=={version}"],
+                         tmp_path, monkeypatch, capsys)
     jsonschema.validate(doc, json.loads((SCHEMA_DIR / "check.schema.json").read_text("utf-8")))
     statuses = {m["module"]: m for m in doc["modules"]}
     for module in BUILDS:
@@ -262,26 +276,9 @@ def test_resolve_learns_the_numpy_a_set_needs(modules: dict[str, Path], tmp_path
     """npone holds only the module built with NumPy 1.x headers and requires any numpy: the
     newest numpy (2.2.6) breaks its contract, so resolve learns numpy<2 from the whole-set
     check and chooses 1.26.4, saying why 2.2.6 was not chosen."""
-    from abifit.cli import main
-    from httpserver import LoopbackServer, publish_index
-    from test_check import make_wheel
-
-    tag = "cp311-cp311-linux_x86_64"
     np1 = modules["np1"]
-    projects = {"npone": [make_wheel("npone", "1.0", {"npone/__init__.py": b"",
-                                                      f"npone/{np1.name}": np1.read_bytes()},
-                                     requires=("numpy",), tag=tag)],
-                "numpy": [make_wheel("numpy", v, {"numpy/__init__.py": b""}, tag=tag)
-                          for v in NUMPYS]}
-    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
-    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
-        monkeypatch.delenv(var, raising=False)
-    with LoopbackServer() as server:
-        index = publish_index(server, projects)
-        code = main(["resolve", "npone", "numpy", "--python-version", "3.11", "--platform",
-                     "linux_x86_64", "--index-url", index.url, "--cache-dir", str(tmp_path),
-                     "--json"])
-    doc = json.loads(capsys.readouterr().out)
+    files = {"npone/__init__.py": b"", f"npone/{np1.name}": np1.read_bytes()}
+    code, doc = on_index(files, ["resolve", "npone", "numpy"], tmp_path, monkeypatch, capsys)
     jsonschema.validate(doc, json.loads((SCHEMA_DIR / "resolve.schema.json").read_text("utf-8")))
     pins = {p["name"]: p for p in doc["pins"]}
     assert code == 0 and pins["numpy"]["version"] == "1.26.4"
@@ -301,7 +298,7 @@ def test_explain_names_the_module_of_a_pasted_numpy_error(
 
     python = environments["2.2.6"]
     done = subprocess.run([python, "-c", "import npfix.np1"], capture_output=True, text=True,
-                          env=_environ(), cwd="/", timeout=120, check=False)
+                          env=clean_environ(), cwd="/", timeout=120, check=False)
     assert "compiled using NumPy 1.x cannot be run in" in done.stderr
     clues = read_clues(done.stderr)
     assert clues and all(isinstance(c, NumpyContract) for c in clues)
@@ -315,7 +312,7 @@ def test_explain_names_the_module_of_a_pasted_numpy_error(
 
 
 def test_the_first_release_built_against_numpy2_is_named(
-        python: str, numpy_sites: dict[str, Path], tmp_path: Path) -> None:
+        python_build: tuple[str, str], numpy_sites: dict[str, Path], tmp_path: Path) -> None:
     """npgen 1.0 and 1.1 hold a module built with NumPy 1.26's headers, 1.2 and 2.0 the same
     module built with 2.2's: beside NumPy 2, the fix names npgen>=1.2, found by reading the
     module in the later wheels on a loopback index."""
@@ -327,10 +324,7 @@ def test_the_first_release_built_against_numpy2_is_named(
     from httpserver import LoopbackServer, publish_index
     from test_check import make_wheel
 
-    include, suffix = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['include']); "
-         "print(sysconfig.get_config_var('EXT_SUFFIX'))"],
-        capture_output=True, text=True, check=True).stdout.split()
+    include, suffix = python_build
     built = {major: compile_module("core", BUILDS["np1" if major == 1 else "np2"], numpy_sites,
                                    include, tmp_path / f"{major}" / f"core{suffix}")
              for major in (1, 2) if (tmp_path / f"{major}").mkdir() is None}
@@ -359,7 +353,7 @@ def test_a_snapshot_records_each_modules_numpy_c_api(environments: dict[str, str
     lock = tmp_path / "pylock.toml"
     done = subprocess.run([sys.executable, "-m", "abifit", "snapshot", "--python",
                            environments["1.26.4"], "-o", str(lock), "--no-cache"],
-                          capture_output=True, text=True, env=_environ(), timeout=300,
+                          capture_output=True, text=True, env=clean_environ(), timeout=300,
                           check=False)
     assert done.returncode in (0, 1), done.stderr
     records = {m.module: m for m in loads(lock.read_text(), str(lock)).modules}

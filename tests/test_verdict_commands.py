@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import importlib.util
 import io
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -29,14 +27,13 @@ import abifit
 from abifit.cli import main
 from fixtures.build import compile_c
 from httpserver import LoopbackIndex, Projects
+from venvs import clean_environ, venv_with_wheels
 
 SOURCES = Path(__file__).parent / "fixtures" / "resolve"
 TAG = "cp310-abi3-linux_x86_64"
 TARGET = ("--python-version", "3.11", "--platform", "linux_x86_64")
 GUARDED = b"try:\n    from . import _ops\nexcept ImportError:\n    _ops = None\n"
 INT_FORM = "hostlib::check_impl(int, char const*, char const*, int, bool)"
-LOADER_ENV = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
-              "CONDA_PREFIX")
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
@@ -157,20 +154,11 @@ def test_doctor_on_the_installed_pair_agrees_with_real_imports(
         path = tmp_path / f"{name}-{version}-{TAG}.whl"
         path.write_bytes(loopback_index.files[path.name])
         wheels.append(path)
-    env_dir = tmp_path / "venv"
-    python = str(env_dir / "bin" / "python")
-    environ = {k: v for k, v in os.environ.items() if k not in LOADER_ENV}
-    if importlib.util.find_spec("pip") is not None:
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)
-        pip = [sys.executable, "-m", "pip", "--python", python]
-    else:
-        subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
-        pip = [python, "-m", "pip"]
-    subprocess.run([*pip, "install", "--no-deps", "--no-index", "--disable-pip-version-check",
-                    "-q", *map(str, wheels)], check=True, env=environ)
+    python = venv_with_wheels(tmp_path / "venv", wheels)
     done = subprocess.run([sys.executable, "-m", "abifit", "doctor", "--python", python,
                            "--json", "--verify", "--no-index", "--no-cache"],
-                          capture_output=True, text=True, env=environ, timeout=300, check=False)
+                          capture_output=True, text=True, env=clean_environ(), timeout=300,
+                          check=False)
     assert done.returncode == 1, done.stderr
     doc = json.loads(done.stdout)
     assert doc["verdict"] == "degraded"
