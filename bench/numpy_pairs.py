@@ -13,8 +13,9 @@ For each pair:
    works, or the exception's last line;
 2. `abifit doctor --json --no-index --no-cache` on the venv (once per stack): the verdict of
    `import NAME` (a top-level import not listed works);
-3. `abifit check PKG==V --with numpy==X --python-version 3.11 --json`: the verdict of
-   `import NAME` from the wheels on the index.
+3. `abifit check PKG==V --with numpy==X --with OTHER==W... --python-version 3.11 --json`
+   (every other package of the stack pinned as in its venv): the verdict of `import NAME`
+   from the wheels on the index.
 
 A pair agrees when both verdicts say what the real import does: works, or fails with the same
 exception type and message. Output: one JSON document on stdout (every pair, with the reasons
@@ -158,10 +159,13 @@ def main() -> None:
                 first, second = pool.map(real_import, (python, python), (name, name))
             check = None
             if not args.no_check:
-                print(f"stack {stack}: check {requirement} --with numpy=={numpy}",
-                      file=sys.stderr)
+                # the stack's other packages as in its venv (scikit-learn 1.3.2's import meets
+                # the stack's scipy 1.11.4 first, not the newest scipy a plain check would add)
+                others = [w for p in packages if p != requirement for w in ("--with", p)]
+                print(f"stack {stack}: check {requirement} --with numpy=={numpy} "
+                      f"({len(others) // 2} more --with)", file=sys.stderr)
                 check = predicted(abifit("check", requirement, "--with", f"numpy=={numpy}",
-                                         "--python-version", "3.11"), name)
+                                         *others, "--python-version", "3.11"), name)
             said = predicted(doctor, name)
             pairs.append(Pair(stack, numpy, package, version, name, first, first == second,
                               said, check, agrees(said, first),

@@ -36,7 +36,9 @@ before the client can see the answer (`bytes_sent` counts body bytes handed to t
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import http.client
 import re
 import socket
 import struct
@@ -109,8 +111,10 @@ class LoopbackServer:
         suffix_status: int = 416,
         slow_s: float = 1.0,
         delay_s: float = 0.0,
+        auth: tuple[str, str] | None = None,
     ) -> None:
         self.root = root
+        self.auth = auth  # (user, password) every request must carry (Basic), else 401
         self.mode: Mode = mode
         self.suffix_status = suffix_status
         self.slow_s = slow_s
@@ -237,6 +241,10 @@ class LoopbackServer:
     def answer(self, request: Request) -> tuple[Reply, Fault | None]:
         """The reply to a request and the fault to apply while sending it."""
         self._enter(request)
+        if self.auth is not None:
+            token = base64.b64encode(":".join(self.auth).encode()).decode()
+            if request.headers.get("Authorization") != f"Basic {token}":
+                return Reply(401, b"who are you?\n", {"WWW-Authenticate": 'Basic realm="x"'}), None
         if request.path in self._redirects:
             target, status = self._redirects[request.path]
             return Reply(status, headers={"Location": target}), None
@@ -308,6 +316,82 @@ def publish_index(server: LoopbackServer, projects: Projects, *,
 
         server.add_handler(f"/simple/{project}/", reply)
     return LoopbackIndex(server, server.url("/simple"), files)
+
+
+class ForwardProxy:
+    """A forward HTTP proxy on 127.0.0.1 (absolute-URI GET and HEAD, as clients send to a proxy
+    for http:// URLs): each request is passed on to its server with its headers, and the answer
+    passed back. `seen` lists the URLs asked; `auth`, when set, is the (user, password) every
+    request must carry in Proxy-Authorization (else 407)."""
+
+    def __init__(self, auth: tuple[str, str] | None = None) -> None:
+        self.auth = auth
+        self.seen: list[str] = []
+        self._httpd = _ProxyServer(("127.0.0.1", 0), _ProxyHandler)
+        self._httpd.owner = self
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def __enter__(self) -> ForwardProxy:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+class _ProxyServer(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: ForwardProxy
+
+
+class _ProxyHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._forward()
+
+    def do_HEAD(self) -> None:
+        self._forward()
+
+    def _forward(self) -> None:
+        assert isinstance(self.server, _ProxyServer)
+        owner = self.server.owner
+        owner.seen.append(self.path)
+        if owner.auth is not None:
+            token = base64.b64encode(":".join(owner.auth).encode()).decode()
+            if self.headers.get("Proxy-Authorization") != f"Basic {token}":
+                self.send_response(407)
+                self.send_header("Proxy-Authenticate", 'Basic realm="proxy"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+        parts = urlsplit(self.path)
+        conn = http.client.HTTPConnection(parts.hostname or "", parts.port or 80, timeout=30)
+        headers = {k: v for k, v in self.headers.items()
+                   if k.lower() not in ("proxy-authorization", "proxy-connection", "connection")}
+        conn.request(self.command, parts.path + (f"?{parts.query}" if parts.query else ""),
+                     headers=headers)
+        resp = conn.getresponse()
+        body = resp.read()
+        self.send_response(resp.status, resp.reason)
+        length = resp.getheader("Content-Length") if self.command == "HEAD" else str(len(body))
+        for k, v in resp.getheaders():
+            if k.lower() not in ("connection", "transfer-encoding", "content-length"):
+                self.send_header(k, v)
+        self.send_header("Content-Length", length or "0")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        conn.close()
 
 
 class _Server(ThreadingHTTPServer):

@@ -120,9 +120,13 @@ def compile_module(name: str, build: Build, numpy_sites: dict[str, Path], includ
 
 @pytest.fixture(scope="module")
 def environments(python: str, numpy_sites: dict[str, Path], modules: dict[str, Path],
+                 python_build: tuple[str, str],
                  tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """A fresh venv per NumPy release that sees it (a `.pth`) and holds `npfix`: its
-    interpreter, by release."""
+    """A fresh venv per NumPy release that sees it (a `.pth`) and holds `npfix` and the
+    `USERS`: its interpreter, by release."""
+    include, suffix = python_build
+    own = compile_module("own", BUILDS["np1"], numpy_sites, include,
+                         tmp_path_factory.mktemp("own") / f"own{suffix}")
     out = {}
     for version, numpy_site in numpy_sites.items():
         venv = tmp_path_factory.mktemp(f"env-{version}")
@@ -141,8 +145,36 @@ def environments(python: str, numpy_sites: dict[str, Path], modules: dict[str, P
         files = ["npfix/__init__.py", *(f"npfix/{p.name}" for p in modules.values()),
                  "npfix-1.0.dist-info/METADATA", "npfix-1.0.dist-info/RECORD"]
         (info / "RECORD").write_text("".join(f"{f},,\n" for f in files))
+        for user, init in USERS.items():
+            add_user(site, user, init, own)
         out[version] = str(venv / "bin" / "python")
     return out
+
+
+# Two distributions that require npfix and hold a module built with NumPy 1.x headers of their
+# own: one imports npfix's first, the other its own first (the line numbers matter).
+USERS = {
+    "npforeign": "import os\nfrom npfix import np2t20\nfrom npfix import np1\nfrom . import own\n",
+    "npownfirst": "import os\nfrom . import own\nfrom npfix import np1\n",
+}
+
+
+def add_user(site: Path, name: str, init: str, module: Path) -> None:
+    """Distribution `name` 1.0 requiring npfix and numpy: its `__init__.py` is `init`, and
+    `module` (`own`) its extension module."""
+    package = site / name
+    package.mkdir()
+    (package / "__init__.py").write_text(init)
+    own = module.name
+    shutil.copy(module, package / own)
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\nRequires-Dist: npfix\n"
+        "Requires-Dist: numpy\n")
+    files = [f"{name}/__init__.py", f"{name}/{own}", f"{name}-1.0.dist-info/METADATA",
+             f"{name}-1.0.dist-info/RECORD"]
+    (info / "RECORD").write_text("".join(f"{f},,\n" for f in files))
 
 
 def real_import(python: str, module: str) -> str | None:
@@ -219,6 +251,33 @@ def test_each_pairing_is_judged_like_the_real_import(
         assert verdict["error"] == real
     [check] = [v for v in doc["verification"] if v["module"] == f"npfix.{module}"]  # type: ignore[attr-defined]
     assert check["agrees"] is True, check
+
+
+def test_an_import_fails_where_it_first_meets_a_broken_module(
+        environments: dict[str, str]) -> None:
+    """`import npforeign` (the whole environment checked) beside NumPy 2.2.6 runs into npfix's
+    module built with NumPy 1.x headers (through `from npfix import np1`) before its own: the
+    verdict names npfix.np1, as the real traceback's last line of npforeign/__init__.py does;
+    npownfirst imports its own first, and the verdict names its own."""
+    python = environments["2.2.6"]
+    done = subprocess.run(
+        [sys.executable, "-m", "abifit", "doctor", "--python", python, "--json",
+         "--no-index", "--no-cache"],
+        capture_output=True, text=True, env=clean_environ(), timeout=300, check=False)
+    assert done.returncode == 1, done.stderr
+    verdicts = {i["name"]: i for i in json.loads(done.stdout)["imports"]}
+    for user, init in USERS.items():
+        runs = [subprocess.run([python, "-c", f"import {user}"], capture_output=True,
+                               text=True, env=clean_environ(), cwd="/", timeout=120,
+                               check=False).stderr for _ in range(2)]
+        assert runs[0] == runs[1] and runs[0], "two real imports disagree"
+        frame = [ln for ln in runs[0].splitlines() if f"{user}/__init__.py" in ln][-1]
+        line = int(frame.split("line ")[1].split(",")[0])
+        failing = init.splitlines()[line - 1]
+        expected = "npfix.np1" if "np1" in failing else f"{user}.own"
+        assert verdicts[user]["loads"] is False
+        assert verdicts[user]["cause"] == expected, (user, failing, verdicts[user])
+        assert verdicts[user]["error"] == runs[0].strip().splitlines()[-1]
 
 
 def on_index(files: dict[str, bytes], args: list[str], tmp_path: Path,

@@ -646,13 +646,13 @@ def build_environment(wheels: Sequence[Wheel], target: Target, executable: str,
 
 def _numpy_uses(wheels: Sequence[Wheel], env: Environment,
                 tree: VirtualTree) -> dict[str, NumpyUse]:
-    """What the target wheels' files that take a capsule say of their use of NumPy's C API
-    (`formats.numpyapi`), for a target that requires numpy: each read from its `.rodata`."""
+    """What the files that take a capsule say of their use of NumPy's C API
+    (`formats.numpyapi`), of every wheel that requires numpy (a target's import may run into
+    a required package's module): each read from its `.rodata`."""
     from abifit.formats.numpyapi import NumpyUse
     from abifit.host.numpyuses import numpy_candidates
 
-    targets = {w.key for w in wheels if w.role is Role.TARGET
-               and "numpy" in env.declared(w.key)}
+    targets = {w.key for w in wheels if "numpy" in env.declared(w.key)}
     out: dict[str, NumpyUse] = {}
     for path, _view in numpy_candidates([n for n in env.natives if n.distribution in targets],
                                         lambda _key: True, tree.image_or_none):
@@ -664,10 +664,6 @@ def _numpy_uses(wheels: Sequence[Wheel], env: Environment,
 
 
 # --- checking --------------------------------------------------------------------------------
-
-
-
-
 
 
 # The names of CPython's C API (Py*, _Py*, PyUnstable_*, PY_TIMEOUT_MAX): what a module built
@@ -844,21 +840,31 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
     search = library_search(lambda: remote) if remote is not None else None
     config = _config(host, api is ApiCheck.UNCHECKED, stand_ins(tree, remote, search))
 
+    targets = {w.key for w in wheels if w.role is Role.TARGET}
+    # the extension modules of the packages the targets require (`--with` and dependency
+    # wheels): an import of a target that imports one of them fails where it fails
+    around = _required_by(base, targets)
+
     def run(env: Environment) -> Simulation:
-        targets = {w.key for w in wheels if w.role is Role.TARGET}
-        modules = [n for n in env.natives if n.distribution in targets and n.checked]
+        modules = [n for n in env.natives if n.checked and (
+            n.distribution in targets or (n.distribution in around and n.module is not None))]
         prefetch_views(tree, [n.path for n in modules], progress)
         sim = Simulator(env, tree, config, load_import_rules(), glob=tree.glob)
         return simulate_modules(sim, modules, _context(sim, tree, target, search), progress,
                                 gpu=gpu)
 
-    # the targets' Python code is read only when a module fails: it can only add libraries
-    # loaded before the modules that need them, and place what fails in its imports
+    # the Python code is read only when a module fails: it can only add libraries loaded
+    # before the modules that need them, and place what fails in its imports (the code of a
+    # required package, only when one of its modules fails)
     env = _planned(base, wheels, progress, read_code=False)
     simulation = run(env)
     if not all(s.loads for s in simulation.statuses):
-        env = _planned(base, wheels, progress, read_code=True)
+        failing = {s.distribution for s in simulation.statuses if not s.loads} & around
+        env = _planned(base, wheels, progress, read_code=True, also=failing)
         simulation = run(env)
+    verdicts = [v for v in import_verdicts(env, simulation.statuses)
+                if v.distribution in targets]
+    simulation = _targets_only(simulation, targets, verdicts)
     statuses, findings, results = (list(simulation.statuses), list(simulation.findings),
                                    simulation.results)
     searched = [tuple(r.path or "" for r in result.resolutions) for result in results]
@@ -871,11 +877,42 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
                            posixpath.relpath(n.path, SITE))
                   for n in env.natives if n.distribution in env.dists}
         findings = with_numpy2_releases(findings, owners, remote)
-    return statuses, findings, missing, import_verdicts(env, statuses), skipped
+    return statuses, findings, missing, tuple(verdicts), skipped
+
+
+def _required_by(env: Environment, targets: set[str]) -> set[str]:
+    """The distributions with native files that the targets require, directly or through
+    others (the targets left out)."""
+    seen: set[str] = set()
+    todo = [r for t in sorted(targets) for r in env.required(t)]
+    while todo:
+        key = todo.pop()
+        if key not in seen and key not in targets:
+            seen.add(key)
+            todo += env.required(key)
+    owners = {n.distribution for n in env.natives}
+    return seen & owners
+
+
+def _targets_only(simulation: Simulation, targets: set[str],
+                  verdicts: Sequence[ImportVerdict]) -> Simulation:
+    """The simulation of the targets' modules: a module of a required package is kept only
+    where it fails an import of a target (`import sklearn` runs into scipy.sparse's module),
+    its finding placed in that import."""
+    causes = {v.cause: v.name for v in verdicts if not v.loads and v.cause}
+    mine = {s.module for s in simulation.statuses if s.distribution in targets}
+    keep = [n for n, s in enumerate(simulation.statuses) if s.module in mine or s.module in causes]
+    # a required package's failure is a root cause: said before what it breaks
+    findings = [*(replace(f, import_name=causes[f.module]) for f in simulation.findings
+                  if f.module not in mine and f.module in causes),
+                *(f for f in simulation.findings if f.module in mine)]
+    return replace(simulation, statuses=tuple(simulation.statuses[n] for n in keep),
+                   findings=tuple(findings),
+                   results=tuple(simulation.results[n] for n in keep))
 
 
 def _planned(env: Environment, wheels: Sequence[Wheel], progress: Progress,
-             read_code: bool = True) -> Environment:
+             read_code: bool = True, also: set[str] | None = None) -> Environment:
     """The environment with the import plans of the target wheels, read from their Python
     members (the packages they need are imported by their own rules); without `read_code`,
     plans that know the top-level names of the extension modules only."""
@@ -884,7 +921,8 @@ def _planned(env: Environment, wheels: Sequence[Wheel], progress: Progress,
     rules = load_imports_rules()
     plans = {}
     for wheel in wheels:
-        if wheel.role is not Role.TARGET or wheel.source is None:
+        if ((wheel.role is not Role.TARGET and wheel.key not in (also or ()))
+                or wheel.source is None):
             continue
         files: dict[str, bytes] = {}
         if read_code:
@@ -921,7 +959,7 @@ def target_gpu_codes(wheels: Sequence[Wheel], progress: Progress,
 
 
 # what a stored result holds changes with the simulation's model, not only with releases
-RESULT_FORMAT = "verdict-5"
+RESULT_FORMAT = "verdict-6"
 # a stored result: anything else in its place is a miss
 _STORED = tuple[tuple[ModuleStatus, ...], tuple[Finding, ...], tuple[str, ...],
                 tuple[ImportVerdict, ...], tuple[str, ...]]

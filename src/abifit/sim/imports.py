@@ -267,6 +267,20 @@ def wrappers_of(codes: Iterable[ModuleCode | None]) -> dict[str, tuple[int, Load
     return wrappers
 
 
+def _imported_names(what: Import | Load | Call) -> list[str]:
+    """The modules an event may import, parents first: `from a.b import c` imports a, a.b
+    and, when c is a module, a.b.c (names that are not modules are harmless here)."""
+    if isinstance(what, Import):
+        parts = what.module.split(".")
+        chain = [".".join(parts[:n]) for n in range(1, len(parts) + 1)]
+        return [*chain, *(f"{what.module}.{n}" for n in what.names if n != "*")]
+    if (isinstance(what, Load) and what.kind is LoadKind.IMPORT_MODULE and what.param is None
+            and what.hints and what.hints[0].replace(".", "").isidentifier()):
+        parts = what.hints[0].split(".")
+        return [".".join(parts[:n]) for n in range(1, len(parts) + 1)]
+    return []
+
+
 def _imports_module(what: Import | Load | Call, target: str) -> bool:
     """Whether an event imports `target` (or a submodule of it, which imports it too)."""
     if isinstance(what, Import):
@@ -320,6 +334,40 @@ class DistributionPlan:
     # own way, so the best way is still found)
     _from_top: dict[str, _Way] = field(default_factory=dict)
     _budget: list[int] = field(default_factory=lambda: [0])  # modules a `place` may still try
+    _imported: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
+
+    def reached(self, module: str, top: str) -> tuple[int, ...] | None:
+        """Whether `import top` (a top-level package of this distribution) surely imports
+        `module` (its own or another distribution's, `scipy.sparse`) through this
+        distribution's code: the lines of the imports on the way (`Placement.order`), None
+        when it does not at module level."""
+        if top not in self._imported:
+            self._imported[top] = self._walk(top)
+        return self._imported[top].get(module)
+
+    def _walk(self, top: str) -> dict[str, tuple[int, ...]]:
+        """The modules `import top` surely imports through this distribution's code, in the
+        order Python runs the imports (each module's module-level imports, depth first, a
+        module imported once), each with the lines of the imports that first reach it. Names
+        of other distributions' modules are recorded, not followed."""
+        out: dict[str, tuple[int, ...]] = {top: ()}
+        todo: list[tuple[str, tuple[int, ...], int]] = [(top, (), 0)]  # (module, order, event)
+        while todo:
+            name, order, at = todo.pop()
+            code = self.code.code(name) if self.code is not None else None
+            events = [e for e in code.events if e.reach is Reach.ALWAYS] if code else []
+            for i in range(at, len(events)):
+                event = events[i]
+                new = [m for m in _imported_names(event.what) if m not in out]
+                for m in new:
+                    out[m] = (*order, event.line)
+                own = [m for m in new if self.code is not None and m in self.code.sources]
+                if own and len(order) < 4 * SEARCH_DEPTH:
+                    # run the first new module of ours now, the rest of this one after it
+                    todo.append((name, order, i + 1))
+                    todo += [(m, out[m], 0) for m in reversed(own)]
+                    break
+        return out
 
     def place(self, path: str) -> Placement:
         """The import that reaches the native file at `path`, how, and what the user sees."""
@@ -348,6 +396,13 @@ class DistributionPlan:
         """The top-level import a file belongs to: its first directory when that is one."""
         first = rel.split("/")[0]
         return first if first in self.tops or not self.tops else self.tops[0]
+
+    def optional_by_rule(self, path: str) -> bool:
+        """Whether a rule makes the file at `path` optional or loaded only on use."""
+        rule = self.rule
+        rel = next((r for r, p in self.files.items() if p == path), path)
+        return rule is not None and any(fnmatch.fnmatchcase(rel, g)
+                                        for g in (*rule.optional, *rule.on_use))
 
     def _ruled(self, path: str, place: Placement) -> Placement:
         rule = self.rule

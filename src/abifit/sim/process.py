@@ -912,8 +912,10 @@ def import_verdicts(env: Environment,
                              if not effective_reach(p.step.reach, s.error).counts)
             # the libraries the package loads itself fail first: they load before the modules
             loaded = [s.path for s in plan.loads]
-            sure = sorted(((s, p) for s, p in failed
-                           if effective_reach(p.step.reach, s.error) is Reachability.ALWAYS),
+            sure = sorted([*((s, replace(p, order=plan.reached(s.module, top) or p.order))
+                             for s, p in failed
+                             if effective_reach(p.step.reach, s.error) is Reachability.ALWAYS),
+                           *_foreign_failures(env, statuses, key, plan, top)],
                           key=lambda sp: (loaded.index(sp[0].path) if sp[0].path in loaded
                                           else len(loaded), sp[1].order))
             if not sure:
@@ -936,6 +938,44 @@ def import_verdicts(env: Environment,
                                          user_error(own.step, status.error or ""),
                                          status.module, status.error))
     return tuple(out)
+
+
+def _foreign_failures(env: Environment, statuses: Sequence[ModuleStatus], key: str,
+                      plan: DistributionPlan, top: str,
+                      ) -> list[tuple[ModuleStatus, Placement]]:
+    """The failing modules of the distributions `key` requires (directly or not) that the
+    import of its top-level package `top` runs into through its own code: sklearn's
+    `from scipy.sparse import issparse` imports scipy.sparse, whose `_sparsetools` fails beside
+    NumPy 2 before any module of scikit-learn's own. Each comes placed as the import of `key`
+    reaches it: the lines of `key`'s imports up to the other package's module, then those of
+    that package's imports from there (`Placement.order`)."""
+    wanted = _required_closure(env, key)
+    out: list[tuple[ModuleStatus, Placement]] = []
+    for status in statuses:
+        other = env.plans.get(status.distribution)
+        if (status.loads or status.distribution not in wanted or other is None
+                or "/" in status.module):
+            continue
+        parts = status.module.split(".")
+        orders = [(*mine, *there) for n in range(1, len(parts) + 1)
+                  if (mine := plan.reached(".".join(parts[:n]), top)) is not None
+                  and (there := other.reached(status.module, ".".join(parts[:n]))) is not None]
+        if orders and not other.optional_by_rule(status.path):
+            step = replace(other.place(status.path).step, reach=Reachability.ALWAYS)
+            out.append((status, Placement(top, step, min(orders))))
+    return out
+
+
+def _required_closure(env: Environment, key: str) -> set[str]:
+    """The distributions `key` requires, directly or through others (not `key` itself)."""
+    seen: set[str] = set()
+    todo = list(env.required(key))
+    while todo:
+        name = todo.pop()
+        if name not in seen and name != key:
+            seen.add(name)
+            todo += env.required(name)
+    return seen
 
 
 def _under(status: ModuleStatus, top: str) -> bool:
