@@ -41,6 +41,7 @@ import hashlib
 import http.client
 import re
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -112,6 +113,7 @@ class LoopbackServer:
         slow_s: float = 1.0,
         delay_s: float = 0.0,
         auth: tuple[str, str] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.root = root
         self.auth = auth  # (user, password) every request must carry (Basic), else 401
@@ -131,6 +133,10 @@ class LoopbackServer:
         self._lock = threading.Lock()
         self._httpd = _Server(("127.0.0.1", 0), _RequestHandler)
         self._httpd.owner = self
+        self.scheme = "http"
+        if tls is not None:  # HTTPS with this server context
+            self._httpd.socket = tls.wrap_socket(self._httpd.socket, server_side=True)
+            self.scheme = "https"
         self._thread: threading.Thread | None = None
 
     # -- setup -----------------------------------------------------------------------------------
@@ -138,7 +144,7 @@ class LoopbackServer:
     @property
     def base_url(self) -> str:
         host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"{self.scheme}://{host!s}:{port}"
 
     def url(self, path: str) -> str:
         return self.base_url + path

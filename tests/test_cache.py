@@ -123,10 +123,12 @@ def test_dir_prints_the_directory_from_the_environment(
 
 
 def test_json_is_only_for_info(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`--json` with `dir` or `clean` is a usage error, exit 2."""
+    """`--json` with `dir` or `clean` is a usage error, exit 2 (said on stderr, and as the
+    error document on stdout)."""
     code, out, err = run(capsys, "clean", "--json", "--cache-dir", str(tmp_path))
-    assert (code, out) == (2, "")
+    assert code == 2
     assert err.startswith("error: --json: only `abifit cache info` prints JSON")
+    assert json.loads(out)["error"]["message"] == err.removeprefix("error: ").strip()
 
 
 def test_help_describes_the_cache(capsys: pytest.CaptureFixture[str]) -> None:

@@ -295,10 +295,13 @@ def test_index_down_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 def test_requirement_files() -> None:
     """requirements.txt lines, uv.lock and pylock.toml packages become pinned requirements."""
+    digest = "ab" * 32
     reqs, included, skipped = requirements_txt(
-        "# comment\ntorch==2.9.1 --hash=sha256:ab\n-r more.txt\n--index-url x\n"
-        "-e ./local\nsgl-kernel==0.3.21 ; sys_platform == 'linux'  # pinned\n\n")
-    assert reqs == ["torch==2.9.1", "sgl-kernel==0.3.21 ; sys_platform == 'linux'"]
+        f"# comment\ntorch==2.9.1 --hash=sha256:{digest}\n-r more.txt\n--index-url x\n"
+        "-e ./local\nsgl-kernel==0.3.21 ; sys_platform == 'linux'  # pinned\n"
+        "pywin32==306 ; sys_platform == 'win32'\n\n", {"sys_platform": "linux"})
+    assert [(p.requirement, p.hashes) for p in reqs] == [("torch==2.9.1", (digest,)),
+                                                         ("sgl-kernel==0.3.21", ())]
     assert included == ["more.txt"] and skipped == ["-e ./local"]
     lock = uv_lock('version = 1\n[[package]]\nname = "torch"\nversion = "2.9.1"\n'
                    'source = { registry = "https://pypi.org/simple" }\n'

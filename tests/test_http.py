@@ -451,7 +451,7 @@ def test_one_tls_context_verifies_as_urllib3_does_and_keeps_its_alpn(
     assert _handshake(context, cert, key) == "http/1.1"
 
     client = HttpClient()
-    pools = client._pool_manager()
+    pools = client._pool_manager("https://pypi.org/simple/")
     first = pools.connection_from_host("pypi.org", 443, "https").conn_kw.get("ssl_context")
     second = pools.connection_from_host("files.pythonhosted.org", 443, "https")
     assert isinstance(first, ssl.SSLContext) and second.conn_kw.get("ssl_context") is first

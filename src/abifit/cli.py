@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from abifit.commands.explain import ExtensionFits, SymbolHistory
     from abifit.formats.snapshot import Snapshot
     from abifit.host.profile import HostProfile
+    from abifit.remote.index import IndexFile
     from abifit.remote.wheels import RemoteContext
     from abifit.sim.gpu import GpuTarget
 
@@ -478,9 +479,11 @@ def _index_options(p: argparse.ArgumentParser) -> None:
                    help="target platform tag, e.g. manylinux_2_28_x86_64 (repeatable)")
     g.add_argument("--implementation", default="cp", choices=("cp", "pp"),
                    help="cp (default) or pp")
-    g.add_argument("--index-url", metavar="URL", help="replaces pip's configured index")
+    g.add_argument("-i", "--index-url", metavar="URL", help="replaces pip's configured index")
     g.add_argument("--extra-index-url", action="append", default=[], metavar="URL")
-    g.add_argument("--find-links", action="append", default=[], metavar="DIR")
+    g.add_argument("-f", "--find-links", action="append", default=[], metavar="DIR")
+    g.add_argument("--no-index", action="store_true",
+                   help="ask no index: only the --find-links locations (as pip's --no-index)")
     g.add_argument("--pre", action="store_true", help="allow pre-releases")
     g.add_argument("--cache-dir", metavar="DIR",
                    help="cache directory (default: $ABIFIT_CACHE_DIR, else the user cache)")
@@ -500,7 +503,7 @@ def _remote(args: argparse.Namespace) -> Callable[[], RemoteContext]:
                          index_url=args.index_url, extra_index_urls=args.extra_index_url,
                          find_links=args.find_links, python_version=args.python_version,
                          platforms=args.platform, implementation=args.implementation,
-                         prereleases=args.pre)
+                         prereleases=args.pre, no_index=getattr(args, "no_index", False))
 
 
 def _progress(stream: TextIO) -> Callable[[str], None]:
@@ -770,7 +773,8 @@ def _host_platform(args: argparse.Namespace) -> HostProfile:
     return host
 
 
-def _replayed(args: argparse.Namespace, targets: list[str], err: TextIO) -> Snapshot:
+def _replayed(args: argparse.Namespace, targets: list[str | IndexFile],
+              err: TextIO) -> Snapshot:
     """`check --snapshot FILE`: the snapshot's pins added to the targets, for its Python
     unless --python-version says otherwise."""
     from abifit.commands.snapshot import read_snapshot, snapshot_pins
@@ -785,21 +789,54 @@ def _replayed(args: argparse.Namespace, targets: list[str], err: TextIO) -> Snap
     return snap
 
 
+_LINUX_PLATFORMS = ("manylinux", "musllinux", "linux_")
+
+
+def _linux_targets(args: argparse.Namespace) -> None:
+    """Refuse a target platform abifit does not check (Windows, macOS, ...): its extension
+    modules are not ELF files, and saying `fits` for them would be a guess."""
+    for tag in getattr(args, "platform", None) or ():
+        if not tag.startswith(_LINUX_PLATFORMS):
+            kind = ("Windows" if tag.startswith("win") else
+                    "macOS" if tag.startswith("macosx") else "this platform")
+            raise UsageError(f"not checked: --platform {tag}: abifit checks Linux (ELF) "
+                             f"extension modules only, so it cannot say whether a {kind} "
+                             "stack fits (give a manylinux, musllinux or linux_ tag)")
+
+
+def _writable(path: str | None, what: str) -> None:
+    """Refuse, before any work, an output file that could not be written: its directory
+    missing or not writable, or a directory in its place."""
+    if path is None or path == "-":
+        return
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise UsageError(f"{what} {path}: a directory, not a file")
+    if not parent.is_dir():
+        raise UsageError(f"{what} {path}: the directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise UsageError(f"{what} {path}: not writable")
+
+
 def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.commands.check import check
+    from abifit.commands.check import check, locked_targets, target_markers
     from abifit.formats.pins import read_pins
     from abifit.report.check import check_json, check_text
     from abifit.report.json import dumps
 
-    targets = list(args.targets)
-    for path in args.requirement:
-        pins = read_pins(path)
-        targets += pins.requirements
-        for entry in pins.skipped:
-            err.write(f"warning: {path}: not checked: {entry}\n")
-    snap = _replayed(args, targets, err) if args.snapshot else None
+    _linux_targets(args)
+
+    targets: list[str | IndexFile] = list(args.targets)
+    snap = _replayed(args, targets, err) if args.snapshot else None  # may set the Python
     host = _host_platform(args)
     remote = _remote(args)
+    for path in args.requirement:
+        # the pins the target gets (markers evaluated for it), each the file the lock names
+        pins = read_pins(path, target_markers(remote().target))
+        targets += locked_targets(pins.pins, remote())
+        for entry in pins.skipped:
+            err.write(f"warning: {path}: not checked: {entry}\n")
     gpus = _gpu_targets(args.gpu)
     try:
         report = check(targets, args.withs, remote(), remote().target, host,
@@ -826,6 +863,8 @@ def _run_matrix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from abifit.report.json import dumps
     from abifit.report.matrix import matrix_html, matrix_json, matrix_text
 
+    _linux_targets(args)
+    _writable(args.html, "--html")
     host = _host_platform(args)
     remote = _remote(args)
     try:
@@ -859,6 +898,9 @@ def _run_resolve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
 
     output_format = _lock_format(args.output, args.format)
+    _linux_targets(args)
+    _writable(args.output, "-o")
+    _writable(args.html, "--html")
     host = _host_platform(args)
     remote = _remote(args)
     gpus = _gpu_targets(args.gpu)
@@ -944,6 +986,7 @@ def _run_snapshot(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from abifit.report.snapshot import requirements_text, snapshot_json, snapshot_text
 
     cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
+    _writable(args.output, "-o")
     if args.output and not is_lock_name(Path(args.output).name):
         err.write(f"warning: {args.output}: installers that read PEP 751 locks look for a file "
                   "named pylock.toml or pylock.NAME.toml\n")
@@ -1048,7 +1091,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             finally:
                 finish_runs()  # what the run read goes into the symbol store
     except AbifitError as e:
-        return _error(err, args, str(e), e)
+        return _error(err, args, str(e), e, out)
     except BrokenPipeError:
         # the reader went away (`abifit ... | head`): not an error of ours
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -1056,12 +1099,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except OSError as e:  # the system refused a file or a process: nothing wrong in abifit
         where = f"{e.filename}: " if e.filename else ""
-        return _error(err, args, f"{where}{e.strerror or e}", e)
+        return _error(err, args, f"{where}{e.strerror or e}", e, out)
     except KeyboardInterrupt:
         err.write("interrupted\n")
         return EXIT_INTERRUPTED
     except Exception as e:  # a bug
-        return _internal_error(err, args, e)
+        return _internal_error(err, args, e, out)
     finally:
         restore()
 
@@ -1078,19 +1121,39 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return code
 
 
-def _error(err: TextIO, args: argparse.Namespace, message: str, e: BaseException) -> int:
-    """An error: its `error:` line (and `hint:` line), after its traceback with --verbose."""
+def _error(err: TextIO, args: argparse.Namespace, message: str, e: BaseException,
+           out: TextIO | None = None) -> int:
+    """An error: its `error:` line (and `hint:` line), after its traceback with --verbose;
+    with --json, also the error document on `out` (`schemas/error.schema.json`). A password
+    in a URL is never shown."""
+    from abifit.remote.network import redact
+
+    message = redact(message)
     if args.verbose:
         traceback.print_exception(e, file=_raw(err))
     err.write(f"error: {message}\n")
+    _error_document(out, args, message, "error")
     return EXIT_ERROR
 
 
-def _internal_error(err: TextIO, args: argparse.Namespace, e: Exception) -> int:
+def _error_document(out: TextIO | None, args: argparse.Namespace, message: str,
+                    kind: str) -> None:
+    if out is None or not getattr(args, "json", False):
+        return
+    from abifit.report.json import dumps, error_json
+
+    with contextlib.suppress(OSError):  # stdout itself may be what failed
+        out.write(dumps(error_json(args.command, message, kind)) + "\n")
+
+
+def _internal_error(err: TextIO, args: argparse.Namespace, e: Exception,
+                    out: TextIO | None = None) -> int:
     """A bug: the exception's type and first line, and a hint; its traceback with --verbose."""
     if args.verbose:
         traceback.print_exception(e, file=_raw(err))
     first = (str(e).splitlines() or [""])[0][:200]
+    _error_document(out, args, f"internal error: {type(e).__name__}"
+                    f"{': ' if first else ''}{first}", "internal")
     err.write(f"error: internal error: {type(e).__name__}{': ' if first else ''}{first}\n")
     err.write("hint: this is a bug in abifit; "
               + ("please report it with the traceback above\n" if args.verbose else

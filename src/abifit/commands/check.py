@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from abifit.commands.doctor import LibrarySearchFn
     from abifit.formats.fatbin import GpuCode
     from abifit.formats.numpyapi import NumpyUse
+    from abifit.formats.pins import Pin
     from abifit.remote.index import IndexFile, Target
     from abifit.remote.wheels import RemoteContext
 
@@ -242,6 +243,44 @@ def target_markers(target: Target) -> dict[str, str]:
         f"{version}.0", "platform_python_implementation": "CPython" if implementation ==
         "cpython" else "PyPy", "python_version": version, "sys_platform": "linux",
     }
+
+
+def locked_targets(pins: Sequence[Pin], ctx: RemoteContext) -> list[str | IndexFile]:
+    """What `check -r LOCK` checks for each pin: the file the lock names for the target
+    (its URL, digest and size; the verdict is about that file), else, when the lock gives
+    only digests (`--hash` in a requirements file), the index's file with one of them, else
+    the requirement. A pin whose digests no file for the target has is refused: the verdict
+    would be about another file."""
+    from abifit.remote.index import IndexFile, select_one
+
+    out: list[str | IndexFile] = []
+    for pin in pins:
+        if not pin.files and not pin.hashes:
+            out.append(pin.requirement)
+            continue
+        requirement = _requirement(pin.requirement)
+        if pin.files:
+            files = [IndexFile(f.filename, f.url, {"sha256": f.sha256} if f.sha256 else {},
+                               size=f.size) for f in pin.files]
+            where = "the lock names"
+        else:
+            allowed = set(pin.hashes)
+            offered = ctx.index.project_files(requirement.name)
+            files = [f for f in offered if f.sha256 in allowed]
+            where = "the index serves with a sha256 the lock allows"
+            if not files:
+                raise UsageError(
+                    f"{pin.requirement}: no file the index serves has a sha256 the lock "
+                    f"allows ({', '.join(h[:12] + '...' for h in pin.hashes)}): a wrong hash, "
+                    "or a file the index no longer offers; the verdict would be about another "
+                    "file")
+        try:
+            out.append(select_one(files, requirement, ctx.target,
+                                  prereleases=ctx.prereleases).file)
+        except AbifitError as e:
+            raise UsageError(f"{pin.requirement}: none of the files {where} fits the target: "
+                             f"{str(e).splitlines()[0]}") from e
+    return out
 
 
 def requires_dist(metadata: str) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -66,6 +66,12 @@ def interpreter_facts(python: str | None,
     return facts
 
 
+def _without_credentials(url: str) -> str:
+    from abifit.remote.network import split_credentials
+
+    return split_credentials(url)[0]
+
+
 def index_context(
     cache: Callable[[], Cache | None],
     environ: Mapping[str, str],
@@ -79,11 +85,12 @@ def index_context(
     implementation: str | None = None,
     prereleases: bool = False,
     warn: Callable[[str], None] | None = None,
+    no_index: bool = False,
 ) -> Callable[[], RemoteContext]:
     """The package index as pip is configured in `environ` (the arguments replace or extend
     that), read for a target interpreter: this one, else `python_version` ("3.12", or a function
     that says it) with this machine's platforms unless `platforms` are given. `offline`: only
-    what `cache()` holds.
+    what `cache()` holds; `no_index`: no index, only the find-links locations.
 
     As pip does, a source that cannot be read (an index that does not answer, a missing
     find-links directory) is skipped with a warning when another source has the project, and
@@ -93,14 +100,25 @@ def index_context(
     @functools.cache
     def make() -> RemoteContext:
         from abifit.remote.http import HttpClient
-        from abifit.remote.index import PackageIndex, Target, pip_index_config
+        from abifit.remote.index import (
+            PackageIndex,
+            Target,
+            pip_index_config,
+            pip_network_config,
+        )
         from abifit.remote.wheels import RemoteContext, RunState, cached_fetch
 
         store = cache()
-        client = None if offline else HttpClient()
+        client = None if offline else HttpClient(network=pip_network_config(environ))
         config = pip_index_config(environ, index_url=index_url,
                                   extra_index_urls=tuple(extra_index_urls),
-                                  find_links=tuple(find_links))
+                                  find_links=tuple(find_links),
+                                  no_index=True if no_index else None)
+        # credentials in an index URL go with the client, not in what is shown and cached
+        keep = client.add_credentials if client is not None else _without_credentials
+        config = replace(config, index_url=keep(config.index_url),
+                         extra_index_urls=tuple(map(keep, config.extra_index_urls)),
+                         find_links=tuple(map(keep, config.find_links)))
         version = python_version() if callable(python_version) else python_version
         target = Target.for_python(version, platforms, implementation)
         state = RunState()

@@ -272,9 +272,11 @@ def _pinned(requirements: tuple[str, ...]) -> tuple[LockedPackage, ...]:
     return tuple(out)
 
 
-def read_file_side(path: str) -> Side:
+def read_file_side(path: str, markers: Mapping[str, str] | None = None) -> Side:
     """A side from a file: a `*.toml` other than `uv.lock` as a PEP 751 lock (a snapshot when
-    it holds `[tool.abifit]`), anything else through `formats.pins`."""
+    it holds `[tool.abifit]`), anything else through `formats.pins` (with `markers`, the pins
+    of the environment they describe: a lock that pins numpy 2.4.6 for Python < 3.12 and
+    2.5.5 for later ones pins one of them)."""
     from abifit.formats.pins import read_pins
 
     name = os.path.basename(path)
@@ -286,8 +288,24 @@ def read_file_side(path: str) -> Side:
         snap = loads(text, path)
         kind = SideKind.SNAPSHOT if snap.python is not None else SideKind.LOCK
         return Side(path, kind, snap)
-    pins = read_pins(path)
+    pins = read_pins(path, markers)
     return Side(path, SideKind.LOCK, Snapshot("", _pinned(pins.requirements)))
+
+
+def _markers_of(side: Side) -> dict[str, str] | None:
+    """The environment markers of a side that records its Python (a snapshot or an
+    environment), on this machine's architecture; None for a lock."""
+    import platform
+
+    full = side.snapshot.python_version
+    if side.kind is SideKind.LOCK or not full:
+        return None
+    minor = ".".join(full.split(".")[:2])
+    return {"python_version": minor, "python_full_version": full, "sys_platform": "linux",
+            "os_name": "posix", "platform_system": "Linux",
+            "platform_machine": platform.machine() or "x86_64",
+            "implementation_name": "cpython", "platform_python_implementation": "CPython",
+            "implementation_version": full, "platform_release": "", "platform_version": ""}
 
 
 def read_side(spec: str, *, cache_dir: Path | None, environ: Mapping[str, str],
@@ -310,4 +328,9 @@ def diff(a: str, b: str, *, cache_dir: Path | None, environ: Mapping[str, str],
     """`abifit diff A B`."""
     sides = [read_side(spec, cache_dir=cache_dir, environ=environ, progress=progress)
              for spec in (a, b)]
+    for n, spec in enumerate((a, b)):  # a lock beside an environment: the pins it gets
+        markers = _markers_of(sides[1 - n])
+        if sides[n].kind is SideKind.LOCK and markers is not None and not (
+                spec.endswith(".toml") and os.path.basename(spec) != "uv.lock"):
+            sides[n] = read_file_side(spec, markers)
     return compare(sides[0], sides[1])

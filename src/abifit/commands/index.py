@@ -125,13 +125,12 @@ def _add_one(file: IndexFile, ctx: RemoteContext, store: SymbolStore,
              progress: Progress) -> IndexedWheel:
     from packaging.utils import canonicalize_name
 
-    from abifit.remote.http import HttpClient
     from abifit.remote.wheels import RemoteWheel, is_recorded
 
     wheel = file.wheel()
     assert wheel is not None
     base = IndexedWheel(canonicalize_name(wheel[0]), str(wheel[1]), file.filename, "failed")
-    client = HttpClient() if ctx.client is not None else None
+    client = ctx.client.sibling() if ctx.client is not None else None
     own = replace(ctx, client=client)
     try:
         if is_recorded(store, file, ctx.cache):

@@ -1,15 +1,25 @@
 """Pinned requirements from files: `requirements.txt`, `uv.lock`, `pylock.toml` (PEP 751).
 
-Pure parsing (text in, requirement strings out) plus `read_pins`, which reads a file. Options
-of requirements files other than `-r`/`-c` are ignored (they are about installing, not about
-what is installed); editable and URL requirements cannot be checked from an index and are
-reported back as skipped.
+Pure parsing (text in, pins out) plus `read_pins`, which reads a file. Options of requirements
+files other than `-r`/`-c` and `--hash` are ignored (they are about installing, not about what
+is installed); editable and URL requirements cannot be checked from an index and are reported
+back as skipped.
+
+Given the target's environment markers, a pin whose marker does not hold there is left out,
+as the installer leaves it out: a requirement's `; marker`, a pylock package's `marker`, and
+in a `uv.lock` the markers of each dependency on the way from the project (a package locked
+twice for two Python ranges, `resolution-markers`, is the one of the target's range). A pin
+keeps what the lock says of its files: the sha256 digests a requirements file allows
+(`--hash`), the files (URL, digest, size) a `uv.lock` or `pylock.toml` names, so that the
+verdict is about those files.
 """
 
 from __future__ import annotations
 
+import re
 import stat
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,16 +32,68 @@ else:  # pragma: no cover - Python 3.10
 
 
 @dataclass(frozen=True, slots=True)
+class LockedFile:
+    """A file a lock names for a pin."""
+
+    filename: str
+    url: str
+    sha256: str | None = None
+    size: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pin:
+    """One pin: its requirement (`name==version`), the sha256 digests the lock allows for
+    its file, and the files the lock names (none: the index's)."""
+
+    requirement: str
+    hashes: tuple[str, ...] = ()
+    files: tuple[LockedFile, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return re.split(r"[\s\[<>=!~;@(]", self.requirement, maxsplit=1)[0]
+
+
+@dataclass(frozen=True, slots=True)
 class Pins:
-    """Requirement strings to check, and entries that could not be turned into one."""
+    """Requirement strings to check, and entries that could not be turned into one; `pins`
+    holds the same requirements with what the lock says of their files."""
 
     requirements: tuple[str, ...]
     skipped: tuple[str, ...]
+    pins: tuple[Pin, ...] = ()
 
 
-def requirements_txt(text: str) -> tuple[list[str], list[str], list[str]]:
-    """(requirements, included files, skipped lines) of a requirements file's text."""
-    requirements: list[str] = []
+Markers = Mapping[str, str]
+
+
+def holds(marker: str | None, markers: Markers | None) -> bool:
+    """Whether an environment marker holds for the target (always, without target markers or
+    without a marker; a marker that cannot be evaluated does not hold)."""
+    if not marker or markers is None:
+        return True
+    from packaging.markers import (
+        InvalidMarker,
+        Marker,
+        UndefinedComparison,
+        UndefinedEnvironmentName,
+    )
+
+    try:
+        return Marker(marker).evaluate({**markers, "extra": ""})
+    except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
+        return False
+
+
+_HASH = re.compile(r"--hash[=\s]+sha256:([0-9a-fA-F]{64})")
+
+
+def requirements_txt(text: str, markers: Markers | None = None,
+                     ) -> tuple[list[Pin], list[str], list[str]]:
+    """(pins, included files, skipped lines) of a requirements file's text; with `markers`, a
+    requirement whose marker does not hold there is left out."""
+    pins: list[Pin] = []
     included: list[str] = []
     skipped: list[str] = []
     joined = text.replace("\\\n", " ")
@@ -47,38 +109,130 @@ def requirements_txt(text: str) -> tuple[list[str], list[str], list[str]]:
             if line.startswith(("-e", "--editable")):
                 skipped.append(line)
             continue
-        requirement = line.split(" --hash", 1)[0].strip()
+        hashes = tuple(h.lower() for h in _HASH.findall(line))
+        requirement = re.split(r"\s--hash\b", line, maxsplit=1)[0].strip()
         if "://" in requirement or requirement.startswith((".", "/")):
             skipped.append(line)
             continue
-        requirements.append(requirement)
-    return requirements, included, skipped
+        requirement, _, marker = requirement.partition(";")
+        if not holds(marker.strip(), markers):
+            continue
+        pins.append(Pin(requirement.strip(), hashes))
+    return pins, included, skipped
 
 
-def uv_lock(text: str) -> Pins:
-    """The registry packages of a `uv.lock` as `name==version` (workspace members skipped)."""
-    out, skipped = [], []
-    for package in _tables(_toml(text, "uv.lock"), "package"):
+def _roots(packages: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The project's own packages in a uv.lock (workspace members: editable, virtual or
+    directory sources)."""
+    out = []
+    for package in packages:
+        source = package.get("source")
+        if isinstance(source, dict) and {"editable", "virtual", "directory"} & set(source):
+            out.append(package)
+    return out
+
+
+def _dependencies(package: dict[str, object]) -> list[dict[str, object]]:
+    """A uv.lock package's dependencies and those of its `dev` group (which `uv sync`
+    installs by default)."""
+    found = package.get("dependencies")
+    deps = [d for d in found if isinstance(d, dict)] if isinstance(found, list) else []
+    groups = package.get("dev-dependencies")
+    if isinstance(groups, dict) and isinstance(groups.get("dev"), list):
+        deps += [d for d in groups["dev"] if isinstance(d, dict)]
+    return deps
+
+
+def _applies(package: dict[str, object], markers: Markers | None) -> bool:
+    """Whether a uv.lock package locked for some Python ranges only is locked for the
+    target's (`resolution-markers`: any of them holds)."""
+    forks = package.get("resolution-markers")
+    if not isinstance(forks, list) or not forks or markers is None:
+        return True
+    return any(holds(str(m), markers) for m in forks)
+
+
+def _uv_installed(packages: list[dict[str, object]], markers: Markers | None,
+                  ) -> list[dict[str, object]]:
+    """The uv.lock packages the target gets: from the project's packages, the dependencies
+    whose markers hold there, each the version locked for the target's range; without
+    project packages (or without markers), every package locked for the target's range."""
+    roots = _roots(packages)
+    if markers is None or not roots:
+        return [p for p in packages if _applies(p, markers)]
+    by_name: dict[str, list[dict[str, object]]] = {}
+    for package in packages:
+        by_name.setdefault(str(package.get("name", "")).lower(), []).append(package)
+    seen: dict[int, dict[str, object]] = {}
+    todo = list(roots)
+    while todo:
+        package = todo.pop()
+        if id(package) in seen:
+            continue
+        seen[id(package)] = package
+        for dep in _dependencies(package):
+            marker = dep.get("marker")
+            if not holds(str(marker) if marker else None, markers):
+                continue
+            version = dep.get("version")
+            todo += [p for p in by_name.get(str(dep.get("name", "")).lower(), [])
+                     if (p.get("version") == version if version else _applies(p, markers))]
+    return [p for p in packages if id(p) in seen]
+
+
+def _locked_files(entries: object, url_key: str = "url") -> tuple[LockedFile, ...]:
+    """The files of a lock's `wheels` array: uv's `hash = "sha256:..."` or pylock's
+    `hashes = {sha256 = ...}`; entries without a URL are left out."""
+    out = []
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get(url_key), str):
+            continue
+        url = str(entry[url_key])
+        digest = entry.get("hash")
+        hashes = entry.get("hashes")
+        sha = (digest.split(":", 1)[1] if isinstance(digest, str) and digest.startswith("sha256:")
+               else hashes.get("sha256") if isinstance(hashes, dict) else None)
+        name = entry.get("name") if isinstance(entry.get("name"), str) else None
+        size = entry.get("size")
+        out.append(LockedFile(str(name or url.rsplit("/", 1)[-1].split("#")[0]), url,
+                              str(sha).lower() if sha else None,
+                              size if isinstance(size, int) else None))
+    return tuple(out)
+
+
+def uv_lock(text: str, markers: Markers | None = None) -> Pins:
+    """The registry packages of a `uv.lock` as `name==version` (workspace members skipped),
+    each with the wheels the lock names; with `markers`, only those the target gets."""
+    pins, skipped = [], []
+    for package in _uv_installed(_tables(_toml(text, "uv.lock"), "package"), markers):
         name, version = package.get("name"), package.get("version")
         source = package.get("source")
         kinds = sorted(source) if isinstance(source, dict) else []
         if name and version and "registry" in kinds:
-            out.append(f"{name}=={version}")
+            files = _locked_files(package.get("wheels"))
+            pins.append(Pin(f"{name}=={version}",
+                            tuple(f.sha256 for f in files if f.sha256), files))
         elif name:
             skipped.append(f"{name} (source {', '.join(kinds) or 'unknown'})")
-    return Pins(tuple(out), tuple(skipped))
+    return Pins(tuple(p.requirement for p in pins), tuple(skipped), tuple(pins))
 
 
-def pylock_toml(text: str) -> Pins:
-    """The packages of a PEP 751 `pylock.toml` that have wheels, as `name==version`."""
-    out, skipped = [], []
+def pylock_toml(text: str, markers: Markers | None = None) -> Pins:
+    """The packages of a PEP 751 `pylock.toml` that have wheels, as `name==version`, each
+    with the wheels the lock names; with `markers`, those whose marker holds there."""
+    pins, skipped = [], []
     for package in _tables(_toml(text, "pylock.toml"), "packages"):
         name, version = package.get("name"), package.get("version")
+        marker = package.get("marker")
+        if not holds(str(marker) if marker else None, markers):
+            continue
         if name and version and ("wheels" in package or "sdist" in package):
-            out.append(f"{name}=={version}")
+            files = _locked_files(package.get("wheels"))
+            pins.append(Pin(f"{name}=={version}",
+                            tuple(f.sha256 for f in files if f.sha256), files))
         elif name:
             skipped.append(f"{name} (no version or no wheel)")
-    return Pins(tuple(out), tuple(skipped))
+    return Pins(tuple(p.requirement for p in pins), tuple(skipped), tuple(pins))
 
 
 def _toml(text: str, what: str) -> dict[str, object]:
@@ -99,9 +253,11 @@ def _tables(data: dict[str, object], key: str) -> list[dict[str, object]]:
 MAX_PINS = 16 << 20  # a requirements or lock file larger than this is refused
 
 
-def read_pins(path: str, _seen: frozenset[str] = frozenset()) -> Pins:
+def read_pins(path: str, markers: Markers | None = None,
+              _seen: frozenset[str] = frozenset()) -> Pins:
     """The requirements a file pins, by its name: `uv.lock`, `pylock*.toml`, else a
-    requirements file (with its `-r` includes)."""
+    requirements file (with its `-r` includes); with `markers` (the target's), only those the
+    target gets."""
     file = Path(path)
     try:
         if not stat.S_ISREG(file.stat().st_mode):
@@ -117,15 +273,15 @@ def read_pins(path: str, _seen: frozenset[str] = frozenset()) -> Pins:
     except UnicodeDecodeError as e:
         raise UsageError(f"cannot read {path}: not UTF-8 text (byte {e.start})") from e
     if file.name == "uv.lock":
-        return uv_lock(text)
+        return uv_lock(text, markers)
     if file.name.startswith("pylock") and file.suffix == ".toml":
-        return pylock_toml(text)
-    requirements, included, skipped = requirements_txt(text)
+        return pylock_toml(text, markers)
+    pins, included, skipped = requirements_txt(text, markers)
     for name in included:
         nested = str(file.parent / name)
         if nested in _seen:
             raise UsageError(f"{path}: `-r {name}` includes itself")
-        more = read_pins(nested, _seen | {str(file)})
-        requirements += more.requirements
+        more = read_pins(nested, markers, _seen | {str(file)})
+        pins += more.pins
         skipped += more.skipped
-    return Pins(tuple(requirements), tuple(skipped))
+    return Pins(tuple(p.requirement for p in pins), tuple(skipped), tuple(pins))

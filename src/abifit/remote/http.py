@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 
     import urllib3
 
+    from abifit.remote.network import Network
+
 # urllib3 (and with it http.client and ssl) is imported by the first request, not with this
 # module: a run that the cache answers whole never pays for it.
 
@@ -79,10 +81,12 @@ class HttpError(AbifitError):
     """
 
     def __init__(self, url: str, problem: str, status: int | None = None) -> None:
-        self.url = url
-        self.problem = problem
+        from abifit.remote.network import redact
+
+        self.url = redact(url)
+        self.problem = redact(problem)
         self.status = status
-        super().__init__(f"{url}: {problem}")
+        super().__init__(f"{self.url}: {self.problem}")
 
 
 @dataclass
@@ -137,7 +141,8 @@ class _Retry(AbifitError):
         self.unreachable = unreachable  # the host that could not be connected to
 
 
-def tls_context() -> ssl.SSLContext:
+def tls_context(cert: str | None = None, client_cert: str | None = None,
+                verify: bool = True) -> ssl.SSLContext:
     """The TLS context urllib3 makes for each connection of its own (certificates and host
     names verified, its protocol versions and ciphers, HTTP/1.1 offered by ALPN) with the
     system's certificate authorities loaded, as it loads them: made once and shared by a
@@ -148,10 +153,32 @@ def tls_context() -> ssl.SSLContext:
     threads share, that frees the protocols another thread's new connection may be copying
     (CPython issue 141012), so this context's are set once, here, and later calls change
     nothing."""
+    import os
+    import ssl
+
     from urllib3.util.ssl_ import ALPN_PROTOCOLS, create_urllib3_context
 
     context = create_urllib3_context()
-    context.load_default_certs()
+    if not verify:  # pip's trusted-host
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    elif cert is None:
+        context.load_default_certs()
+    else:  # pip's cert: these authorities instead of the system's
+        try:
+            if os.path.isdir(cert):
+                context.load_verify_locations(capath=cert)
+            else:
+                context.load_verify_locations(cafile=cert)
+        except (OSError, ssl.SSLError) as e:
+            raise AbifitError(f"cannot use the certificate authorities in {cert} (pip's "
+                              f"cert setting): {e.strerror or e}") from e
+    if client_cert is not None:
+        try:
+            context.load_cert_chain(client_cert)
+        except (OSError, ssl.SSLError) as e:
+            raise AbifitError(f"cannot use the client certificate {client_cert} (pip's "
+                              f"client-cert setting): {e.strerror or e}") from e
     context.set_alpn_protocols(ALPN_PROTOCOLS)
     context.set_alpn_protocols = _alpn_set_once  # type: ignore[method-assign, assignment]
     return context
@@ -174,7 +201,15 @@ class HttpClient(Closing):
         user_agent: str = f"abifit/{__version__}",
         max_page: int = MAX_PAGE,
         min_rate: int = MIN_RATE,
+        network: Network | None = None,
     ) -> None:
+        """`network` (proxies, credentials, certificates, pip's timeout and retries, which
+        replace `timeout` and `retries`): how the hosts are reached (`remote.network`)."""
+        from abifit.remote.network import Network
+
+        self.network = network or Network()
+        timeout = self.network.timeout if self.network.timeout is not None else timeout
+        retries = self.network.retries if self.network.retries is not None else retries
         if retries < 0 or max_concurrent < 1:
             raise ValueError("retries must be >= 0 and max_concurrent >= 1")
         self.transfer = Transfer()
@@ -186,8 +221,10 @@ class HttpClient(Closing):
         self._slots = threading.BoundedSemaphore(max_concurrent)
         self._headers = {"User-Agent": user_agent}
         self._max_concurrent = max_concurrent
-        self._pool: urllib3.PoolManager | None = None  # made by the first request
+        # made by the first request of each way out: (proxy or None, certificate checked)
+        self._pools: dict[tuple[str | None, bool], urllib3.PoolManager] = {}
         self._pool_lock = threading.Lock()
+        self._credentials: dict[str, tuple[str, str] | None] = {}  # by `network.host_key`
         self._hosts: dict[str, HostSupport] = {}
         self._hosts_lock = threading.Lock()
         self._unreachable: dict[str, str] = {}  # host -> why no connection was made
@@ -227,19 +264,70 @@ class HttpClient(Closing):
             return self._hosts.get(_host(url), HostSupport())
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.clear()
+        with self._pool_lock:
+            for pool in self._pools.values():
+                pool.clear()
 
-    def _pool_manager(self) -> urllib3.PoolManager:
-        """The connection pool, made on first use, with one TLS context for all its
-        connections (see `tls_context`)."""
+    def sibling(self) -> HttpClient:
+        """A client of its own (pools, counters) that reaches the hosts as this one does: the
+        same network settings and credentials."""
+        other = HttpClient(timeout=self._timeout_s, retries=self._retries,
+                           backoff=self._backoff, max_concurrent=self._max_concurrent,
+                           user_agent=self._headers["User-Agent"], max_page=self._max_page,
+                           min_rate=self._min_rate, network=self.network)
+        with self._pool_lock:
+            other._credentials.update(self._credentials)
+        return other
+
+    def add_credentials(self, url: str) -> str:
+        """`url` without the credentials it holds, which are kept for its host: every later
+        request to that host sends them."""
+        from abifit.remote.network import host_key, split_credentials
+
+        clean, credentials = split_credentials(url)
+        if credentials is not None:
+            with self._pool_lock:
+                self._credentials[host_key(clean)] = credentials
+        return clean
+
+    def _authorization(self, url: str) -> dict[str, str]:
+        """The Authorization header for a request to `url`: the credentials kept for its
+        host, else those of the netrc file (looked up once per host)."""
+        from abifit.remote.network import basic_auth, host_key
+
+        key = host_key(url)
+        with self._pool_lock:
+            if key not in self._credentials:
+                self._credentials[key] = self.network.netrc_credentials(
+                    urlsplit(url).hostname or "")
+            credentials = self._credentials[key]
+        return {"Authorization": basic_auth(credentials)} if credentials else {}
+
+    def _pool_manager(self, url: str) -> urllib3.PoolManager:
+        """The connection pool for `url`, made on first use: through the proxy the network
+        settings give it, else direct; with one TLS context for all its connections (see
+        `tls_context`), which checks certificates unless the host is a trusted one."""
         import urllib3
 
+        from abifit.remote.network import split_credentials
+
+        proxy = self.network.proxy_for(url)
+        verify = not self.network.trusted(url)
         with self._pool_lock:
-            if self._pool is None:
-                self._pool = urllib3.PoolManager(maxsize=self._max_concurrent,
-                                                 ssl_context=tls_context())
-            return self._pool
+            pool = self._pools.get((proxy, verify))
+            if pool is None:
+                context = tls_context(self.network.cert, self.network.client_cert, verify)
+                if proxy is None:
+                    pool = urllib3.PoolManager(maxsize=self._max_concurrent,
+                                               ssl_context=context)
+                else:
+                    clean, credentials = split_credentials(proxy)
+                    headers = (urllib3.make_headers(proxy_basic_auth=":".join(credentials))
+                               if credentials else None)
+                    pool = urllib3.ProxyManager(clean, maxsize=self._max_concurrent,
+                                                ssl_context=context, proxy_headers=headers)
+                self._pools[(proxy, verify)] = pool
+            return pool
 
     # -- machinery shared with HttpSource --------------------------------------------------------
 
@@ -287,14 +375,16 @@ class HttpClient(Closing):
         import urllib3
         from urllib3.exceptions import LocationValueError, MaxRetryError, ResponseError
 
+        url = self.add_credentials(url)
         with self._hosts_lock:
             unreachable = self._unreachable.get(_host(url))
         if unreachable is not None:
             raise HttpError(url, f"{unreachable} earlier; not asked again")
         self.transfer.add(requests=1)
         try:
-            resp = self._pool_manager().request(
-                method, url, headers={**self._headers, **headers}, preload_content=False,
+            resp = self._pool_manager(url).request(
+                method, url, headers={**self._headers, **self._authorization(url), **headers},
+                preload_content=False,
                 decode_content=False, retries=_redirects(),
                 timeout=urllib3.Timeout(connect=self._timeout_s, read=self._timeout_s),
             )
@@ -317,6 +407,14 @@ class HttpClient(Closing):
             raise _Retry(problem, status=status, wait_s=_retry_after(resp.headers))
         if status in _NOT_FOUND:
             raise HttpError(url, f"not found ({problem})", status)
+        if status in (401, 403):
+            given = "the credentials given were refused" if self._authorization(url) else (
+                "give them in the index URL (https://USER:PASSWORD@host/...) or in ~/.netrc")
+            raise HttpError(url, f"{problem}: the server wants credentials; {given}", status)
+        if status == 407:
+            raise HttpError(url, f"{problem}: the proxy wants credentials "
+                            "(http://USER:PASSWORD@proxy:port in HTTPS_PROXY or HTTP_PROXY)",
+                            status)
         raise HttpError(url, problem, status)
 
     def _failed(self, url: str, error: BaseException) -> _Retry:

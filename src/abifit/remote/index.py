@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 from packaging import tags as _tags
@@ -57,6 +57,9 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from abifit.errors import AbifitError, FormatError, UsageError
+
+if TYPE_CHECKING:
+    from abifit.remote.network import Network
 
 DEFAULT_INDEX_URL = "https://pypi.org/simple"
 ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
@@ -504,7 +507,8 @@ def _read_config(path: Path) -> dict[str, str]:
             for section in parser.sections() for key, value in parser.items(section)}
 
 
-_KEYS = ("index-url", "extra-index-url", "find-links", "no-index")
+_KEYS = ("index-url", "extra-index-url", "find-links", "no-index", "proxy", "cert", "client-cert",
+         "trusted-host", "timeout", "retries")
 _TRUE = ("1", "true", "yes", "on", "y", "t")
 
 
@@ -540,6 +544,9 @@ def pip_index_config(
     """
     files = pip_config_files(env) if config_files is None else config_files
     settings = _pip_settings(env, files)
+    if not any(settings.get(k) for k in ("index-url", "extra-index-url", "find-links",
+                                         "no-index")):
+        settings.update(_uv_settings(env))
     configured_no_index = settings.get("no-index", "").strip().lower() in _TRUE
     return IndexConfig(
         index_url=(index_url or settings.get("index-url", "").strip() or DEFAULT_INDEX_URL),
@@ -547,6 +554,40 @@ def pip_index_config(
         find_links=(*settings.get("find-links", "").split(), *find_links),
         no_index=configured_no_index if no_index is None else no_index,
     )
+
+
+def _uv_settings(env: Mapping[str, str]) -> dict[str, str]:
+    """uv's index variables in pip's terms, for a machine set up for uv only (no pip index
+    setting): UV_DEFAULT_INDEX (or the older UV_INDEX_URL), UV_INDEX and UV_EXTRA_INDEX_URL
+    (an entry of UV_INDEX may be named: `name=url`), UV_FIND_LINKS, UV_NO_INDEX."""
+    out: dict[str, str] = {}
+    primary = env.get("UV_DEFAULT_INDEX") or env.get("UV_INDEX_URL")
+    if primary:
+        out["index-url"] = primary.strip()
+    extra = [e.split("=", 1)[1] if re.match(r"^[\w.-]+=", e) else e
+             for e in (*env.get("UV_INDEX", "").split(),
+                       *env.get("UV_EXTRA_INDEX_URL", "").split())]
+    if extra:
+        out["extra-index-url"] = " ".join(extra)
+    links = env.get("UV_FIND_LINKS", "").replace(",", " ").split()
+    if links:
+        out["find-links"] = " ".join(links)
+    if env.get("UV_NO_INDEX", "").strip().lower() in _TRUE:
+        out["no-index"] = "1"
+    return out
+
+
+def pip_network_config(env: Mapping[str, str],
+                       config_files: Sequence[Path] | None = None) -> Network:
+    """The network settings pip would use (`remote.network`): its configuration files and
+    PIP_* variables, the environment's proxies, and the netrc file (`NETRC`, else
+    ~/.netrc, when it exists)."""
+    from abifit.remote.network import pip_network
+
+    files = pip_config_files(env) if config_files is None else config_files
+    netrc = env.get("NETRC") or (str(Path(env["HOME"]) / ".netrc") if env.get("HOME") else None)
+    return pip_network(_pip_settings(env, files), env,
+                       netrc if netrc and Path(netrc).is_file() else None)
 
 
 # --- targets and wheel selection ------------------------------------------------------------------

@@ -13,6 +13,13 @@ SCHEMA_VERSION = 3
 JsonObject = dict[str, object]
 
 
+def error_json(command: str | None, message: str, kind: str) -> JsonObject:
+    """The document `--json` prints when a command cannot do its work (exit 2, or 3 for a bug):
+    `schemas/error.schema.json`."""
+    return {"schema_version": SCHEMA_VERSION, "command": command, "error": {
+        "kind": kind, "message": message}}
+
+
 def dumps(doc: JsonObject) -> str:
     """The document as printed: indented by two, keys in the order they were built."""
     return json.dumps(doc, indent=2)
