@@ -190,3 +190,31 @@ def test_the_symbol_store_is_counted_and_cleaned(filled: Path) -> None:
     cache.clean()
     assert not list(filled.glob(f"{SYMBOLS_STORE}.sqlite*"))
     assert cache.info().bytes == 0
+
+
+def test_prune_removes_the_oldest_entries_past_a_size_or_an_age(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Ten entries of 1000 bytes written a day apart: `prune --max-size 5000` keeps the five
+    newest, `--older-than 2` then keeps those written in the last two days; the symbol store
+    is kept."""
+    import os
+
+    root = tmp_path / "cache"
+    bucket = Cache(root).bucket(BUCKETS[0])
+    bucket.mkdir(parents=True)
+    day = 86400.0
+    now = 1_800_000_000.0
+    for n in range(10):
+        path = bucket / f"entry{n}"
+        path.write_bytes(b"x" * 1000)
+        os.utime(path, (now - (10 - n) * day, now - (10 - n) * day))
+    (root / f"{SYMBOLS_STORE}.sqlite").write_bytes(b"s" * 5000)
+    code, out, _err = run(capsys, "prune", "--max-size", "5000", "--cache-dir", str(root))
+    assert code == 0 and out.startswith("removed 5 entries (5,000 bytes)")
+    assert sorted(p.name for p in bucket.iterdir()) == [f"entry{n}" for n in range(5, 10)]
+    assert Cache(root).prune(older_than_s=2.5 * day, now=now) == (3, 3000)
+    assert sorted(p.name for p in bucket.iterdir()) == ["entry8", "entry9"]
+    assert (root / f"{SYMBOLS_STORE}.sqlite").exists()
+    with pytest.raises(SystemExit) as exited:
+        run(capsys, "prune", "--max-size", "lots", "--cache-dir", str(root))
+    assert exited.value.code == 2 and "not a size" in capsys.readouterr().err

@@ -31,7 +31,8 @@ HOST_VERSIONS = ("1.0", "1.1", "1.2", "1.3", "1.4", "2.0")
 def environ(**extra: str) -> dict[str, str]:
     """This environment without pip's configuration or colour settings, plus `extra`."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("PIP_") and k not in ("NO_COLOR", "COLUMNS", "TERM")}
+           if not k.startswith("PIP_")
+           and k not in ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "TERM")}
     return {**env, "PIP_CONFIG_FILE": "/dev/null", **extra}
 
 
@@ -257,6 +258,16 @@ def test_color_follows_the_option_and_no_color(tmp_path: Path) -> None:
     always = run("inspect", "/dev/zero", "--color", "always", env=environ(NO_COLOR="1"))
     assert always.stderr.startswith(f"{ESC}1;31merror:{ESC}0m /dev/zero: ")
     assert ESC not in run("inspect", "/dev/zero", "--color", "never").stderr
+
+
+def test_force_color_colours_piped_output_unless_no_color() -> None:
+    """FORCE_COLOR (as CI logs want): colour without a terminal; NO_COLOR still wins; an
+    empty FORCE_COLOR is unset."""
+    forced = run("inspect", "/dev/zero", env=environ(FORCE_COLOR="1"))
+    assert forced.stderr.startswith(f"{ESC}1;31merror:{ESC}0m /dev/zero: ")
+    assert ESC not in run("inspect", "/dev/zero",
+                          env=environ(FORCE_COLOR="1", NO_COLOR="1")).stderr
+    assert ESC not in run("inspect", "/dev/zero", env=environ(FORCE_COLOR="")).stderr
 
 
 def test_a_terminal_gets_colour_unless_no_color(loopback_index: LoopbackIndex,

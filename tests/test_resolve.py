@@ -395,3 +395,33 @@ def test_the_library_api(loopback_index: LoopbackIndex, tmp_path: Path,
     [rejection] = report.rejections
     assert (rejection.name, rejection.version, rejection.why.value) == ("hostpkg", "2.0",
                                                                         "binary")
+
+
+def test_requirements_from_a_file(
+        loopback_index: LoopbackIndex, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`resolve -r FILE`: the file's requirements, markers evaluated for the target (a
+    Windows-only line is left out), resolved as if named: the same set."""
+    reqs = tmp_path / "requirements.in"
+    reqs.write_text("nopin\nhostpkg\nnotthere ; sys_platform == 'win32'\n")
+    code, doc = resolved(capsys, monkeypatch, loopback_index, tmp_path, "-r", str(reqs))
+    assert code == 0 and pins(doc) == {"nopin": "0.1", "hostpkg": "1.1"}
+
+
+def test_the_project_venv_is_the_default_environment(tmp_path: Path) -> None:
+    """No VIRTUAL_ENV or CONDA_PREFIX: the `.venv` of the working directory, or of the
+    nearest directory above it that has one, as uv finds a project's environment."""
+    from abifit.host.environment import default_interpreter
+
+    python = tmp_path / "project" / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("")
+    inner = tmp_path / "project" / "src" / "pkg"
+    inner.mkdir(parents=True)
+    env = {"PATH": "/usr/bin:/bin"}
+    assert default_interpreter(env, inner) == str(python)
+    other = tmp_path / "elsewhere" / ".venv" / "bin" / "python"
+    other.parent.mkdir(parents=True)
+    other.write_text("")
+    assert default_interpreter({**env, "VIRTUAL_ENV": str(other.parent.parent)},
+                               inner) == str(other)

@@ -128,9 +128,15 @@ def _parser() -> argparse.ArgumentParser:
         description="Show or clear abifit's cache: parsed views of local ELF files and of "
         "remote wheel members, index pages (kept 10 minutes), check results, parsed Python "
         "modules and the sha256 of local wheels, each in a versioned bucket. `dir` prints the "
-        "directory, `info` the entries and bytes of each bucket, `clean` removes every bucket.",
+        "directory, `info` the entries and bytes of each bucket, `clean` removes every "
+        "bucket, `prune` the oldest entries past a size or an age (the symbol store is kept).",
     )
-    c.add_argument("action", choices=["dir", "info", "clean"])
+    c.add_argument("action", choices=["dir", "info", "clean", "prune"])
+    c.add_argument("--max-size", type=_size, metavar="SIZE",
+                   help="prune: remove the oldest entries until the cache holds at most SIZE "
+                   "(bytes, or with K, M, G: 500M; default 1G)")
+    c.add_argument("--older-than", type=float, metavar="DAYS",
+                   help="prune: remove the entries written more than DAYS days ago")
     c.add_argument("--cache-dir", metavar="DIR",
                    help="cache directory (default: $ABIFIT_CACHE_DIR, else the user cache)")
     c.add_argument("--json", action="store_true", help="with `info`: print one JSON document")
@@ -302,6 +308,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("requirements", nargs="*", metavar="REQ",
                    help="a requirement, e.g. sgl-kernel==0.3.21 or torch")
+    r.add_argument("-r", "--requirement", dest="requirement_files", action="append",
+                   default=[], metavar="FILE",
+                   help="the requirements of a requirements file, uv.lock or pylock.toml "
+                   "(markers evaluated for the target; repeatable)")
     r.add_argument("--with", dest="withs", action="append", default=[], metavar="REQ",
                    help="a package the set must hold, at a version REQ allows (repeatable)")
     r.add_argument("--cuda", type=_positive, metavar="MAJOR",
@@ -627,9 +637,27 @@ def _run_cache(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"warning: {cache.root}: not a directory; nothing is cached there\n")
     if args.action == "info":
         out.write(dumps(cache_json(info)) + "\n" if args.json else cache_text(info))
+    elif args.action == "prune":
+        limit = args.max_size if args.max_size is not None or args.older_than else 1 << 30
+        removed, freed = cache.prune(limit, None if args.older_than is None
+                                     else args.older_than * 86400)
+        out.write(f"removed {removed:,} entries ({freed:,} bytes) from {cache.root}\n")
     else:
         out.write(f"removed {cache.clean():,} bytes from {cache.root}\n")
     return EXIT_OK
+
+
+def _size(text: str) -> int:
+    """A size: bytes, or a number with K, M or G (powers of 1024)."""
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    unit = text[-1:].upper()
+    try:
+        number = float(text[:-1] if unit in scale else text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 500M, 2G)") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}")
+    return int(number * scale.get(unit, 1))
 
 
 def _run_index(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -904,8 +932,16 @@ def _run_resolve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     host = _host_platform(args)
     remote = _remote(args)
     gpus = _gpu_targets(args.gpu)
+    requirements = list(args.requirements)
+    for path in args.requirement_files:
+        from abifit.formats.pins import read_pins
+
+        pins = read_pins(path, target_markers(remote().target))
+        requirements += pins.requirements
+        for entry in pins.skipped:
+            err.write(f"warning: {path}: not resolved: {entry}\n")
     try:
-        report = resolve(args.requirements, args.withs, remote(), host, _progress(err),
+        report = resolve(requirements, args.withs, remote(), host, _progress(err),
                          cuda=args.cuda, gpu=gpus[0] if gpus else None, executable=args.python,
                          jobs=args.jobs)
     finally:
@@ -1199,10 +1235,13 @@ def _streams(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Text
 
 def _style(stream: TextIO, color: str, environ: Mapping[str, str]) -> Style:
     """Colour: --color always or never; auto: on a terminal, unless NO_COLOR is set (to
-    anything but "") or TERM is dumb. Wrapping: on a terminal, to $COLUMNS or its width."""
+    anything but "") or TERM is dumb; FORCE_COLOR (set to anything but "") colours where no
+    terminal is, as CI logs show colour, NO_COLOR still winning. Wrapping: on a terminal, to
+    $COLUMNS or its width."""
     tty = stream.isatty()
     if color == "auto":
-        wanted = tty and not environ.get("NO_COLOR") and environ.get("TERM") != "dumb"
+        wanted = (not environ.get("NO_COLOR")
+                  and (bool(environ.get("FORCE_COLOR")) or (tty and environ.get("TERM") != "dumb")))
     else:
         wanted = color == "always"
     if not tty:

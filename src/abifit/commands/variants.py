@@ -67,7 +67,8 @@ class MemberDiff:
 class VariantsReport:
     """The groups of the wheels compared and their differences. `target` is the target that
     chose the wheels (None when every wheel was compared); `left_out` are the wheels of the
-    release it does not accept."""
+    release it does not accept (with every wheel: those for macOS or Windows, whose modules
+    are not ELF files)."""
 
     name: str
     version: str
@@ -135,6 +136,13 @@ def _chosen(requirement: Requirement, files: list[IndexFile], target: Target
             tuple(sorted({f.filename for f in files} - accepted)))
 
 
+def _linux(filename: str) -> bool:
+    """Whether a wheel is for Linux (or any platform): its modules are ELF files."""
+    platforms = filename.removesuffix(".whl").split("-")[-1].split(".")
+    return any(p == "any" or p.startswith(("linux_", "manylinux", "musllinux"))
+               for p in platforms)
+
+
 def _needs(image: ElfImage) -> tuple[set[str], set[str], set[str]]:
     table = image.symbols
     undefined = set(compress(table.names, map(operator.not_, table.section_indexes)))
@@ -174,6 +182,9 @@ def variants(text: str, ctx: RemoteContext, progress: Progress, *,
     left_out: tuple[str, ...] = ()
     if not every:
         files, left_out = _chosen(requirement, files, ctx.target)
+    else:  # every Linux wheel: another platform's modules are not ELF files (not compared)
+        left_out = tuple(sorted(f.filename for f in files if not _linux(f.filename)))
+        files = [f for f in files if _linux(f.filename)]
     wheels = {f.filename: RemoteWheel(f, ctx) for f in files}
     members: dict[str, dict[str, Member]] = {}
     grouped: dict[tuple[tuple[str, tuple[int, int]], ...], list[str]] = {}

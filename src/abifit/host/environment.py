@@ -126,10 +126,14 @@ def _patch_level(directory: Path) -> tuple[int, ...]:
     return tuple(int(p) for p in digits.split(".") if p.isdigit())
 
 
-def default_interpreter(env: Mapping[str, str]) -> str:
-    """The active environment's interpreter: VIRTUAL_ENV, CONDA_PREFIX, else python3 on PATH."""
-    for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
-        root = env.get(var)
+def default_interpreter(env: Mapping[str, str], cwd: Path | None = None) -> str:
+    """The active environment's interpreter: VIRTUAL_ENV, CONDA_PREFIX; else, as uv finds a
+    project's environment, `.venv` in the working directory `cwd` or the nearest directory
+    above it that has one; else python3 on PATH."""
+    roots = [env.get(var) for var in ("VIRTUAL_ENV", "CONDA_PREFIX")]
+    here = cwd if cwd is not None else Path.cwd()
+    roots += [str(d / ".venv") for d in (here, *here.parents)]
+    for root in roots:
         if root:
             for name in ("python", "python3"):
                 candidate = Path(root) / "bin" / name

@@ -237,6 +237,38 @@ class Cache:
                 out.append((path, path.stat().st_size))
         return out
 
+    def prune(self, max_bytes: int | None = None, older_than_s: float | None = None,
+              now: float | None = None) -> tuple[int, int]:
+        """Remove the entries last written more than `older_than_s` ago, then the oldest
+        others until the buckets hold at most `max_bytes`; the symbol store is kept (`clean`
+        removes it). Returns (entries removed, bytes freed); an entry that cannot be removed
+        is left, and counted as kept."""
+        entries: list[tuple[float, int, str]] = []
+        for name in BUCKETS:
+            for dirpath, _dirs, files in os.walk(self.bucket(name)):
+                for f in files:
+                    path = os.path.join(dirpath, f)
+                    with contextlib.suppress(OSError):
+                        st = os.stat(path)
+                        entries.append((st.st_mtime, st.st_size, path))
+        entries.sort()
+        total = sum(size for _, size, _ in entries)
+        cutoff = None if older_than_s is None else (now or time.time()) - older_than_s
+        removed = freed = 0
+        for mtime, size, path in entries:  # oldest first: once one stays, all later stay
+            old = cutoff is not None and mtime < cutoff
+            large = max_bytes is not None and total > max_bytes
+            if not (old or large):
+                break
+            try:
+                os.unlink(path)
+            except OSError:
+                continue
+            removed += 1
+            freed += size
+            total -= size
+        return removed, freed
+
     def clean(self) -> int:
         """Remove every bucket; returns the bytes freed. Raises `CacheError` when something
         could not be removed (a read-only cache): what was freed is then said with it."""

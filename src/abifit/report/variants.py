@@ -31,6 +31,9 @@ def summary_line(report: VariantsReport) -> str:
     head = (f"{report.name} {report.version}: {report.compared} wheel(s) compared in "
             f"{len(report.groups)} group(s) of identical binaries")
     if report.target is None:
+        if report.left_out:
+            return (f"{head}; {len(report.left_out)} for macOS or Windows not compared "
+                    "(abifit reads ELF files only)")
         return f"{head}; none left out (--all)"
     if not report.left_out:
         return f"{head}; the target left none out"
