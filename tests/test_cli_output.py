@@ -378,3 +378,20 @@ def _gone(pid: int, until: float) -> bool:
         if time.monotonic() > until:
             return False
         time.sleep(0.01)
+
+
+def test_a_matrix_shows_its_cells_done_and_its_rate(loopback_index: LoopbackIndex,
+                                                     tmp_path: Path) -> None:
+    """On a terminal, the matrix's status line counts the cells done out of all of them, with
+    the bytes fetched and their rate; piped, a final line on stderr says what was fetched, in
+    how long and how fast."""
+    args = ["matrix", "extpkg==1.0", "--against", "hostpkg", "--index-url", loopback_index.url,
+            *TARGET, "--cache-dir", str(tmp_path / "t")]
+    code, shown = run_on_terminal(*args, env=environ())
+    total = len(HOST_VERSIONS)
+    assert f"cell {total}/{total} done; checked; " in shown and " MB/s" in shown
+    piped = run("matrix", "extpkg==1.0", "--against", "hostpkg", "--index-url",
+                loopback_index.url, *TARGET, "--cache-dir", str(tmp_path / "p"))
+    last = piped.stderr.strip().splitlines()[-1]
+    assert last.startswith("fetched ") and " s, " in last and last.endswith("MB/s)")
+    assert code == piped.returncode

@@ -182,3 +182,42 @@ def test_snapshot_host_fills_an_unknown_release_from_libc() -> None:
     snapshot = snapshot_host(facts_with(replace(DEBIAN_12, glibc=None)), sys.executable, [path],
                              images.get, lambda p: p, "0")
     assert snapshot.facts.defaults.glibc == glibc_version_of(image)
+
+
+def test_the_oldest_manylinux_presets() -> None:
+    """manylinux1 (glibc 2.5, CentOS 5's libstdc++: GLIBCXX_3.4.8, CXXABI_1.3.1, no
+    CXXABI_TM_1, no ZLIB node) and manylinux2010 (glibc 2.12, GLIBCXX_3.4.13, ZLIB_1.2.2.4)."""
+    one, ten = load_presets()["manylinux1"], load_presets()["manylinux2010"]
+    assert (one.name, one.glibc, ten.name, ten.glibc) == ("manylinux_2_5", "2.5",
+                                                          "manylinux_2_12", "2.12")
+    for preset, glibcxx, cxxabi, zlib in ((one, "GLIBCXX_3.4.8", "CXXABI_1.3.1", None),
+                                          (ten, "GLIBCXX_3.4.13", "CXXABI_1.3.3",
+                                           "ZLIB_1.2.2.4")):
+        libc = preset.versions["libc.so.6"]
+        libstdcxx = preset.versions["libstdc++.so.6"]
+        assert libc is not None and libc[-1] == f"GLIBC_{preset.glibc}"
+        assert libstdcxx is not None and "CXXABI_TM_1" not in libstdcxx
+        assert glibcxx in libstdcxx and cxxabi in libstdcxx
+        assert max((v for v in libstdcxx if v.startswith("GLIBCXX_")),
+                   key=lambda v: tuple(map(int, v[8:].split(".")))) == glibcxx
+        zlib_nodes = preset.versions["libz.so.1"]
+        assert zlib_nodes is not None and (zlib_nodes[-1:] or (None,))[0] == zlib
+
+
+def test_a_presets_libraries_come_with_what_they_need() -> None:
+    """The policy's other libraries bring, on a real host, what they need: libGL.so.1 its
+    libGLdispatch.so.0 and libGLX.so.0 (and what those need), glib its libpcre2-8.so.0; what
+    nothing allowed needs stays out, and glibc's own needs add nothing."""
+    from abifit.host.ldconfig import LdCacheEntry
+
+    preset = load_presets()["manylinux2014"]
+    needs = {"/l/libGL.so.1": ("libGLdispatch.so.0", "libGLX.so.0", "libc.so.6"),
+             "/l/libGLX.so.0": ("libX11.so.6", "libGLdispatch.so.0"),
+             "/l/libglib-2.0.so.0": ("libpcre2-8.so.0",),
+             "/l/libc.so.6": ("ld-linux-x86-64.so.2",)}
+    sonames = ["libGL.so.1", "libGLdispatch.so.0", "libGLX.so.0", "libglib-2.0.so.0",
+               "libpcre2-8.so.0", "libc.so.6", "libunrelated.so.1", "libX11.so.6"]
+    entries = [LdCacheEntry(soname=s, path=f"/l/{s}", flags=0x303, hwcap=0) for s in sonames]
+    allowed = preset._with_needs(entries, lambda path: needs.get(path, ()))
+    assert {"libGLdispatch.so.0", "libGLX.so.0", "libpcre2-8.so.0"} <= allowed
+    assert "libunrelated.so.1" not in allowed

@@ -372,3 +372,63 @@ def test_snapshot_and_diff_as_library_calls(conf_stack: dict[str, Path], tmp_pat
     compared = abifit.diff(lock, conf_stack["venv"], cache_dir=tmp_path / "cache")
     assert isinstance(compared, abifit.DiffReport)
     assert (compared.breaks, compared.abi, compared.versions) == ((), (), ())
+
+
+def test_requirements_never_mix_hashed_and_unhashed_lines() -> None:
+    """pip's hash-checking mode refuses a file that hashes some lines only: with some wheels
+    known, the others are comments under a line that says why; with none known, all are
+    plain pins."""
+    from abifit.report.snapshot import requirements_text
+
+    text = requirements_text(FULL)
+    pins = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert pins == [f"extpkg==1.0 --hash=sha256:{SHA}", f"hostpkg==1.0 --hash=sha256:{SHA}"]
+    assert "# local==0.1  # built from /src/local" in text
+    assert "hash-checking mode refuses" in text
+    bare = replace(FULL, packages=tuple(replace(p, wheel=None) for p in FULL.packages))
+    assert [line for line in requirements_text(bare).splitlines()
+            if line and not line.startswith("#")] == [
+        "extpkg==1.0  # no wheel or source recorded", "hostpkg==1.0  # no wheel or source recorded",
+        "local==0.1  # built from /src/local", "debian-thing==2  # no wheel or source recorded"]
+
+
+def test_a_wheel_renamed_after_its_wheel_file_was_written_is_found() -> None:
+    """sgl-kernel's WHEEL says cp310-abi3-linux_x86_64 while PyPI's file is
+    manylinux2014_x86_64: the one file of that version with the same interpreters, ABIs, C
+    library and architecture is the installed wheel; two such files are not told apart."""
+    from types import SimpleNamespace
+
+    from abifit.commands.snapshot import _matches
+    from abifit.remote.index import IndexFile
+
+    dist = SimpleNamespace(version="0.3.21")
+    tags = frozenset({"cp310-abi3-linux_x86_64"})
+    pypi = IndexFile("sgl_kernel-0.3.21-cp310-abi3-manylinux2014_x86_64.whl", "u")
+    arm = IndexFile("sgl_kernel-0.3.21-cp310-abi3-manylinux2014_aarch64.whl", "u")
+    older = IndexFile("sgl_kernel-0.3.20-cp310-abi3-manylinux2014_x86_64.whl", "u")
+    assert not _matches(pypi, dist, tags)  # type: ignore[arg-type]
+    assert _matches(pypi, dist, tags, loosely=True)  # type: ignore[arg-type]
+    assert not _matches(arm, dist, tags, loosely=True)  # type: ignore[arg-type]
+    assert not _matches(older, dist, tags, loosely=True)  # type: ignore[arg-type]
+
+
+def test_the_installer_and_this_machines_paths_are_not_locked(tmp_path: Path) -> None:
+    """A venv made with pip (and nothing requiring it): the snapshot locks neither pip nor
+    setuptools, and records the interpreter relative to the environment (`bin/python`), not
+    this machine's absolute path."""
+    from venvs import clean_environ
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    installed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list",
+                                "--format=json"], capture_output=True, text=True, check=True)
+    assert "pip" in {d["name"] for d in json.loads(installed.stdout)}
+    lock = tmp_path / "pylock.toml"
+    done = subprocess.run([sys.executable, "-m", "abifit", "snapshot", "--python",
+                           str(venv / "bin" / "python"), "-o", str(lock), "--no-index",
+                           "--no-cache"], capture_output=True, text=True, env=clean_environ(),
+                          timeout=300, check=False)
+    assert done.returncode in (0, 1), done.stderr
+    snap = loads(lock.read_text(), str(lock))
+    assert not {"pip", "setuptools"} & {p.name for p in snap.packages}
+    assert snap.python == "bin/python" and str(tmp_path) not in lock.read_text()

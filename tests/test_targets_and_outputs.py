@@ -72,3 +72,25 @@ def test_an_error_of_the_work_itself_is_a_json_document_too(
     doc = json.loads(captured.out)
     jsonschema.validate(doc, ERROR_SCHEMA)
     assert code == 2 and captured.err.startswith(f"error: {doc['error']['message']}")
+
+
+def test_a_wheel_pip_would_refuse_on_the_target_is_not_judged(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A local wheel tagged manylinux_2_34 checked for a manylinux_2_28 target: pip would
+    refuse it there ("not a supported wheel on this platform"), so the check says so (exit 2,
+    naming the glibc its tag needs) instead of judging its modules; for manylinux_2_34 it is
+    judged."""
+    from test_check import make_wheel
+
+    name, data = make_wheel("newglibc", "1.0", {"newglibc/__init__.py": b""},
+                            tag="cp39-abi3-manylinux_2_34_x86_64")
+    wheel = tmp_path / name
+    wheel.write_bytes(data)
+    args = ["check", str(wheel), "--python-version", "3.11", "--offline", "--cache-dir",
+            str(tmp_path / "c")]
+    code = main([*args, "--platform", "manylinux_2_28_x86_64"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert ("pip would refuse this wheel for cp311 on manylinux_2_28_x86_64" in err
+            and "needs glibc 2.34, newer than the target's 2.28" in err)
+    assert main([*args, "--platform", "manylinux_2_34_x86_64"]) == 0

@@ -20,6 +20,7 @@ import shutil
 import signal
 import sys
 import threading
+import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -549,8 +550,12 @@ def _transfer_line(err: TextIO, transfer: dict[str, int] | None, args: argparse.
     local = remote().state.local_sizes
     parts = []
     if transfer["requests"] or not local:
+        elapsed = time.monotonic() - getattr(args, "started", time.monotonic())
+        rate = (f", {transfer['bytes_fetched'] / 1e6 / elapsed:.1f} MB/s"
+                if transfer["bytes_fetched"] and elapsed > 0 else "")
         parts.append(f"fetched {transfer['bytes_fetched']:,} bytes in {transfer['requests']} "
-                     f"requests from wheels of {transfer['wheel_bytes']:,} bytes")
+                     f"requests from wheels of {transfer['wheel_bytes']:,} bytes "
+                     f"({elapsed:.1f} s{rate})")
     if local:
         parts.append(f"read {len(local)} local wheel(s) of {sum(local.values()):,} bytes in "
                      "place")
@@ -1116,7 +1121,9 @@ def entry() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    started = time.monotonic()
     args = _parser().parse_args(argv)
+    args.started = started
     out, err = _streams(args, os.environ)
     restore = _stop_on_interrupt(err)
     try:

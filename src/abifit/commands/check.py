@@ -245,6 +245,38 @@ def target_markers(target: Target) -> dict[str, str]:
     }
 
 
+def pip_refuses(filename: str, target: Target) -> str | None:
+    """Why pip would not install a wheel file on the target's platform ("is not a supported
+    wheel on this platform"): none of its platform tags is one the target accepts; a
+    manylinux tag newer than the target's glibc is named. None when the platform is one pip
+    accepts there (a Python or ABI tag the target lacks is left to the check, which names
+    the C API symbols an older Python does not have)."""
+    tags = set(parse_wheel_filename(filename)[3])
+    accepted = {*target.expanded_platforms(), "any"}
+    if any(t.platform in accepted for t in tags):
+        return None
+    newest = max((_manylinux_glibc(p) or (0, 0) for p in accepted), default=(0, 0))
+    needs = [(g, t) for t in sorted(tags, key=str)
+             if (g := _manylinux_glibc(t.platform)) and g > newest]
+    why = (f"its tag {needs[0][1]} needs glibc {needs[0][0][0]}.{needs[0][0][1]}, newer than "
+           f"the target's {newest[0]}.{newest[1]}" if needs and newest > (0, 0)
+           else f"none of its platform tags ({', '.join(sorted({t.platform for t in tags}))}) "
+           f"is one the target accepts ({len(accepted)} platform tags)")
+    return f"pip would refuse this wheel for {target} (not a supported wheel there): {why}"
+
+
+def _manylinux_glibc(platform: str) -> tuple[int, int] | None:
+    """The glibc release a manylinux platform tag stands for (manylinux2014: 2.17)."""
+    import re
+
+    legacy = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+    head = platform.split("_x86_64")[0].split("_aarch64")[0]
+    if head in legacy:
+        return legacy[head]
+    match = re.match(r"manylinux_(\d+)_(\d+)_", platform)
+    return (int(match[1]), int(match[2])) if match else None
+
+
 def locked_targets(pins: Sequence[Pin], ctx: RemoteContext) -> list[str | IndexFile]:
     """What `check -r LOCK` checks for each pin: the file the lock names for the target
     (its URL, digest and size; the verdict is about that file), else, when the lock gives
@@ -354,6 +386,9 @@ class Gatherer:
                 if file.wheel() is None:
                     raise WheelError(text, "not a wheel: its name is not NAME-VERSION[-BUILD]-"
                                      "PYTHON-ABI-PLATFORM.whl")
+                refused = pip_refuses(file.filename, self.ctx.target)
+                if refused is not None:
+                    raise UsageError(f"{text}: {refused}")
                 return self._remote_wheel(file, role)
             local = LocalWheel(text)
             name, version, _build, _tags = parse_wheel_filename(os.path.basename(text))

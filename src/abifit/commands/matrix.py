@@ -155,19 +155,52 @@ def matrix(extension: str, against: str, ctx: RemoteContext, target: Target,
         extension, found = extension_rows(extension, versions, ctx)
         rows = [(_label(f), f) for f in found]
 
+    pairs = [(row, f) for row in rows for f in files]
+    counter = _Counter(len(pairs), ctx, progress)
+
     def one(pair: tuple[tuple[str, str | IndexFile], IndexFile]) -> Cell:
         (release, ext), file = pair
         shown = f"{release} " if release else ""
-        progress(f"checking {shown}with {file.filename}")
-        return check_pair(ext, file, ctx, target, profile, executable, gpu, release)
+        counter.say(f"checking {shown}with {file.filename}")
+        cell = check_pair(ext, file, ctx, target, profile, executable, gpu, release)
+        counter.done()
+        return cell
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         list(pool.map(lambda row: _prefetch(row[1], ctx, progress), rows))
-        cells = list(pool.map(one, [(row, f) for row in rows for f in files]))
+        cells = list(pool.map(one, pairs))
     return MatrixReport(extension, name, str(target), tuple(cells),
                         tuple(r for r, _e in rows if r), versions, against,
                         when.strftime("%Y-%m-%d %H:%M UTC"), __version__,
                         setting_of(target, profile, gpu))
+
+
+class _Counter:
+    """The progress of the cells: how many are done out of how many, and the bytes fetched so
+    far with their rate."""
+
+    def __init__(self, total: int, ctx: RemoteContext, progress: Progress) -> None:
+        import threading
+        import time
+
+        self._total, self._ctx, self._progress = total, ctx, progress
+        self._done = 0
+        self._lock = threading.Lock()
+        self._clock = time.monotonic
+        self._start = time.monotonic()
+
+    def say(self, doing: str) -> None:
+        with self._lock:
+            done = self._done
+        fetched = self._ctx.client.transfer.bytes_fetched if self._ctx.client else 0
+        elapsed = max(self._clock() - self._start, 1e-6)
+        self._progress(f"cell {done}/{self._total} done; {doing}; {fetched / 1e6:.1f} MB "
+                       f"fetched, {fetched / 1e6 / elapsed:.1f} MB/s")
+
+    def done(self) -> None:
+        with self._lock:
+            self._done += 1
+        self.say("checked")
 
 
 def _prefetch(extension: str | IndexFile, ctx: RemoteContext, progress: Progress) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -42,7 +43,7 @@ from abifit.formats.snapshot import (
     target_of,
 )
 from abifit.host import observe
-from abifit.host.environment import Distribution
+from abifit.host.environment import Distribution, InterpreterFacts
 from abifit.host.ldconfig import (
     LD_SO_CACHE,
     LD_SO_CONF,
@@ -54,7 +55,7 @@ from abifit.host.ldconfig import (
 from abifit.host.natives import site_root
 from abifit.sim.findings import Finding, FindingKind
 from abifit.sim.loader import LoadResult, Via
-from abifit.sim.process import ModuleStatus, Progress, Simulation, Simulator
+from abifit.sim.process import Environment, ModuleStatus, Progress, Simulation, Simulator
 
 if TYPE_CHECKING:
     from abifit.remote.index import IndexFile
@@ -110,7 +111,8 @@ def observe_stack(python: str, *, cache_dir: Path | None, environ: Mapping[str, 
     used = [r.path for result in simulation.results for r in result.resolutions if r.path]
     progress("locking the distributions")
     packages = tuple(lock_distribution(d, remote) for d in
-                     sorted(sim.env.dists.values(), key=lambda d: d.key))
+                     sorted(sim.env.dists.values(), key=lambda d: d.key)
+                     if not _installer(d.key, sim.env))
     markers = dict(facts.markers)
     markers.setdefault("python_version", ".".join(facts.version.split(".")[:2]))
     requires_python, environments = target_of(markers)
@@ -119,10 +121,30 @@ def observe_stack(python: str, *, cache_dir: Path | None, environ: Mapping[str, 
         packages=packages,
         requires_python=requires_python,
         environments=environments,
-        python=report.python, python_version=facts.version,
+        python=_portable(report.python, facts), python_version=facts.version,
         host=_host_record(host, simulation.results, sim, read_ld_so_conf_entries(ld_so_conf)),
         cuda=_cuda_record(environ, host, used) if cuda else None,
         modules=modules), report
+
+
+# the tools that install packages, not part of what is installed: locked only when another
+# distribution requires them (torch requires setuptools on Python 3.12)
+INSTALLERS = frozenset({"pip", "setuptools", "wheel", "distribute"})
+
+
+def _installer(key: str, env: Environment) -> bool:
+    """Whether a distribution is an installing tool that nothing installed requires."""
+    return key in INSTALLERS and not any(key in env.required(other) for other in env.dists
+                                         if other != key)
+
+
+def _portable(python: str, facts: InterpreterFacts) -> str:
+    """The interpreter as the snapshot records it: relative to its environment (`bin/python`
+    of a venv), not this machine's absolute path; the name alone outside one."""
+    prefix = facts.prefix.rstrip("/") + "/" if facts.prefix else ""
+    if prefix and python.startswith(prefix):
+        return python[len(prefix):]
+    return os.path.basename(python)
 
 
 # --- fingerprints ----------------------------------------------------------------------------
@@ -289,12 +311,36 @@ def wheel_tags(dist: Distribution) -> frozenset[str]:
                      if line.lower().startswith("tag:"))
 
 
-def _matches(file: IndexFile, dist: Distribution, tags: frozenset[str]) -> bool:
+def _matches(file: IndexFile, dist: Distribution, tags: frozenset[str],
+             loosely: bool = False) -> bool:
+    """Whether an index file is the installed wheel: its version, and its tags (`loosely`:
+    the same interpreters, ABIs, C library and architecture, whatever glibc release the
+    platform tags name, for a wheel renamed after its WHEEL file was written: sgl-kernel's
+    WHEEL says linux_x86_64, its file on PyPI manylinux2014_x86_64)."""
     try:
         _name, version, _build, file_tags = parse_wheel_filename(file.filename)
-        return version == Version(dist.version) and {str(t) for t in file_tags} == tags
     except (InvalidWheelFilename, InvalidVersion):
         return False
+    if version != Version(dist.version):
+        return False
+    named = {str(t) for t in file_tags}
+    if not loosely:
+        return named == tags
+    return {_loose(t) for t in named} == {_loose(t) for t in tags}
+
+
+def _loose(tag: str) -> tuple[str, ...]:
+    """A tag with its platform reduced to C library and architecture (`cp310-abi3-glibc-x86_64`)."""
+    parts = tag.split("-")
+    if len(parts) != 3:
+        return tuple(parts)
+    interpreter, abi, platform = parts
+    match = re.match(r"(manylinux\d*|manylinux_\d+_\d+|linux|musllinux_\d+_\d+)_(.+)$",
+                     platform)
+    if match is None:
+        return interpreter, abi, platform
+    libc = "musl" if match[1].startswith("musllinux") else "glibc"
+    return interpreter, abi, libc, match[2]
 
 
 def _from_index(dist: Distribution, remote: Callable[[], RemoteContext]) -> LockedPackage | None:
@@ -307,9 +353,10 @@ def _from_index(dist: Distribution, remote: Callable[[], RemoteContext]) -> Lock
         files = remote().index.project_files(dist.name)
     except AbifitError:
         return None
-    for file in files:
-        if not file.is_wheel or not _matches(file, dist, tags):
-            continue
+    exact = [f for f in files if f.is_wheel and _matches(f, dist, tags)]
+    loose = [f for f in files if f.is_wheel and _matches(f, dist, tags, loosely=True)]
+    # a file renamed after its WHEEL was written, when it is the only one it can be
+    for file in exact or (loose if len(loose) == 1 else []):
         sha = file.sha256
         local = local_file(file.url)
         if sha is None and local is not None:

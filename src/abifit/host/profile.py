@@ -43,6 +43,7 @@ from abifit.host.ldconfig import (
     CpuFeatures,
     GlibcVersion,
     HostFacts,
+    LdCacheEntry,
     glibc_version_of,
 )
 from abifit.host.localfs import LocalObjects
@@ -217,20 +218,41 @@ class Preset:
     glibc: str
     versions: Mapping[str, tuple[str, ...] | None]  # None: any version node
 
+    def _with_needs(self, entries: Iterable[LdCacheEntry],
+                    needed: Callable[[str], Iterable[str]]) -> set[str]:
+        """The preset's sonames and, transitively, what the policy's other libraries (those
+        without a version limit) need among this machine's `entries`."""
+        by_soname: dict[str, list[str]] = {}
+        for e in entries:
+            by_soname.setdefault(e.soname, []).append(e.path)
+        allowed = set(self.versions)
+        todo = [p for soname, limit in self.versions.items() if limit is None
+                for p in by_soname.get(soname, ())]
+        while todo:
+            for soname in needed(todo.pop()):
+                if soname not in allowed and soname in by_soname:
+                    allowed.add(soname)
+                    todo += by_soname[soname]
+        return allowed
+
     @property
     def glibc_version(self) -> GlibcVersion:
         """The policy's glibc release (`glibc`, "2.28")."""
         major, minor = self.glibc.split(".")
         return GlibcVersion(int(major), int(minor))
 
-    def facts(self, host: HostFacts, cpu: CpuFeatures | None) -> HostFacts:
+    def facts(self, host: HostFacts, cpu: CpuFeatures | None,
+              needed: Callable[[str], Iterable[str]] | None = None) -> HostFacts:
         """This machine's loader as the preset's glibc has it on `cpu` (its subdirectories and
         `$PLATFORM`: `LoaderDefaults.for_glibc`), with an ld.so cache of the preset's libraries
-        only and no LD_* settings."""
+        only and no LD_* settings. The policy's other libraries (libGL.so.1, glib) come with
+        what they need on a real host (libGLdispatch.so.0, libpcre2-8.so.0): with `needed`
+        (a library's DT_NEEDED, by path), those of this machine are in the cache too."""
         cache = host.cache
         if cache is not None:
+            allowed = self._with_needs(cache.entries, needed) if needed else set(self.versions)
             cache = replace(cache, entries=tuple(e for e in cache.entries
-                                                 if e.soname in self.versions))
+                                                 if e.soname in allowed))
         return replace(host, ld_library_path=(), ld_preload=(), ld_so_preload=(), conf_dirs=(),
                        cache=cache, defaults=host.defaults.for_glibc(self.glibc_version, cpu))
 
@@ -268,7 +290,7 @@ class PresetObjects:
             image = self._local.image(path)
             soname = self._paths.get(os.path.normpath(path))
             defs = image.version_defs
-            limit = self._preset.versions[soname] if soname is not None else None
+            limit = self._preset.versions.get(soname) if soname is not None else None
             if limit is not None:
                 allowed = set(limit)
                 defs = tuple(d for d in defs if d.is_base or d.name in allowed)
@@ -294,7 +316,9 @@ def load_presets() -> dict[str, Preset]:
         glibc = upto("GLIBC")
         versions: dict[str, tuple[str, ...] | None] = {
             soname: glibc for soname in raw["glibc_libraries"]}
-        versions["libstdc++.so.6"] = (*upto("GLIBCXX"), *upto("CXXABI"), "CXXABI_TM_1")
+        versions["libstdc++.so.6"] = (*upto("GLIBCXX"), *upto("CXXABI"),
+                                      *(("CXXABI_TM_1",) if spec.get("CXXABI_TM_1", True)
+                                        else ()))
         versions["libgcc_s.so.1"] = upto("GCC")
         versions.update({soname: upto("ZLIB") for soname in raw["zlib_libraries"]})
         versions.update({soname: None for soname in raw["other_libraries"]})
@@ -349,6 +373,14 @@ class HostProfile:
         return f"manylinux_{major}_{minor}_{arch}"
 
 
+def _needed_here(path: str) -> tuple[str, ...]:
+    """A library's DT_NEEDED on this machine (none when it cannot be read)."""
+    try:
+        return tuple(LocalObjects().image(path).needed)
+    except (OSError, FormatError):
+        return ()
+
+
 def host_fingerprint(facts: HostFacts, ld_so_cache: str = "/etc/ld.so.cache") -> str:
     """A digest of what the simulation reads from this machine beyond the wheels: the loader
     settings and the ld.so.cache file (rebuilt by ldconfig whenever system libraries change)."""
@@ -372,7 +404,7 @@ def host_profile(spec: str | None, assume_driver: str | None,
     if spec:
         preset = load_presets().get(spec)
         if preset is not None and not os.path.exists(spec):
-            facts = preset.facts(probe_host({}), host_cpu())
+            facts = preset.facts(probe_host({}), host_cpu(), _needed_here)
             return HostProfile(facts, assume_driver,
                                f"preset:{preset.name}:{host_fingerprint(facts)}", preset=preset)
         snapshot, digest = load(spec)

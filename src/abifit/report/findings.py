@@ -232,7 +232,7 @@ def prerequisites_text(findings: Iterable[Finding]) -> str | None:
         known = prerequisite_of(libraries[0]) if libraries else None
         get = (known.get if known is not None and known.name != libraries[0]
                else next((f.hint for f in found if f.hint), None))
-        named = "" if libraries == [name] else f" ({_listed(libraries)})"
+        named = "" if libraries in ([name], []) else f" ({_listed(libraries)})"
         lines.append(f"needs a prerequisite: {name}{named}")
         lines.append(f"  without it {len(files)} file(s) do not load, and the imports work: "
                      f"{_listed(files)}")

@@ -11,17 +11,25 @@ from abifit.report.json import SCHEMA_VERSION, JsonObject
 
 def requirements_text(snapshot: Snapshot) -> str:
     """The pins as a requirements (or constraints) file: `name==version`, with
-    `--hash=sha256:` where the wheel's is known; an unrecorded distribution as a comment."""
+    `--hash=sha256:` where the wheel's is known; an unrecorded distribution as a comment. pip's
+    hash-checking mode refuses a file that hashes some lines only, so when some wheels are
+    known and others not, the others are comments, under a line that says why."""
     lines = [f"# {snapshot.created_by}: the stack of {snapshot.python or 'a lock file'}"]
+    hashed = any(p.wheel is not None and p.version is not None for p in snapshot.packages)
+    unhashed: list[str] = []
     for p in snapshot.packages:
         if p.version is None:
             lines.append(f"# {p.name}: no version recorded")
         elif p.wheel is not None:
             lines.append(f"{p.name}=={p.version} --hash=sha256:{p.wheel.sha256}")
-        elif p.recorded:
-            lines.append(f"{p.name}=={p.version}  # built from {p.directory}")
         else:
-            lines.append(f"{p.name}=={p.version}  # no wheel or source recorded")
+            why = (f"built from {p.directory}" if p.recorded and p.directory
+                   else "no wheel or source recorded")
+            (unhashed if hashed else lines).append(f"{p.name}=={p.version}  # {why}")
+    if unhashed:
+        lines += ["# no wheel sha256 recorded for these, and pip's hash-checking mode refuses "
+                  "a file that mixes", "# hashed and unhashed lines: install them apart",
+                  *(f"# {line}" for line in unhashed)]
     return "\n".join(lines) + "\n"
 
 
