@@ -140,6 +140,21 @@ def test_the_page_renders_and_a_failing_cell_opens(
                for d in browser.find_elements(By.CSS_SELECTOR, "td.fails details"))
     severe = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
     assert severe == []
+    command = browser.find_element(By.CSS_SELECTOR, ".command code").text
+    assert command.startswith("abifit matrix ") and f"--html {page}" in command
+    assert_fits_a_phone(browser)
+
+
+def assert_fits_a_phone(browser: WebDriver) -> None:
+    """At a phone's width (390 CSS pixels) the page does not scroll sideways: only the
+    table's own box does. The window is made wide again after."""
+    browser.set_window_size(390, 844)
+    try:
+        width = browser.execute_script("return window.innerWidth")
+        page_width = browser.execute_script("return document.documentElement.scrollWidth")
+        assert width <= 420 and page_width <= width, (page_width, width)
+    finally:
+        browser.set_window_size(1400, 1100)
 
 
 def test_the_resolve_page_renders_and_a_package_opens_to_its_rejections(
@@ -179,3 +194,12 @@ def test_the_resolve_page_renders_and_a_package_opens_to_its_rejections(
         print(f"\nscreenshot of the resolve page: {shot}")
     severe = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
     assert severe == []
+    # the requested packages first: in the summary at the top and in the table
+    summary = browser.find_element(By.CSS_SELECTOR, "section.summary").text
+    assert "extpkg 1.0" in summary and "hostpkg 1.0" in summary
+    first = [r.find_element(By.CSS_SELECTOR, "th[scope=row]").text.split()[0]
+             for r in browser.find_elements(By.CSS_SELECTOR, "table.grid tbody tr")][:2]
+    assert sorted(first) == ["extpkg", "hostpkg"]
+    command = browser.find_element(By.CSS_SELECTOR, ".command code").text
+    assert command.startswith("abifit resolve extpkg==1.0 hostpkg ")
+    assert_fits_a_phone(browser)

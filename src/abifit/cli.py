@@ -825,6 +825,13 @@ def _replayed(args: argparse.Namespace, targets: list[str | IndexFile],
 _LINUX_PLATFORMS = ("manylinux", "musllinux", "linux_")
 
 
+def _command_line(args: argparse.Namespace) -> str:
+    """The command as it was given (for the pages: what made them), quoted for a shell."""
+    import shlex
+
+    return shlex.join(["abifit", *getattr(args, "argv", [])])
+
+
 def _linux_targets(args: argparse.Namespace) -> None:
     """Refuse a target platform abifit does not check (Windows, macOS, ...): its extension
     modules are not ELF files, and saying `fits` for them would be a guess."""
@@ -909,7 +916,7 @@ def _run_matrix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         _clear_progress(err)
     transfer = _transfer(remote)
     if args.html:
-        Path(args.html).write_text(matrix_html(report), "utf-8")
+        Path(args.html).write_text(matrix_html(report, _command_line(args)), "utf-8")
     out.write(dumps(matrix_json(report, transfer)) + "\n" if args.json else matrix_text(report))
     _transfer_line(err, transfer, args, remote)
     if report.cells and all(c.error for c in report.cells):
@@ -962,7 +969,7 @@ def _run_resolve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 report)
         Path(args.output).write_text(text, "utf-8")
     if args.html:
-        Path(args.html).write_text(resolve_html(report), "utf-8")
+        Path(args.html).write_text(resolve_html(report, command=_command_line(args)), "utf-8")
     out.write(dumps(resolve_json(report, transfer)) + "\n" if args.json else resolve_text(report))
     _transfer_line(err, transfer, args, remote)
     return EXIT_OK if report.found else EXIT_PROBLEMS
@@ -1124,6 +1131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     args = _parser().parse_args(argv)
     args.started = started
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     out, err = _streams(args, os.environ)
     restore = _stop_on_interrupt(err)
     try:

@@ -232,8 +232,12 @@ def setting_of(target: Target, host: HostProfile, gpu: GpuTarget | None) -> Sett
                                if gpu.driver_release else "")
     driver = (f"{host.assume_driver} (assumed)" if host.assume_driver
               and host.assume_driver != "assumed" else "assumed present")
+    # counted as the target's text counts them (`cp311 on manylinux_2_36_x86_64 (and 34
+    # older)`): the generic linux_ tag is not one of them
+    accepted = [p for p in target.expanded_platforms() if not p.startswith("linux_")]
     return Setting(f"{major}.{minor} ({target.interpreter})", platforms[:1],
-                   len(target.expanded_platforms()), host_description(host), driver, gpu_text)
+                   len(accepted) or len(target.expanded_platforms()), host_description(host),
+                   driver, gpu_text)
 
 
 def labels(cells: Sequence[Cell]) -> list[str]:

@@ -189,7 +189,7 @@ def _missing_json(missing: MissingSymbol) -> JsonObject:
 # --- HTML ------------------------------------------------------------------------------------
 
 
-def matrix_html(report: MatrixReport) -> str:
+def matrix_html(report: MatrixReport, command: str = "") -> str:
     """One self-contained page: heading, target and versions checked, legend, what fits, and
     the grid (a row per extension release, a column per host release, a sub-column per
     variant), each failing cell opening to why."""
@@ -198,7 +198,7 @@ def matrix_html(report: MatrixReport) -> str:
     lead = (f"{fits} of {len(report.cells)} pairs fit." if report.rows
             else f"{fits} of {len(report.cells)} {report.host} wheels fit.")
     return page.document(title, [
-        page.heading(title, report.checked_at, report.abifit_version, lead),
+        page.heading(title, report.checked_at, report.abifit_version, lead, command),
         page.target_box(report.setting, _checked(report),
                         "" if report.setting else report.target),
         page.legend(),
@@ -251,9 +251,9 @@ def _grid_html(report: MatrixReport) -> str:
     body = "".join(_row_html(report, row, cells) for row, cells in report.grid)
     caption = (f"{report.extension} releases (rows) against {report.host} releases (columns)"
                if report.rows else f"{report.extension} against {report.host} releases")
-    return (f"<section><h2>The grid</h2>{page.tools()}<table class=\"grid\">"
-            f"<caption>{page.escape(caption)}</caption><thead>{head}</thead>"
-            f"<tbody>{body}</tbody></table></section>")
+    return (f"<section><h2>The grid</h2>{page.tools()}<div class=\"scroll\"><table "
+            f"class=\"grid\"><caption>{page.escape(caption)}</caption><thead>{head}</thead>"
+            f"<tbody>{body}</tbody></table></div></section>")
 
 
 def _row_html(report: MatrixReport, row: str, cells: tuple[Cell, ...]) -> str:

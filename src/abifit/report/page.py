@@ -60,14 +60,18 @@ STYLE = """
 *{box-sizing:border-box}
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem;color:#1f2328;
 max-width:100rem}
+@media (max-width:40rem){body{margin:.75rem}}
+.scroll{overflow-x:auto;max-width:100%}
+.command code{background:#f6f8fa;border-radius:3px;padding:0 .2rem}
 h1{font-size:1.5rem;margin:0 0 .25rem}h2{font-size:1.1rem;margin:1.5rem 0 .5rem}
 h3{font-size:.95rem;margin:.75rem 0 .25rem}
 .meta{color:var(--muted);margin:0 0 1rem}
 code{font:13px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace;overflow-wrap:anywhere}
 .boxes{display:flex;flex-wrap:wrap;gap:1rem 2rem}
-.box{border:1px solid var(--line);border-radius:6px;padding:.5rem 1rem;min-width:20rem}
+.box{border:1px solid var(--line);border-radius:6px;padding:.5rem 1rem;min-width:min(20rem,100%);
+max-width:100%}
 .box dl{display:grid;grid-template-columns:max-content auto;gap:.15rem 1rem;margin:.25rem 0}
-.box dt{font-weight:600}.box dd{margin:0}
+.box dt{font-weight:600}.box dd{margin:0;min-width:0;overflow-wrap:anywhere}
 .legend{list-style:none;padding:0;margin:.25rem 0}.legend li{margin:.2rem 0}
 .swatch{display:inline-block;min-width:6.5rem;padding:0 .4rem;border:1px solid var(--line);
 border-radius:4px;font-weight:600;margin-right:.5rem}
@@ -89,7 +93,7 @@ box-shadow:inset 0 0 0 2px var(--fits-ink)}
 details>summary{cursor:pointer;white-space:nowrap}
 details[open]>summary{margin-bottom:.4rem}
 .detail{color:#1f2328;background:#fff;border:1px solid var(--line);border-radius:4px;
-padding:.4rem .7rem;font-weight:400;min-width:28rem}
+padding:.4rem .7rem;font-weight:400;min-width:min(28rem,75vw)}
 .detail ul{margin:.2rem 0 .4rem;padding-left:1.2rem}
 .detail li{margin:.2rem 0}
 .mangled{color:var(--muted);font-size:12px}
@@ -137,11 +141,18 @@ def document(title: str, parts: Iterable[str]) -> str:
             + f"\n<script>{SCRIPT}</script>\n</body></html>\n")
 
 
-def heading(title: str, checked_at: str, version: str, lead: str = "") -> str:
-    """The page's title, when it was checked and by which abifit, and a lead sentence."""
+def heading(title: str, checked_at: str, version: str, lead: str = "",
+            command: str = "") -> str:
+    """The page's title, when it was checked and by which abifit, the command that made it
+    (its flags included; a password in a URL hidden), and a lead sentence."""
+    from abifit.remote.network import redact
+
     when = f"Checked {escape(checked_at)}" if checked_at else "Checked"
     by = f" by abifit {escape(version)}" if version else " by abifit"
     out = f"<header><h1>{escape(title)}</h1><p class=\"meta\">{when}{by}.</p>"
+    if command:
+        out += (f"<p class=\"meta command\">Made by <code>{escape(redact(command))}</code>"
+                "</p>")
     if lead:
         out += f"<p>{escape(lead)}</p>"
     return out + "</header>"

@@ -205,7 +205,8 @@ _REJECTED = page.Outcome("fails", "✗", "not chosen", "a newer release, and why
                          "chosen (open the row)")
 
 
-def resolve_html(report: ResolveReport, checked_at: str | None = None) -> str:
+def resolve_html(report: ResolveReport, checked_at: str | None = None,
+                 command: str = "") -> str:
     """The resolution as one self-contained page a person reads without help."""
     when = checked_at or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     title = "abifit resolve " + " ".join(report.requirements)
@@ -216,7 +217,7 @@ def resolve_html(report: ResolveReport, checked_at: str | None = None) -> str:
     host = [("CUDA", f"{report.cuda}" if report.cuda is not None else "any"),
             ("NVIDIA driver", f"{report.driver} (CUDA up to {report.driver_cuda or '?'})"
              if report.driver else "assumed present"), ("GPU", report.gpu or "not checked")]
-    parts = [page.heading(title, when, __version__, lead),
+    parts = [page.heading(title, when, __version__, lead, command),
              page.target_box(None, [*checked, *host], target_text=report.target),
              page.legend((_CHOSEN, _REJECTED))]
     if report.conflict is not None:
@@ -224,18 +225,33 @@ def resolve_html(report: ResolveReport, checked_at: str | None = None) -> str:
                      + "".join(f"<li>{page.rich(line.strip())}</li>"
                                for line in derivation(report.conflict)) + "</ol></section>")
     else:
+        parts[1:1] = [_summary_html(report)]
         parts.append(_pins_html(report))
     return page.document(title, parts)
 
 
 def _pins_html(report: ResolveReport) -> str:
-    rows = "".join(_pin_row(p) for p in report.pins)
+    ordered = sorted(report.pins, key=lambda p: p.role == "dependency")  # requested first
+    rows = "".join(_pin_row(p) for p in ordered)
     check = page.escape(_set_check_line(report.set_check))
     return ("<section><h2>The chosen set</h2>" + page.tools()
-            + "<table class=\"grid\"><caption>each package with the release chosen and the "
-            "newer releases not chosen</caption><thead><tr><th scope=\"col\">package</th>"
+            + "<div class=\"scroll\"><table class=\"grid\"><caption>each package with the "
+            "release chosen and the newer releases not chosen, the requested ones first"
+            "</caption><thead><tr><th scope=\"col\">package</th>"
             "<th scope=\"col\">chosen</th><th scope=\"col\">newer releases</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table><p>{check}</p></section>")
+            f"<tbody>{rows}</tbody></table></div><p>{check}</p></section>")
+
+
+def _summary_html(report: ResolveReport) -> str:
+    """What was asked and what was chosen for it, first: the requested packages' pins."""
+    asked = [p for p in report.pins if p.role != "dependency"]
+    items = "".join(f"<li><strong>{page.escape(p.name)}</strong> {page.escape(p.version)}"
+                    + (f" ({len(p.newer) + p.newer_unlisted} newer not chosen)"
+                       if p.newer else " (the newest)") + "</li>" for p in asked)
+    others = len(report.pins) - len(asked)
+    return ("<section class=\"summary\"><h2>Chosen</h2><ul>" + items + "</ul>"
+            + (f"<p>and {others} dependenc{'y' if others == 1 else 'ies'}, below.</p>"
+               if others else "") + "</section>")
 
 
 def _pin_row(pin: Pin) -> str:
