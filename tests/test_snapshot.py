@@ -432,3 +432,20 @@ def test_the_installer_and_this_machines_paths_are_not_locked(tmp_path: Path) ->
     snap = loads(lock.read_text(), str(lock))
     assert not {"pip", "setuptools"} & {p.name for p in snap.packages}
     assert snap.python == "bin/python" and str(tmp_path) not in lock.read_text()
+
+
+def test_check_snapshot_checks_the_wheels_the_snapshot_recorded() -> None:
+    """`check --snapshot`'s pins are the recorded wheels: a wheel with its URL is that file
+    (URL, sha256, size), one known by its path only is found on the index by its sha256, and
+    a directory is not checked."""
+    from abifit.commands.snapshot import snapshot_pins
+
+    pins, skipped = snapshot_pins(FULL)
+    by_name = {p.name: p for p in pins}
+    ext = by_name["extpkg"]
+    assert ext.requirement == "extpkg==1.0" and ext.hashes == (SHA,)
+    assert [(f.url, f.sha256, f.size) for f in ext.files] == [
+        ("https://example.org/extpkg.whl", SHA, 10)]
+    host = by_name["hostpkg"]
+    assert host.hashes == (SHA,) and host.files == ()
+    assert [s.split(" ")[0] for s in skipped] == ["local", "debian-thing"]

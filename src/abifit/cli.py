@@ -49,6 +49,7 @@ from abifit.sim.findings import Effect, Finding
 
 if TYPE_CHECKING:
     from abifit.commands.explain import ExtensionFits, SymbolHistory
+    from abifit.formats.pins import Pin
     from abifit.formats.snapshot import Snapshot
     from abifit.host.profile import HostProfile
     from abifit.remote.index import IndexFile
@@ -806,20 +807,18 @@ def _host_platform(args: argparse.Namespace) -> HostProfile:
     return host
 
 
-def _replayed(args: argparse.Namespace, targets: list[str | IndexFile],
-              err: TextIO) -> Snapshot:
-    """`check --snapshot FILE`: the snapshot's pins added to the targets, for its Python
-    unless --python-version says otherwise."""
+def _replayed(args: argparse.Namespace, err: TextIO) -> tuple[Snapshot, list[Pin]]:
+    """`check --snapshot FILE`: the snapshot and its pins (each the wheel it recorded), for its
+    Python unless --python-version says otherwise."""
     from abifit.commands.snapshot import read_snapshot, snapshot_pins
 
     snap = read_snapshot(args.snapshot)
     pins, skipped = snapshot_pins(snap)
-    targets += pins
     for entry in skipped:
         err.write(f"warning: {args.snapshot}: not checked: {entry}\n")
     if not args.python_version and snap.python_version:
         args.python_version = ".".join(snap.python_version.split(".")[:2])
-    return snap
+    return snap, pins
 
 
 _LINUX_PLATFORMS = ("manylinux", "musllinux", "linux_")
@@ -868,9 +867,11 @@ def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     _linux_targets(args)
 
     targets: list[str | IndexFile] = list(args.targets)
-    snap = _replayed(args, targets, err) if args.snapshot else None  # may set the Python
+    snap, recorded = _replayed(args, err) if args.snapshot else (None, [])  # may set the Python
     host = _host_platform(args)
     remote = _remote(args)
+    if recorded:  # the wheels the snapshot recorded, not whatever the index serves now
+        targets += locked_targets(recorded, remote())
     for path in args.requirement:
         # the pins the target gets (markers evaluated for it), each the file the lock names
         pins = read_pins(path, target_markers(remote().target))

@@ -58,6 +58,7 @@ from abifit.sim.loader import LoadResult, Via
 from abifit.sim.process import Environment, ModuleStatus, Progress, Simulation, Simulator
 
 if TYPE_CHECKING:
+    from abifit.formats.pins import Pin
     from abifit.remote.index import IndexFile
     from abifit.remote.wheels import RemoteContext
 
@@ -418,13 +419,18 @@ def read_snapshot(path: str) -> Snapshot:
     return loads(text, path)
 
 
-def snapshot_pins(snap: Snapshot) -> tuple[list[str], list[str]]:
-    """The requirements a check of the snapshot's stack selects (`name==version` of every
-    distribution locked with a wheel), and those that cannot be selected from an index."""
+def snapshot_pins(snap: Snapshot) -> tuple[list[Pin], list[str]]:
+    """What a check of the snapshot's stack checks: the wheel each distribution was installed
+    from (its URL and sha256, or its sha256 to find it on the index), and the distributions
+    that cannot be had from an index."""
+    from abifit.formats.pins import LockedFile, Pin
+
     pins, skipped = [], []
     for p in snap.packages:
         if p.wheel is not None and p.version is not None:
-            pins.append(f"{p.name}=={p.version}")
+            w = p.wheel
+            files = (LockedFile(w.name, w.url, w.sha256, w.size),) if w.url else ()
+            pins.append(Pin(f"{p.name}=={p.version}", (w.sha256,), files))
         else:
             skipped.append(f"{p.name} (locked as a directory: {p.directory})")
     return pins, skipped
