@@ -298,3 +298,36 @@ def test_no_index_and_find_links_as_pip_has_them(
         code = main(["check", "extpkg==1.0", "--python-version", "3.11", "--platform",
                      "linux_x86_64", "-i", index.url, "--cache-dir", str(tmp_path / "c2")])
         assert code == 0 and server.requests > 0
+
+
+def test_uvs_configuration_files_when_pip_has_none(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """uv's files, for a machine set up for uv only: the user's uv.toml, then the project's
+    pyproject.toml [tool.uv] (found from a subdirectory), whose `[[tool.uv.index]]` with
+    `default = true` is the primary index and the others extra ones; UV_* variables win over
+    the files, and pip's settings over all of them."""
+    from abifit.remote.index import _pip_settings, pip_config_files, pip_index_config
+
+    home = tmp_path / "home"
+    env = {"HOME": str(home), "PIP_CONFIG_FILE": "/dev/null"}
+    if {"index-url", "extra-index-url", "find-links", "no-index"} & _pip_settings(
+            env, pip_config_files(env)).keys():
+        pytest.skip("this machine's site-wide pip configuration names an index")
+    (home / ".config" / "uv").mkdir(parents=True)
+    (home / ".config" / "uv" / "uv.toml").write_text(
+        'index-url = "https://user.example/simple"\n')
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "app"\n[[tool.uv.index]]\nname = "corp"\n'
+        'url = "https://corp.example/simple"\ndefault = true\n'
+        '[[tool.uv.index]]\nurl = "https://extra.example/simple"\n')
+    monkeypatch.chdir(project / "src")
+    assert pip_index_config(env).index_urls == ("https://corp.example/simple",
+                                                "https://extra.example/simple")
+    (project / "pyproject.toml").write_text('[project]\nname = "app"\n')
+    assert pip_index_config(env).index_urls == ("https://user.example/simple",)
+    assert pip_index_config({**env, "UV_DEFAULT_INDEX": "https://env.example/simple"}
+                            ).index_urls == ("https://env.example/simple",)
+    assert pip_index_config({**env, "PIP_INDEX_URL": "https://pip.example/simple"}
+                            ).index_urls == ("https://pip.example/simple",)

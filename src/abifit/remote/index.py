@@ -546,6 +546,8 @@ def pip_index_config(
     settings = _pip_settings(env, files)
     if not any(settings.get(k) for k in ("index-url", "extra-index-url", "find-links",
                                          "no-index")):
+        if config_files is None:  # the machine's files, not only those given
+            settings.update(_uv_files(env, Path.cwd()))
         settings.update(_uv_settings(env))
     configured_no_index = settings.get("no-index", "").strip().lower() in _TRUE
     return IndexConfig(
@@ -556,10 +558,71 @@ def pip_index_config(
     )
 
 
+def _uv_files(env: Mapping[str, str], cwd: Path) -> dict[str, str]:
+    """uv's index settings from its configuration files, in pip's terms: the system's
+    (/etc/uv/uv.toml), the user's ($XDG_CONFIG_HOME/uv/uv.toml, else ~/.config/uv/uv.toml) and
+    the project's (the nearest uv.toml, else the nearest pyproject.toml's [tool.uv], from
+    `cwd` up), later ones winning: `index-url`, `extra-index-url`, `find-links`, `no-index`
+    and `[[index]]` tables (the one with `default = true` is the primary index; the others
+    are extra ones). A file that cannot be read is left out."""
+    config_home = env.get("XDG_CONFIG_HOME") or (str(Path(env["HOME"]) / ".config")
+                                                 if env.get("HOME") else None)
+    files: list[tuple[Path, bool]] = [(Path("/etc/uv/uv.toml"), False)]
+    if config_home:
+        files.append((Path(config_home) / "uv" / "uv.toml", False))
+    for directory in (cwd, *cwd.parents):
+        if (directory / "uv.toml").is_file():
+            files.append((directory / "uv.toml", False))
+            break
+        if (directory / "pyproject.toml").is_file():
+            files.append((directory / "pyproject.toml", True))
+            break
+    out: dict[str, str] = {}
+    for path, in_pyproject in files:
+        out.update(_uv_file(path, in_pyproject))
+    return out
+
+
+def _uv_file(path: Path, in_pyproject: bool) -> dict[str, str]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+    try:
+        data = tomllib.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}
+    if in_pyproject:
+        tool = data.get("tool")
+        data = tool.get("uv", {}) if isinstance(tool, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    out: dict[str, str] = {}
+    if isinstance(data.get("index-url"), str):
+        out["index-url"] = data["index-url"]
+    extra = [u for u in data.get("extra-index-url", []) if isinstance(u, str)] \
+        if isinstance(data.get("extra-index-url"), list) else []
+    for table in data.get("index", []) if isinstance(data.get("index"), list) else []:
+        if isinstance(table, dict) and isinstance(table.get("url"), str):
+            if table.get("default") is True:
+                out["index-url"] = table["url"]
+            else:
+                extra.append(table["url"])
+    if extra:
+        out["extra-index-url"] = " ".join(extra)
+    links = data.get("find-links")
+    if isinstance(links, list) and links:
+        out["find-links"] = " ".join(str(x) for x in links)
+    if data.get("no-index") is True:
+        out["no-index"] = "1"
+    return out
+
+
 def _uv_settings(env: Mapping[str, str]) -> dict[str, str]:
     """uv's index variables in pip's terms, for a machine set up for uv only (no pip index
-    setting): UV_DEFAULT_INDEX (or the older UV_INDEX_URL), UV_INDEX and UV_EXTRA_INDEX_URL
-    (an entry of UV_INDEX may be named: `name=url`), UV_FIND_LINKS, UV_NO_INDEX."""
+    setting; they win over uv's files): UV_DEFAULT_INDEX (or the older UV_INDEX_URL),
+    UV_INDEX and UV_EXTRA_INDEX_URL (an entry of UV_INDEX may be named: `name=url`),
+    UV_FIND_LINKS, UV_NO_INDEX."""
     out: dict[str, str] = {}
     primary = env.get("UV_DEFAULT_INDEX") or env.get("UV_INDEX_URL")
     if primary:
