@@ -150,6 +150,11 @@ def test_a_glibc_version_is_told_by_libcs_release() -> None:
         "libm.so.6 is glibc's, which comes with the system (glibc 2.34 here): use a build of "
         "the package made for glibc 2.34 or older (a manylinux_2_34 wheel or an older tag), or "
         "a system with glibc 2.35 or newer")
+    # on a preset (`check --host manylinux_2_34`), the hint names that host, not "here"
+    preset = diagnose(problem, "extpkg._ops",
+                      replace(NOTHING, versions_defined=lambda path: nodes.get(path, ()),
+                              where="on the manylinux_2_34 host"))
+    assert "(glibc 2.34 on the manylinux_2_34 host)" in (preset.hint or "")
 
 
 # --- missing libraries ---------------------------------------------------------------------------

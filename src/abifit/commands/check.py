@@ -853,11 +853,15 @@ def stand_ins(tree: VirtualTree, remote: RemoteContext | None,
 
 
 def _context(sim: Simulator, tree: VirtualTree, target: Target,
-             search: LibrarySearchFn | None) -> Context:
+             search: LibrarySearchFn | None, host: HostProfile | None = None) -> Context:
     from abifit.commands.doctor import index_library_fix
 
     fix = index_library_fix(search, [SITE]) if search is not None else None
     ctx = context(sim, tree.named, load_soname_packages(), fix)
+    if host is not None and host.preset is not None:  # not this machine: say which host
+        ctx = replace(ctx, where=f"on the {host.preset.name} host")
+    elif host is not None and host.snapshot is not None:
+        ctx = replace(ctx, where="on the profiled host")
     if target.implementation != "cp":
         return ctx
     return replace(ctx, symbol_note=lambda name: pythonapi.history(name, target.python_version))
@@ -924,7 +928,8 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
             n.distribution in targets or (n.distribution in around and n.module is not None))]
         prefetch_views(tree, [n.path for n in modules], progress)
         sim = Simulator(env, tree, config, load_import_rules(), glob=tree.glob)
-        return simulate_modules(sim, modules, _context(sim, tree, target, search), progress,
+        return simulate_modules(sim, modules, _context(sim, tree, target, search, host),
+                                progress,
                                 gpu=gpu)
 
     # the Python code is read only when a module fails: it can only add libraries loaded
@@ -1033,7 +1038,7 @@ def target_gpu_codes(wheels: Sequence[Wheel], progress: Progress,
 
 
 # what a stored result holds changes with the simulation's model, not only with releases
-RESULT_FORMAT = "verdict-6"
+RESULT_FORMAT = "verdict-7"
 # a stored result: anything else in its place is a miss
 _STORED = tuple[tuple[ModuleStatus, ...], tuple[Finding, ...], tuple[str, ...],
                 tuple[ImportVerdict, ...], tuple[str, ...]]

@@ -38,6 +38,8 @@ class Context:
     library_fix: Callable[[str, str], tuple[str | None, str] | None] = lambda _s, _o: None
     # what is known of a name's history ("introduced in CPython 3.12"), when anything is
     symbol_note: Callable[[str], str | None] = lambda _s: None
+    # where the libraries are, in the words of a hint: this machine, a preset, a profile
+    where: str = "here"
 
 
 def _label(path: str, ctx: Context) -> str:
@@ -195,7 +197,8 @@ def _missing_version(problem: LoadProblem, module: str | None, ctx: Context,
         libc = newest_version(ctx.versions_defined(posixpath.join(posixpath.dirname(library),
                                                                   "libc.so.6")), version)
         has = (libc if libc and _release(libc) > _release(newest) else newest).split("_", 1)[1]
-        hint = (f"{soname} is glibc's, which comes with the system (glibc {has} here): use a "
+        hint = (f"{soname} is glibc's, which comes with the system (glibc {has} "
+                f"{ctx.where}): use a "
                 f"build of the package made for glibc {has} or older (a manylinux_"
                 f"{has.replace('.', '_')} wheel or an older tag), or a system with glibc "
                 f"{version.split('_', 1)[1]} or newer")
