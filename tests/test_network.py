@@ -331,3 +331,30 @@ def test_uvs_configuration_files_when_pip_has_none(tmp_path: Path,
                             ).index_urls == ("https://env.example/simple",)
     assert pip_index_config({**env, "PIP_INDEX_URL": "https://pip.example/simple"}
                             ).index_urls == ("https://pip.example/simple",)
+
+
+def test_the_keyring_is_asked_after_a_401_as_pip_asks_it(
+        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,  # noqa: F811
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index URL names the user only; the host answers 401, and the `keyring` command
+    (`keyring get HOST USER`, pip's subprocess provider) gives the password: the check goes on
+    and fits. With pip's keyring-provider disabled, the 401 is the error."""
+    import os
+
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    keyring = tools / "keyring"
+    keyring.write_text("#!/bin/sh\n"
+                       f'[ "$1 $2 $3" = "get 127.0.0.1 {USER}" ] && echo "{PASSWORD}" && exit 0\n'
+                       "exit 1\n")
+    keyring.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
+    with LoopbackServer(auth=(USER, PASSWORD)) as server:
+        index = publish_index(server, wheels(binaries))
+        user_only = index.url.replace("http://", f"http://{USER}@")
+        code, _out, err = check(user_only, tmp_path / "one", capsys)
+        assert code == 0, err
+        code, out, err = check(user_only, tmp_path / "two", capsys,
+                               {"PIP_KEYRING_PROVIDER": "disabled"}, monkeypatch)
+        assert code == 2 and "HTTP 401" in out + err
+    assert PASSWORD not in out + err

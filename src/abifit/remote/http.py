@@ -225,6 +225,7 @@ class HttpClient(Closing):
         self._pools: dict[tuple[str | None, bool], urllib3.PoolManager] = {}
         self._pool_lock = threading.Lock()
         self._credentials: dict[str, tuple[str, str] | None] = {}  # by `network.host_key`
+        self._keyring_asked: set[str] = set()  # hosts the keyring was asked for, after a 401
         self._hosts: dict[str, HostSupport] = {}
         self._hosts_lock = threading.Lock()
         self._unreachable: dict[str, str] = {}  # host -> why no connection was made
@@ -302,6 +303,24 @@ class HttpClient(Closing):
                     urlsplit(url).hostname or "")
             credentials = self._credentials[key]
         return {"Authorization": basic_auth(credentials)} if credentials else {}
+
+    def _from_keyring(self, url: str) -> bool:
+        """After a 401: whether the keyring gives credentials for the host that it has not
+        given before (they are kept for the host); asked once per host."""
+        from abifit.remote.network import host_key
+
+        key = host_key(url)
+        with self._pool_lock:
+            if key in self._keyring_asked:
+                return False
+            self._keyring_asked.add(key)
+            known = self._credentials.get(key)
+        found = self.network.keyring_credentials(url, known[0] if known else None)
+        if found is None or found == known:
+            return False
+        with self._pool_lock:
+            self._credentials[key] = found
+        return True
 
     def _pool_manager(self, url: str) -> urllib3.PoolManager:
         """The connection pool for `url`, made on first use: through the proxy the network
@@ -407,6 +426,8 @@ class HttpClient(Closing):
             raise _Retry(problem, status=status, wait_s=_retry_after(resp.headers))
         if status in _NOT_FOUND:
             raise HttpError(url, f"not found ({problem})", status)
+        if status == 401 and self._from_keyring(url):  # asked again, once, as pip does
+            return self._send(method, url, headers, allow)
         if status in (401, 403):
             given = "the credentials given were refused" if self._authorization(url) else (
                 "give them in the index URL (https://USER:PASSWORD@host/...) or in ~/.netrc")

@@ -508,7 +508,7 @@ def _read_config(path: Path) -> dict[str, str]:
 
 
 _KEYS = ("index-url", "extra-index-url", "find-links", "no-index", "proxy", "cert", "client-cert",
-         "trusted-host", "timeout", "retries")
+         "trusted-host", "timeout", "retries", "keyring-provider")
 _TRUE = ("1", "true", "yes", "on", "y", "t")
 
 

@@ -7,7 +7,8 @@
 - **Credentials** in an index URL (`https://user:password@host/simple`) belong to its host:
   they are taken out of the URL (which is then what is shown and what keys the cache) and
   sent as Basic authentication to every request to that host, the wheel files too; a host
-  without them gets those of its `.netrc` entry (`NETRC`, else `~/.netrc`), as pip does.
+  without them gets those of its `.netrc` entry (`NETRC`, else `~/.netrc`), and a host that
+  answers 401 is asked again with what the keyring gives, as pip does (`keyring-provider`).
   `redact` hides a password wherever a URL is shown.
 - **TLS and patience**: pip's `cert` (a CA bundle that replaces the system's), `client-cert`,
   `trusted-host` (hosts whose certificate is not checked), `timeout` and `retries`.
@@ -25,7 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-NETWORK_KEYS = ("proxy", "cert", "client-cert", "trusted-host", "timeout", "retries")
+NETWORK_KEYS = ("proxy", "cert", "client-cert", "trusted-host", "timeout", "retries",
+                "keyring-provider")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,7 @@ class Network:
     timeout: float | None = None
     retries: int | None = None
     netrc_path: str | None = None  # the netrc file pip would read, when there is one
+    keyring_provider: str = "auto"  # pip's: auto, import, subprocess or disabled
 
     def proxy_for(self, url: str) -> str | None:
         """The proxy a request for `url` goes through, None for a direct connection."""
@@ -68,6 +71,53 @@ class Network:
             return None
         login, _account, password = found
         return (login, password or "") if login else None
+
+    def keyring_credentials(self, url: str, user: str | None) -> tuple[str, str] | None:
+        """What the keyring gives for `url`'s host, as pip asks it after a 401 (its
+        `keyring-provider`): the `keyring` module when this Python has it (a user name and
+        password), else the `keyring` command, which needs the user name (`keyring get HOST
+        USER`). None when there is none, or nothing answers; never a prompt."""
+        provider = self.keyring_provider.strip().lower()
+        if provider == "disabled":
+            return None
+        host = urlsplit(url).hostname or ""
+        if provider in ("auto", "import"):
+            found = _keyring_module(host, user)
+            if found is not None or provider == "import":
+                return found
+        if provider in ("auto", "subprocess") and user:
+            return _keyring_command(host, user)
+        return None
+
+
+def _keyring_module(host: str, user: str | None) -> tuple[str, str] | None:
+    try:
+        import keyring  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return None
+    try:
+        found = keyring.get_credential(host, user)
+    except Exception:  # a backend that fails gives no credential
+        return None
+    if found is None or found.password is None:
+        return None
+    return str(found.username or user or ""), str(found.password)
+
+
+def _keyring_command(host: str, user: str) -> tuple[str, str] | None:
+    import shutil
+    import subprocess
+
+    command = shutil.which("keyring")
+    if command is None:
+        return None
+    try:
+        done = subprocess.run([command, "get", host, user], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    password = done.stdout.rstrip("\n")
+    return (user, password) if done.returncode == 0 and password else None
 
 
 def bypassed(host: str, port: int | None, no_proxy: tuple[str, ...]) -> bool:
@@ -117,6 +167,7 @@ def pip_network(settings: Mapping[str, str], env: Mapping[str, str],
         timeout=_number(settings.get("timeout")),
         retries=None if (n := _number(settings.get("retries"))) is None else int(n),
         netrc_path=netrc_path,
+        keyring_provider=settings.get("keyring-provider", "").strip() or "auto",
     )
 
 
