@@ -228,3 +228,17 @@ def test_resolve_backtracks_over_a_host_that_ships_only_libraries(
     assert set(newer) == {"3.0", "2.0+cu130", "2.0"}
     assert all(r["why"] == "set" for r in newer.values())
     assert "(parameter 2: `int` → `unsigned int`)" in newer["2.0"]["reason"]
+
+
+def test_the_pages_count_of_older_tags_is_the_texts() -> None:
+    """The page's "(and N older tags it accepts)" counts as the target's text does (`cp311 on
+    manylinux_2_36_x86_64 (and 34 older)`): the generic linux_ tag is not one of them."""
+    from abifit.commands.pairs import setting_of
+    from abifit.host.profile import host_profile
+    from abifit.remote.index import Target
+
+    target = Target.for_python("3.11", ["manylinux_2_36_x86_64", "linux_x86_64"])
+    setting = setting_of(target, host_profile(None, None, {}), None)
+    expanded = target.expanded_platforms()
+    assert setting.accepted - len(setting.platforms) == len(
+        [p for p in expanded if not p.startswith("linux_")]) - 1

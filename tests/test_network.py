@@ -358,3 +358,22 @@ def test_the_keyring_is_asked_after_a_401_as_pip_asks_it(
                                {"PIP_KEYRING_PROVIDER": "disabled"}, monkeypatch)
         assert code == 2 and "HTTP 401" in out + err
     assert PASSWORD not in out + err
+
+
+def test_pips_timeout_setting_is_followed(
+        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,  # noqa: F811
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wheel answered after 2 s: with PIP_TIMEOUT=0.5 and no retries the read times out
+    (exit 2, saying so); with pip's defaults it is waited for."""
+    with LoopbackServer(slow_s=2.0) as server:
+        index = publish_index(server, wheels(binaries))
+        wheel = next(f"/files/{name}" for name in index.files if name.startswith("extpkg"))
+        server.inject("slow", path=wheel)
+        code, out, err = check(index.url, tmp_path / "one", capsys,
+                               {"PIP_TIMEOUT": "0.5", "PIP_RETRIES": "0"}, monkeypatch)
+        assert code == 2 and "0.5 s" in out + err, out + err
+        monkeypatch.delenv("PIP_TIMEOUT")
+        monkeypatch.delenv("PIP_RETRIES")
+        server.inject("slow", path=wheel)
+        code, _out, err = check(index.url, tmp_path / "two", capsys)
+        assert code == 0, err
