@@ -89,15 +89,17 @@ def holds(marker: str | None, markers: Markers | None) -> bool:
 _HASH = re.compile(r"--hash[=\s]+sha256:([0-9a-fA-F]{64})")
 
 
-def requirements_txt(text: str, markers: Markers | None = None,
+def requirements_txt(text: str, markers: Markers | None = None, where: str = "",
                      ) -> tuple[list[Pin], list[str], list[str]]:
     """(pins, included files, skipped lines) of a requirements file's text; with `markers`, a
-    requirement whose marker does not hold there is left out."""
+    requirement whose marker does not hold there is left out. A line that is not a
+    requirement is an error that names `where` and the line's number, not its text (a file
+    given by mistake, /etc/passwd, is not printed)."""
     pins: list[Pin] = []
     included: list[str] = []
     skipped: list[str] = []
     joined = text.replace("\\\n", " ")
-    for raw in joined.splitlines():
+    for number, raw in enumerate(joined.splitlines(), 1):
         line = raw.split(" #", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
         if not line:
             continue
@@ -115,10 +117,23 @@ def requirements_txt(text: str, markers: Markers | None = None,
             skipped.append(line)
             continue
         requirement, _, marker = requirement.partition(";")
+        if not _is_requirement(requirement.strip()):
+            raise UsageError(f"{where or 'a requirements file'}, line {number}: not a "
+                             "requirement (NAME, NAME==VERSION, NAME[EXTRA]>=VERSION, ...)")
         if not holds(marker.strip(), markers):
             continue
         pins.append(Pin(requirement.strip(), hashes))
     return pins, included, skipped
+
+
+def _is_requirement(text: str) -> bool:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        Requirement(text)
+    except InvalidRequirement:
+        return False
+    return True
 
 
 def _roots(packages: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -253,11 +268,21 @@ def _tables(data: dict[str, object], key: str) -> list[dict[str, object]]:
 MAX_PINS = 16 << 20  # a requirements or lock file larger than this is refused
 
 
+MAX_FILES = 1000  # requirements files one `-r` may bring in, includes of includes counted
+
+
 def read_pins(path: str, markers: Markers | None = None,
-              _seen: frozenset[str] = frozenset()) -> Pins:
+              _seen: frozenset[str] = frozenset(),
+              _read: dict[str, Pins] | None = None) -> Pins:
     """The requirements a file pins, by its name: `uv.lock`, `pylock*.toml`, else a
-    requirements file (with its `-r` includes); with `markers` (the target's), only those the
-    target gets."""
+    requirements file (with its `-r` includes, each file read once however often it is
+    included, and at most `MAX_FILES` of them); with `markers` (the target's), only those
+    the target gets."""
+    read = {} if _read is None else _read
+    if path in read:
+        return Pins((), ())  # its pins are there already, from its first inclusion
+    if len(read) >= MAX_FILES:
+        raise UsageError(f"{path}: more than {MAX_FILES} requirements files included")
     file = Path(path)
     try:
         if not stat.S_ISREG(file.stat().st_mode):
@@ -276,12 +301,15 @@ def read_pins(path: str, markers: Markers | None = None,
         return uv_lock(text, markers)
     if file.name.startswith("pylock") and file.suffix == ".toml":
         return pylock_toml(text, markers)
-    pins, included, skipped = requirements_txt(text, markers)
+    read[path] = Pins((), ())
+    pins, included, skipped = requirements_txt(text, markers, path)
     for name in included:
         nested = str(file.parent / name)
-        if nested in _seen:
+        if nested in _seen or nested == path:
             raise UsageError(f"{path}: `-r {name}` includes itself")
-        more = read_pins(nested, markers, _seen | {str(file)})
+        more = read_pins(nested, markers, _seen | {path}, read)
         pins += more.pins
         skipped += more.skipped
-    return Pins(tuple(p.requirement for p in pins), tuple(skipped), tuple(pins))
+    found = Pins(tuple(p.requirement for p in pins), tuple(skipped), tuple(pins))
+    read[path] = found
+    return found

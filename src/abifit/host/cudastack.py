@@ -681,9 +681,12 @@ def _nvcc_version(nvcc: str, env: Mapping[str, str]) -> CudaVersion | None:
 
 
 def _nvcc_dryrun_root(nvcc: str, env: Mapping[str, str]) -> str | None:
-    """`nvcc --dryrun` prints its TOP without reading the (absent) source or writing anything."""
+    """`nvcc --dryrun` prints its TOP without reading the (absent) source. It still names
+    temporary files (`tmpxft_*`) in its TMPDIR, so it runs in a private directory, removed
+    after, never the shared /tmp where such predictable names could be planted."""
     with tempfile.TemporaryDirectory(prefix="abifit-nvcc-") as tmp:
-        done = _run([nvcc, "--dryrun", "-c", "abifit-probe.cu"], _tool_env(env), cwd=tmp)
+        done = _run([nvcc, "--dryrun", "-c", "abifit-probe.cu"],
+                    _tool_env(env) | {"TMPDIR": tmp}, cwd=tmp)
     return parse_nvcc_dryrun_root(done.stdout + done.stderr) if done else None
 
 

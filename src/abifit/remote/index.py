@@ -335,7 +335,20 @@ def parse_simple_html(body: bytes, page_url: str) -> list[IndexFile]:
 
 
 def parse_simple_page(body: bytes, page_url: str, content_type: str) -> list[IndexFile]:
-    """The files of a project page, parsed as its Content-Type says (sniffed when unknown)."""
+    """The files of a project page, parsed as its Content-Type says (sniffed when unknown).
+    A page served over HTTP(S) may name HTTP(S) files only: a `file://` (or any other) URL on
+    it would make abifit open a file of this machine the user never named, so it is left out."""
+    return _served(_parse_simple_page(body, page_url, content_type), page_url)
+
+
+def _served(files: list[IndexFile], page_url: str) -> list[IndexFile]:
+    web = ("http", "https")
+    if urlsplit(page_url).scheme.lower() not in web:
+        return files
+    return [f for f in files if urlsplit(f.url).scheme.lower() in web]
+
+
+def _parse_simple_page(body: bytes, page_url: str, content_type: str) -> list[IndexFile]:
     media = content_type.split(";")[0].strip().lower()
     if media.endswith("+json") or media == "application/json":
         return parse_simple_json(body, page_url)
@@ -1138,7 +1151,7 @@ class PackageIndex:
                 raise IndexUnavailable(location, "no such file or directory")
         else:
             status, _headers, body, final = self._get(location, "text/html")
-            files = parse_simple_html(body, final) if status == 200 else None
+            files = _served(parse_simple_html(body, final), final) if status == 200 else None
         chosen = [f for f in files or () if f.project() == project]
         return chosen or None
 

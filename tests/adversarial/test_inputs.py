@@ -1,0 +1,68 @@
+"""Inputs that leaked or hung: a file that is not a requirements file given to `-r` (its text is
+never printed), requirements files that include each other many times over (each read once,
+bounded), and nvcc's temporary files (a private directory, never the shared one)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from abifit.cli import main
+
+
+def test_a_file_that_is_not_a_requirements_file_is_not_printed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    secret = tmp_path / "passwd"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/sh\n")
+    code = main(["check", "-r", str(secret), "--offline", "--cache-dir", str(tmp_path / "c")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"{secret}, line 1: not a requirement" in err
+    assert "root:x" not in err and "alice" not in err
+
+
+def test_includes_of_includes_are_read_once(tmp_path: Path) -> None:
+    """Ten files, each including the next ten times (10^10 inclusions if followed blindly):
+    each file is read once, in well under a second, and its pins counted once."""
+    from abifit.formats.pins import read_pins
+
+    for n in range(10):
+        lines = [f"pkg{n}==1.0"] + ([f"-r f{n + 1}.txt"] * 10 if n < 9 else [])
+        (tmp_path / f"f{n}.txt").write_text("\n".join(lines) + "\n")
+    started = time.monotonic()
+    pins = read_pins(str(tmp_path / "f0.txt"))
+    assert time.monotonic() - started < 5
+    assert sorted(pins.requirements) == sorted(f"pkg{n}==1.0" for n in range(10))
+
+
+def test_a_cycle_of_includes_is_an_error(tmp_path: Path) -> None:
+    from abifit.errors import UsageError
+    from abifit.formats.pins import read_pins
+
+    (tmp_path / "a.txt").write_text("-r b.txt\n")
+    (tmp_path / "b.txt").write_text("-r a.txt\n")
+    with pytest.raises(UsageError, match="includes itself"):
+        read_pins(str(tmp_path / "a.txt"))
+
+
+def test_nvcc_runs_in_a_private_temporary_directory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`nvcc --dryrun` names `tmpxft_*` files in its TMPDIR: abifit gives it a private one,
+    removed after, never the shared /tmp."""
+    import os
+
+    from abifit.host import cudastack
+
+    seen: dict[str, str] = {}
+
+    def fake(argv: list[str], env: dict[str, str], cwd: str | None = None) -> None:
+        seen.update(env)
+        seen["cwd"] = cwd or ""
+        return None
+
+    monkeypatch.setattr(cudastack, "_run", fake)
+    cudastack._nvcc_dryrun_root("/usr/local/cuda/bin/nvcc", {"PATH": "/usr/bin"})
+    tmp = seen["TMPDIR"]
+    assert os.path.basename(tmp).startswith("abifit-nvcc-") and seen["cwd"] == tmp
+    assert not os.path.exists(tmp)
