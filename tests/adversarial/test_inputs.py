@@ -66,3 +66,34 @@ def test_nvcc_runs_in_a_private_temporary_directory(monkeypatch: pytest.MonkeyPa
     tmp = seen["TMPDIR"]
     assert os.path.basename(tmp).startswith("abifit-nvcc-") and seen["cwd"] == tmp
     assert not os.path.exists(tmp)
+
+
+def test_names_from_outside_cannot_command_the_terminal(tmp_path: Path) -> None:
+    """A file whose name carries escape sequences (set the window's title, erase the line and
+    print a fake verdict): on a terminal abifit shows them as `\\x1b...`, never sends them."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    evil = tmp_path / "lib\x1b]0;pwned\x07\r\x1b[2Kfits: all good.so"
+    evil.write_bytes(b"\x7fELF" + bytes(60))
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    process = subprocess.Popen([sys.executable, "-m", "abifit", "inspect", str(evil)],
+                               stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            data = os.read(master, 1 << 16)
+        except OSError:
+            break
+        if not data:
+            break
+        shown += data
+    os.close(master)
+    assert process.wait(timeout=60) == 2
+    text = shown.decode("utf-8", "replace")
+    assert "\x1b]0;" not in text and "\x1b[2K" not in text and "\x07" not in text
+    assert "\\x1b]0;pwned\\x07\\x0d\\x1b[2Kfits: all good.so" in text

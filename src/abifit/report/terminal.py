@@ -102,6 +102,18 @@ def styled(text: str, style: Style) -> str:
     return "\n".join(out)
 
 
+PROGRESS_START = "\r\x1b[K"  # how a progress line starts: back to the column 0, cleared
+# control characters a name from outside (a symbol, a file name, a package's) may carry:
+# escape sequences would set the window's title, move the cursor or hide the verdict
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """`text` with every control character but tab and newline written as `\\xNN`, as
+    Python writes it: what reaches a terminal is what was there, never a command to it."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 class Terminal(io.StringIO):
     """A text stream that writes to `stream` at once: each whole line styled, a partial line as
     it is. `progress` says whether progress lines are shown on it (a terminal, and not
@@ -116,9 +128,10 @@ class Terminal(io.StringIO):
     def write(self, s: str) -> int:
         lines, newline, partial = s.rpartition("\n")
         if newline:
-            self.stream.write(styled(lines, self.style) + newline)
-        if partial:
-            self.stream.write(partial)
+            self.stream.write(styled(visible(lines), self.style) + newline)
+        if partial:  # a progress line keeps its own "\r\x1b[K" and nothing else
+            head = PROGRESS_START if partial.startswith(PROGRESS_START) else ""
+            self.stream.write(head + visible(partial[len(head):]))
         return len(s)
 
     def flush(self) -> None:
