@@ -97,12 +97,29 @@ def read_value(path: Path, expect: object = object) -> object | None:
     """The value stored at `path`, or None when it is missing, damaged, of another format, not
     data that decodes, or not of the type hint `expect` (see the module's docstring)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = _read_regular(path)
+        if data is None:
+            return None
         value = decode(read_frame(data, ENTRY_MAGIC, ENTRY_FORMAT, str(path)), str(path))
     except (OSError, FormatError):
         return None
     return value if conforms(value, expect) else None
+
+
+def _read_regular(path: Path) -> bytes | None:
+    """The bytes of the regular file at `path`; None for anything else planted there (a FIFO,
+    whose open would wait for a writer, a device, a directory), which is a miss. The file is
+    opened without waiting and checked before it is read."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
 
 
 def write_value(path: Path, value: object) -> None:

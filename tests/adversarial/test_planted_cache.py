@@ -1,0 +1,42 @@
+"""Entries planted in the cache: every entry a check wrote replaced by a FIFO (whose open would
+wait for a writer forever), then by a directory; the check runs again, at once, and gives the
+same verdict (a bad entry is a miss, never a hang or a crash)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from httpserver import LoopbackServer, publish_index
+from test_check import binaries, wheels  # noqa: F401  (the fixture of the binaries)
+
+
+@pytest.mark.parametrize("planted", ["fifo", "directory"])
+def test_planted_entries_are_misses(planted: str, binaries: dict[str, bytes],  # noqa: F811
+                                   tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = "/dev/null"
+    with LoopbackServer() as server:
+        index = publish_index(server, wheels(binaries))
+        args = [sys.executable, "-m", "abifit", "check", "extpkg==1.0", "--python-version",
+                "3.11", "--platform", "linux_x86_64", "--index-url", index.url,
+                "--cache-dir", str(cache), "--json"]
+        first = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+        entries = [p for p in cache.rglob("*") if p.is_file() and "sqlite" not in p.name]
+        assert first.returncode == 0 and entries, first.stderr
+        for entry in entries:
+            entry.unlink()
+            if planted == "fifo":
+                os.mkfifo(entry)
+            else:
+                entry.mkdir()
+        again = subprocess.run(args, capture_output=True, text=True, env=env, timeout=60)
+    assert again.returncode == first.returncode, again.stderr
+    assert '"verdict": "fits"' in again.stdout
+    shutil.rmtree(cache, ignore_errors=True)
