@@ -97,3 +97,16 @@ def test_names_from_outside_cannot_command_the_terminal(tmp_path: Path) -> None:
     text = shown.decode("utf-8", "replace")
     assert "\x1b]0;" not in text and "\x1b[2K" not in text and "\x07" not in text
     assert "\\x1b]0;pwned\\x07\\x0d\\x1b[2Kfits: all good.so" in text
+
+
+@pytest.mark.parametrize("token", ["x" * 50_000, "_Z" + "A" * 50_000, "/" + "a/" * 25_000])
+def test_explain_is_linear_in_a_long_token(token: str, capsys: pytest.CaptureFixture[str]
+                                           ) -> None:
+    """A pasted text of one 50 KB token (quadratic before: 20 KB took 20 s): read in well
+    under the time a quadratic reading takes (a few seconds on a slow machine)."""
+    from abifit.formats.errortext import read_clues
+
+    started = time.monotonic()
+    assert read_clues(f"ImportError: {token}: cannot open shared object file") != ()
+    assert read_clues(token) == ()
+    assert time.monotonic() - started < 5

@@ -162,7 +162,10 @@ _STARTS_MESSAGE = re.compile(r"(?:[\w.]+(?:Error|Exception|Warning|Exit)\b|Trace
                              r"|The above|File |\[|error|warning|hint|\$|>>>)")
 _TOKEN = r"[\w$.@/+-]"
 _PATH = r"[^\s:'\"()`]+"  # a file name or path, as the loader prints it
-_SO = rf"{_PATH}\.so(?:\.[\w.]+)?|/{_PATH}"
+# where a path may start: not just after a character a path holds. The leftmost match starts
+# there anyway; without it each position inside a long token is tried again (quadratic)
+_AT = r"(?<![^\s:'\"()`])"
+_SO = rf"{_AT}(?:{_PATH}\.so(?:\.[\w.]+)?|/{_PATH})"
 
 _UNDEFINED = re.compile(
     rf"(?:(?P<obj>{_SO})\s*:\s*)?undefined\s+symbol\s*:?\s*\(?\s*(?P<sym>[A-Za-z_.$][\w.$@]*)\)?")
@@ -170,8 +173,8 @@ _NOT_DEFINED_IN_FILE = re.compile(  # glibc elf/dl-lookup.c, a version the file 
     rf"(?:(?P<obj>{_SO})\s*:\s*)?symbol\s+(?P<sym>[A-Za-z_.$][\w.$@]*)\s+version\s+\S+"
     rf"\s+not\s+defined\s+in\s+file\s+{_PATH}\s+with\s+link\s+time\s+reference")
 _MISSING_LIBRARY = re.compile(
-    rf"(?:(?P<obj>{_PATH})\s*:\s*error\s+while\s+loading\s+shared\s+libraries\s*:\s*)?"
-    rf"(?P<lib>{_PATH})\s*:\s*cannot\s+open\s+shared\s+object\s+file")
+    rf"(?:(?P<obj>{_AT}{_PATH})\s*:\s*error\s+while\s+loading\s+shared\s+libraries\s*:\s*)?"
+    rf"(?P<lib>{_AT}{_PATH})\s*:\s*cannot\s+open\s+shared\s+object\s+file")
 _MISSING_VERSION = re.compile(  # quoted `V' by glibc, \u2018V\u2019 where a terminal prettifies it
     rf"(?:(?P<lib>{_SO})\s*:\s*)?version\s+[`'\u2018\"](?P<ver>[^`'\u2019\"\s]+)"
     rf"[`'\u2019\"]\s+not\s+found"
@@ -191,7 +194,7 @@ _CUDA_MAJORS = re.compile(
     r"PyTorch\s+has\s+CUDA\s+Version\s*=\s*(?P<torch>\d+(?:\.\d+)*)\s+and\s+torchvision\s+has"
     r"\s+CUDA\s+Version\s*=\s*(?P<vision>\d+(?:\.\d+)*)")
 
-_REFUSED = re.compile(rf"(?P<obj>{_PATH})\s*:\s*(?P<said>"
+_REFUSED = re.compile(rf"(?P<obj>{_AT}{_PATH})\s*:\s*(?P<said>"
                       + "|".join(re.escape(said) for said in LOADER_REFUSALS) + ")")
 _BUS_ERROR = re.compile(r"\bBus error\b")
 _NUMPY = re.compile(
