@@ -40,3 +40,36 @@ def test_planted_entries_are_misses(planted: str, binaries: dict[str, bytes],  #
     assert again.returncode == first.returncode, again.stderr
     assert '"verdict": "fits"' in again.stdout
     shutil.rmtree(cache, ignore_errors=True)
+
+
+@pytest.mark.parametrize("value", [(1, 2, 3), {"a": 1}, "text", [None]])
+def test_entries_of_the_wrong_shape_are_misses(value: object, binaries: dict[str, bytes],  # noqa: F811
+                                               tmp_path: Path) -> None:
+    """Every entry a check and an inspect wrote replaced by a valid entry of another shape:
+    both run again with the same outcome, never an internal error. (A string is the shape of
+    a wheel's cached METADATA: planted, it is read as that wheel's metadata, whose requirements
+    are then gone; whoever can write the cache can make abifit read wrong entries, as the
+    README says, so for it only a clean outcome is asked.)"""
+    from abifit.remote.cache import write_value
+
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = "/dev/null"
+    with LoopbackServer() as server:
+        index = publish_index(server, wheels(binaries))
+        common = ["--python-version", "3.11", "--platform", "linux_x86_64", "--index-url",
+                  index.url, "--cache-dir", str(cache), "--json"]
+        commands = [[sys.executable, "-m", "abifit", "check", "extpkg==1.0", *common],
+                    [sys.executable, "-m", "abifit", "inspect", "extpkg==1.0", *common]]
+        first = [subprocess.run(c, capture_output=True, text=True, env=env, timeout=120)
+                 for c in commands]
+        entries = [p for p in cache.rglob("*") if p.is_file() and "sqlite" not in p.name]
+        assert entries and [r.returncode for r in first] == [0, 0], first[0].stderr
+        for entry in entries:
+            write_value(entry, value)
+        again = [subprocess.run(c, capture_output=True, text=True, env=env, timeout=120)
+                 for c in commands]
+    for before, after in zip(first, again, strict=True):
+        assert "internal error" not in after.stderr and after.returncode in (0, 1)
+        if not isinstance(value, str):
+            assert after.returncode == before.returncode, after.stderr

@@ -688,7 +688,7 @@ class RemoteWheel:
         """The members that may be ELF files (by name)."""
         with self._lock:
             if self._members is None:
-                cached = _cached(self.ctx, self.file, _DIRECTORY)
+                cached = _cached(self.ctx, self.file, _DIRECTORY, tuple[Member, ...])
                 if not isinstance(cached, tuple):
                     cached = tuple(self._open()[0].candidates())
                     _remember(self.ctx, self.file, _DIRECTORY, cached)
@@ -869,7 +869,7 @@ class RemoteWheel:
         """The wheel's Python members and top_level.txt, read whole (`python_members`); cached
         by the wheel's sha256 like its views."""
         with self._lock:
-            cached = _cached(self.ctx, self.file, _PYTHON)
+            cached = _cached(self.ctx, self.file, _PYTHON, dict[str, bytes])
             if isinstance(cached, dict):
                 return cached
             found = python_members(self._open()[0])
@@ -1097,11 +1097,14 @@ def _lookup_keys(file: IndexFile) -> tuple[str, ...]:
     return (key,) if local_file(file.url) is not None else (key, str(file.sha256).lower())
 
 
-def _cached(ctx: RemoteContext, file: IndexFile, member: str) -> object | None:
+def _cached(ctx: RemoteContext, file: IndexFile, member: str,
+            expect: object = object) -> object | None:
+    """The cached value of a wheel's entry, when it fits `expect` (an entry of another shape,
+    planted or from another release, is a miss)."""
     if ctx.cache is None:
         return None
     for key in _lookup_keys(file):
-        found = ctx.cache.get_view(key, member)
+        found = ctx.cache.get_view(key, member, expect)
         if found is not None:
             return found
     return None
