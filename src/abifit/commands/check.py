@@ -629,8 +629,11 @@ class VirtualTree:
         if found is None:
             raise FormatError(path, "no such member")
         view = found[0].view(found[1])
-        if view is None:
-            raise FormatError(path, "not an ELF file")
+        if view is None:  # what glibc's loader says of it: too short, else not ELF
+            from abifit.errors import ElfError
+
+            raise ElfError(path, "not an ELF file", size=found[1].size,
+                           refusal="invalid ELF header")
         if isinstance(view, FormatError):
             raise view
         return view
@@ -1038,7 +1041,7 @@ def target_gpu_codes(wheels: Sequence[Wheel], progress: Progress,
 
 
 # what a stored result holds changes with the simulation's model, not only with releases
-RESULT_FORMAT = "verdict-7"
+RESULT_FORMAT = "verdict-8"
 # a stored result: anything else in its place is a miss
 _STORED = tuple[tuple[ModuleStatus, ...], tuple[Finding, ...], tuple[str, ...],
                 tuple[ImportVerdict, ...], tuple[str, ...]]

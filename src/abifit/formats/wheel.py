@@ -77,7 +77,7 @@ class WheelArchive:
 
     def candidates(self) -> list[Member]:
         """Members that may be ELF files by their names; `is_elf_member` tells for sure."""
-        return [m for m in self.members if m.size >= 4 and might_be_elf(m.path)]
+        return [m for m in self.members if might_be_elf(m.path)]
 
 
 def member_bytes(source: ByteSource, member: Member, start: int, where: str, *,

@@ -1055,7 +1055,7 @@ def _member_reads(
 
 
 _NOT_ELF = "not-elf"
-_DIRECTORY = "<directory>"
+_DIRECTORY = "<directory-2>"  # 2: members under 4 bytes named like modules are listed
 _METADATA = "<metadata>"
 _PYTHON = "<python>"
 _RELOCATIONS = "\x00relocations"  # cache entry of a view that has relocated_symbols
