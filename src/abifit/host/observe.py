@@ -285,8 +285,8 @@ def read_bytes(path: str, size: int = -1) -> bytes:
     Notes the `fstat` of the opened file (the `stat` of the path when it cannot be opened: it
     changes with whatever would let it open). Plain system calls: doctor reads thousands of
     small files, and a Python file object costs more than reading one."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:  # without waiting: a FIFO's open would wait for a writer
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         if _recorders:
             _mode(STAT, path)
@@ -297,6 +297,9 @@ def read_bytes(path: str, size: int = -1) -> bytes:
             _note(STAT, os.fspath(path), stamp_of(st))
         if stat_module.S_ISDIR(st.st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        if stat_module.S_ISFIFO(st.st_mode) or stat_module.S_ISSOCK(st.st_mode):
+            raise OSError(errno.EINVAL, "a FIFO or socket, not a file: not read", path)
+        os.set_blocking(fd, True)
         # ask for the size the file has, one byte more (a file that grew is read on): asking
         # for `size` would allocate that much for every small file, and give it back
         regular = stat_module.S_ISREG(st.st_mode)
