@@ -49,7 +49,7 @@ from abifit.sim.findings import Effect, Finding
 
 if TYPE_CHECKING:
     from abifit.commands.explain import ExtensionFits, SymbolHistory
-    from abifit.formats.pins import Pin
+    from abifit.formats.pins import Pin, Pins
     from abifit.formats.snapshot import Snapshot
     from abifit.host.profile import HostProfile
     from abifit.remote.index import IndexFile
@@ -824,6 +824,22 @@ def _replayed(args: argparse.Namespace, err: TextIO) -> tuple[Snapshot, list[Pin
 _LINUX_PLATFORMS = ("manylinux", "musllinux", "linux_")
 
 
+def _pin_files(paths: Sequence[str], remote: RemoteContext, err: TextIO,
+               done: str) -> list[Pins]:
+    """The pins of each `-r` file that the target gets (markers evaluated for it), each entry
+    that cannot be `done` (checked, resolved) said on `err`."""
+    from abifit.commands.check import target_markers
+    from abifit.formats.pins import read_pins
+
+    out = []
+    for path in paths:
+        pins = read_pins(path, target_markers(remote.target))
+        for entry in pins.skipped:
+            err.write(f"warning: {path}: not {done}: {entry}\n")
+        out.append(pins)
+    return out
+
+
 def _command_line(args: argparse.Namespace) -> str:
     """The command as it was given (for the pages: what made them), quoted for a shell."""
     import shlex
@@ -859,8 +875,7 @@ def _writable(path: str | None, what: str) -> None:
 
 
 def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.commands.check import check, locked_targets, target_markers
-    from abifit.formats.pins import read_pins
+    from abifit.commands.check import check, locked_targets
     from abifit.report.check import check_json, check_text
     from abifit.report.json import dumps
 
@@ -872,12 +887,8 @@ def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     remote = _remote(args)
     if recorded:  # the wheels the snapshot recorded, not whatever the index serves now
         targets += locked_targets(recorded, remote())
-    for path in args.requirement:
-        # the pins the target gets (markers evaluated for it), each the file the lock names
-        pins = read_pins(path, target_markers(remote().target))
-        targets += locked_targets(pins.pins, remote())
-        for entry in pins.skipped:
-            err.write(f"warning: {path}: not checked: {entry}\n")
+    for pins in _pin_files(args.requirement, remote(), err, "checked"):
+        targets += locked_targets(pins.pins, remote())  # each the file the lock names
     gpus = _gpu_targets(args.gpu)
     try:
         report = check(targets, args.withs, remote(), remote().target, host,
@@ -945,14 +956,9 @@ def _run_resolve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     host = _host_platform(args)
     remote = _remote(args)
     gpus = _gpu_targets(args.gpu)
-    requirements = list(args.requirements)
-    for path in args.requirement_files:
-        from abifit.formats.pins import read_pins
-
-        pins = read_pins(path, target_markers(remote().target))
-        requirements += pins.requirements
-        for entry in pins.skipped:
-            err.write(f"warning: {path}: not resolved: {entry}\n")
+    requirements = [*args.requirements,
+                    *(r for pins in _pin_files(args.requirement_files, remote(), err,
+                                               "resolved") for r in pins.requirements)]
     try:
         report = resolve(requirements, args.withs, remote(), host, _progress(err),
                          cuda=args.cuda, gpu=gpus[0] if gpus else None, executable=args.python,
@@ -1204,9 +1210,9 @@ def _internal_error(err: TextIO, args: argparse.Namespace, e: Exception,
     if args.verbose:
         traceback.print_exception(e, file=_raw(err))
     first = (str(e).splitlines() or [""])[0][:200]
-    _error_document(out, args, f"internal error: {type(e).__name__}"
-                    f"{': ' if first else ''}{first}", "internal")
-    err.write(f"error: internal error: {type(e).__name__}{': ' if first else ''}{first}\n")
+    message = f"internal error: {type(e).__name__}{': ' if first else ''}{first}"
+    _error_document(out, args, message, "internal")
+    err.write(f"error: {message}\n")
     err.write("hint: this is a bug in abifit; "
               + ("please report it with the traceback above\n" if args.verbose else
                  "run the command again with --verbose for its traceback, and report it\n"))

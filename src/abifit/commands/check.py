@@ -35,6 +35,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from abifit.errors import AbifitError, FormatError, UsageError, WheelError
 from abifit.formats.elf import ElfImage, SymbolType, parse_elf
+from abifit.formats.pins import holds
 from abifit.formats.sources import FileSource, ObjectSource
 from abifit.formats.wheel import Member, WheelArchive, is_elf_member, python_members
 from abifit.host.environment import Distribution, InterpreterFacts, interpreter_candidates
@@ -251,30 +252,20 @@ def pip_refuses(filename: str, target: Target) -> str | None:
     manylinux tag newer than the target's glibc is named. None when the platform is one pip
     accepts there (a Python or ABI tag the target lacks is left to the check, which names
     the C API symbols an older Python does not have)."""
+    from abifit.remote.index import manylinux_glibc
+
     tags = set(parse_wheel_filename(filename)[3])
     accepted = {*target.expanded_platforms(), "any"}
     if any(t.platform in accepted for t in tags):
         return None
-    newest = max((_manylinux_glibc(p) or (0, 0) for p in accepted), default=(0, 0))
+    newest = max((manylinux_glibc(p) or (0, 0) for p in accepted), default=(0, 0))
     needs = [(g, t) for t in sorted(tags, key=str)
-             if (g := _manylinux_glibc(t.platform)) and g > newest]
+             if (g := manylinux_glibc(t.platform)) and g > newest]
     why = (f"its tag {needs[0][1]} needs glibc {needs[0][0][0]}.{needs[0][0][1]}, newer than "
            f"the target's {newest[0]}.{newest[1]}" if needs and newest > (0, 0)
            else f"none of its platform tags ({', '.join(sorted({t.platform for t in tags}))}) "
            f"is one the target accepts ({len(accepted)} platform tags)")
     return f"pip would refuse this wheel for {target} (not a supported wheel there): {why}"
-
-
-def _manylinux_glibc(platform: str) -> tuple[int, int] | None:
-    """The glibc release a manylinux platform tag stands for (manylinux2014: 2.17)."""
-    import re
-
-    legacy = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
-    head = platform.split("_x86_64")[0].split("_aarch64")[0]
-    if head in legacy:
-        return legacy[head]
-    match = re.match(r"manylinux_(\d+)_(\d+)_", platform)
-    return (int(match[1]), int(match[2])) if match else None
 
 
 def locked_targets(pins: Sequence[Pin], ctx: RemoteContext) -> list[str | IndexFile]:
@@ -329,20 +320,6 @@ def _requirement(text: str) -> Requirement:
     except InvalidRequirement as e:
         reason = str(e).splitlines()[0] if str(e) else "not a requirement"
         raise UsageError(f"invalid requirement {text!r}: {reason}") from e
-
-
-def _applies(requirement: Requirement, markers: Mapping[str, str],
-             extras: frozenset[str] = frozenset()) -> bool:
-    """Whether a Requires-Dist entry applies to the target, with the extras asked for."""
-    from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
-
-    if requirement.marker is None:
-        return True
-    try:
-        return any(requirement.marker.evaluate({**markers, "extra": extra})
-                   for extra in (extras or {""}))
-    except (UndefinedComparison, UndefinedEnvironmentName):
-        return False
 
 
 def _is_pure(file: IndexFile) -> bool:
@@ -476,7 +453,7 @@ class Gatherer:
             self.notes.append(f"{wheel.name} {wheel.version}: ignored an invalid requirement "
                               f"{text!r}")
             return None
-        if not _applies(requirement, markers, extras):
+        if not holds(requirement.marker, markers, extras):
             return None
         key = canonicalize_name(requirement.name)
         wanted = frozenset(requirement.extras)
@@ -924,7 +901,7 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
     targets = {w.key for w in wheels if w.role is Role.TARGET}
     # the extension modules of the packages the targets require (`--with` and dependency
     # wheels): an import of a target that imports one of them fails where it fails
-    around = _required_by(base, targets)
+    around = base.required_closure(targets) & {n.distribution for n in base.natives}
 
     def run(env: Environment) -> Simulation:
         modules = [n for n in env.natives if n.checked and (
@@ -932,8 +909,7 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
         prefetch_views(tree, [n.path for n in modules], progress)
         sim = Simulator(env, tree, config, load_import_rules(), glob=tree.glob)
         return simulate_modules(sim, modules, _context(sim, tree, target, search, host),
-                                progress,
-                                gpu=gpu)
+                                progress, gpu=gpu)
 
     # the Python code is read only when a module fails: it can only add libraries loaded
     # before the modules that need them, and place what fails in its imports (the code of a
@@ -960,20 +936,6 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
                   for n in env.natives if n.distribution in env.dists}
         findings = with_numpy2_releases(findings, owners, remote)
     return statuses, findings, missing, tuple(verdicts), skipped
-
-
-def _required_by(env: Environment, targets: set[str]) -> set[str]:
-    """The distributions with native files that the targets require, directly or through
-    others (the targets left out)."""
-    seen: set[str] = set()
-    todo = [r for t in sorted(targets) for r in env.required(t)]
-    while todo:
-        key = todo.pop()
-        if key not in seen and key not in targets:
-            seen.add(key)
-            todo += env.required(key)
-    owners = {n.distribution for n in env.natives}
-    return seen & owners
 
 
 def _targets_only(simulation: Simulation, targets: set[str],

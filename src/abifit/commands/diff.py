@@ -294,18 +294,16 @@ def read_file_side(path: str, markers: Mapping[str, str] | None = None) -> Side:
 
 def _markers_of(side: Side) -> dict[str, str] | None:
     """The environment markers of a side that records its Python (a snapshot or an
-    environment), on this machine's architecture; None for a lock."""
-    import platform
+    environment): those of a check for that Python on this machine, with its full version;
+    None for a lock."""
+    from abifit.commands.check import target_markers
+    from abifit.remote.index import Target
 
     full = side.snapshot.python_version
     if side.kind is SideKind.LOCK or not full:
         return None
-    minor = ".".join(full.split(".")[:2])
-    return {"python_version": minor, "python_full_version": full, "sys_platform": "linux",
-            "os_name": "posix", "platform_system": "Linux",
-            "platform_machine": platform.machine() or "x86_64",
-            "implementation_name": "cpython", "platform_python_implementation": "CPython",
-            "implementation_version": full, "platform_release": "", "platform_version": ""}
+    markers = target_markers(Target.for_python(".".join(full.split(".")[:2])))
+    return {**markers, "python_full_version": full, "implementation_version": full}
 
 
 def read_side(spec: str, *, cache_dir: Path | None, environ: Mapping[str, str],

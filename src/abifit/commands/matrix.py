@@ -187,7 +187,7 @@ class _Counter:
         self._done = 0
         self._lock = threading.Lock()
         self._clock = time.monotonic
-        self._start = time.monotonic()
+        self._start = self._clock()
 
     def say(self, doing: str) -> None:
         with self._lock:

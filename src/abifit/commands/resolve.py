@@ -45,6 +45,7 @@ from resolvelib.structs import RequirementInformation
 from abifit.commands.check import check, requires_dist, target_markers
 from abifit.commands.pairwise import PairJudge, PairVerdict, describe, is_native
 from abifit.errors import AbifitError, UsageError
+from abifit.formats.pins import holds
 from abifit.remote.index import IndexFile  # a field's type: its hint must evaluate (datacodec)
 
 if TYPE_CHECKING:
@@ -369,7 +370,7 @@ class Provider(AbstractProvider[Req, Pinned, str]):
             base = Requirement(f"{candidate.name}=={candidate.version}")
             out.append(Need(base, str(base)))
         for req in self.requirements_of(candidate):
-            if _applies(req, self.markers, candidate.extras):
+            if holds(req.marker, self.markers, candidate.extras):
                 need = Need(req, _text(req))
                 self.seen.add(need.name)
                 self._require(candidate.label, need)
@@ -477,7 +478,7 @@ class Provider(AbstractProvider[Req, Pinned, str]):
         for a, b in ((candidate, partner), (partner, candidate)):
             for req in self.requirements_of(a):
                 if (canonicalize_name(req.name) == b.name
-                        and _applies(req, self.markers, a.extras)
+                        and holds(req.marker, self.markers, a.extras)
                         and not req.specifier.contains(b.version, prereleases=True)):
                     self.reject(Rejection(candidate.name, str(candidate.version), Why.METADATA,
                                           f"{a.label} requires {_text(req)}", partner.label))
@@ -559,18 +560,6 @@ def _text(requirement: Requirement) -> str:
 def _is_exact(requirement: Requirement) -> bool:
     return any(s.operator in ("==", "===") and "*" not in s.version
                for s in requirement.specifier)
-
-
-def _applies(requirement: Requirement, markers: Mapping[str, str],
-             extras: frozenset[str]) -> bool:
-    from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
-
-    if requirement.marker is None:
-        return True
-    try:
-        return any(requirement.marker.evaluate({**markers, "extra": e}) for e in extras or {""})
-    except (UndefinedComparison, UndefinedEnvironmentName):
-        return False
 
 
 # --- the reporter: metadata conflicts as rejections ----------------------------------------------

@@ -19,11 +19,15 @@ from __future__ import annotations
 import re
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from abifit.errors import UsageError
+
+if TYPE_CHECKING:
+    from packaging.markers import Marker
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -68,9 +72,11 @@ class Pins:
 Markers = Mapping[str, str]
 
 
-def holds(marker: str | None, markers: Markers | None) -> bool:
-    """Whether an environment marker holds for the target (always, without target markers or
-    without a marker; a marker that cannot be evaluated does not hold)."""
+def holds(marker: str | Marker | None, markers: Markers | None,
+          extras: Iterable[str] = ()) -> bool:
+    """Whether an environment marker (text, or a requirement's parsed one) holds for the
+    target, with any of the `extras` asked for (always, without target markers or without a
+    marker; a marker that cannot be evaluated does not hold)."""
     if not marker or markers is None:
         return True
     from packaging.markers import (
@@ -81,7 +87,8 @@ def holds(marker: str | None, markers: Markers | None) -> bool:
     )
 
     try:
-        return Marker(marker).evaluate({**markers, "extra": ""})
+        parsed = Marker(marker) if isinstance(marker, str) else marker
+        return any(parsed.evaluate({**markers, "extra": extra}) for extra in (extras or ("",)))
     except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
         return False
 

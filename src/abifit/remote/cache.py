@@ -32,6 +32,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -233,18 +234,22 @@ class Cache:
                  else RootState.NOT_A_DIRECTORY if self.root.exists() else RootState.MISSING)
         out = []
         for name in BUCKETS:
-            entries = size = 0
-            for dirpath, _dirs, files in os.walk(self.bucket(name)):
-                for f in files:
-                    entries += 1
-                    try:
-                        size += os.stat(os.path.join(dirpath, f)).st_size
-                    except OSError:
-                        continue
-            out.append(BucketInfo(name, entries, size))
+            found = list(self._entries(name))
+            out.append(BucketInfo(name, len(found),
+                                  sum(st.st_size for _path, st in found if st is not None)))
         store = self._store_files()
         out.append(BucketInfo(SYMBOLS_STORE, len(store), sum(size for _, size in store)))
         return CacheInfo(self.root, state, tuple(out))
+
+    def _entries(self, bucket: str) -> Iterator[tuple[str, os.stat_result | None]]:
+        """The files of a bucket, each with its `stat` (None when it cannot be had)."""
+        for dirpath, _dirs, files in os.walk(self.bucket(bucket)):
+            for f in files:
+                path = os.path.join(dirpath, f)
+                try:
+                    yield path, os.stat(path)
+                except OSError:
+                    yield path, None
 
     def _store_files(self) -> list[tuple[Path, int]]:
         """The symbol store's files (the database and SQLite's files beside it), with sizes."""
@@ -260,15 +265,8 @@ class Cache:
         others until the buckets hold at most `max_bytes`; the symbol store is kept (`clean`
         removes it). Returns (entries removed, bytes freed); an entry that cannot be removed
         is left, and counted as kept."""
-        entries: list[tuple[float, int, str]] = []
-        for name in BUCKETS:
-            for dirpath, _dirs, files in os.walk(self.bucket(name)):
-                for f in files:
-                    path = os.path.join(dirpath, f)
-                    with contextlib.suppress(OSError):
-                        st = os.stat(path)
-                        entries.append((st.st_mtime, st.st_size, path))
-        entries.sort()
+        entries = sorted((st.st_mtime, st.st_size, path) for name in BUCKETS
+                         for path, st in self._entries(name) if st is not None)
         total = sum(size for _, size, _ in entries)
         cutoff = None if older_than_s is None else (now or time.time()) - older_than_s
         removed = freed = 0

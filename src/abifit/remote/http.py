@@ -224,7 +224,7 @@ class HttpClient(Closing):
         # made by the first request of each way out: (proxy or None, certificate checked)
         self._pools: dict[tuple[str | None, bool], urllib3.PoolManager] = {}
         self._pool_lock = threading.Lock()
-        self._credentials: dict[str, tuple[str, str] | None] = {}  # by `network.host_key`
+        self._credentials: dict[str, tuple[str, str] | None] = {}  # by `_host`
         self._keyring_asked: set[str] = set()  # hosts the keyring was asked for, after a 401
         self._hosts: dict[str, HostSupport] = {}
         self._hosts_lock = threading.Lock()
@@ -283,20 +283,20 @@ class HttpClient(Closing):
     def add_credentials(self, url: str) -> str:
         """`url` without the credentials it holds, which are kept for its host: every later
         request to that host sends them."""
-        from abifit.remote.network import host_key, split_credentials
+        from abifit.remote.network import split_credentials
 
         clean, credentials = split_credentials(url)
         if credentials is not None:
             with self._pool_lock:
-                self._credentials[host_key(clean)] = credentials
+                self._credentials[_host(clean)] = credentials
         return clean
 
     def _authorization(self, url: str) -> dict[str, str]:
         """The Authorization header for a request to `url`: the credentials kept for its
         host, else those of the netrc file (looked up once per host)."""
-        from abifit.remote.network import basic_auth, host_key
+        from abifit.remote.network import basic_auth
 
-        key = host_key(url)
+        key = _host(url)
         with self._pool_lock:
             if key not in self._credentials:
                 self._credentials[key] = self.network.netrc_credentials(
@@ -307,9 +307,7 @@ class HttpClient(Closing):
     def _from_keyring(self, url: str) -> bool:
         """After a 401: whether the keyring gives credentials for the host that it has not
         given before (they are kept for the host); asked once per host."""
-        from abifit.remote.network import host_key
-
-        key = host_key(url)
+        key = _host(url)
         with self._pool_lock:
             if key in self._keyring_asked:
                 return False
@@ -815,8 +813,10 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
 
 
 def _host(url: str) -> str:
+    """What a host is known by (what it supports, whether it answers, its credentials):
+    scheme, host and port, without any user information."""
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}".lower()
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}".lower()
 
 
 def _one_line(text: str) -> str:

@@ -57,6 +57,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from abifit.errors import AbifitError, FormatError, UsageError
+from abifit.remote.network import NETWORK_KEYS
 
 if TYPE_CHECKING:
     from abifit.remote.network import Network
@@ -520,8 +521,8 @@ def _read_config(path: Path) -> dict[str, str]:
             for section in parser.sections() for key, value in parser.items(section)}
 
 
-_KEYS = ("index-url", "extra-index-url", "find-links", "no-index", "proxy", "cert", "client-cert",
-         "trusted-host", "timeout", "retries", "keyring-provider")
+_INDEX_KEYS = ("index-url", "extra-index-url", "find-links", "no-index")
+_KEYS = (*_INDEX_KEYS, *NETWORK_KEYS)
 _TRUE = ("1", "true", "yes", "on", "y", "t")
 
 
@@ -557,8 +558,7 @@ def pip_index_config(
     """
     files = pip_config_files(env) if config_files is None else config_files
     settings = _pip_settings(env, files)
-    if not any(settings.get(k) for k in ("index-url", "extra-index-url", "find-links",
-                                         "no-index")):
+    if not any(settings.get(k) for k in _INDEX_KEYS):
         if config_files is None:  # the machine's files, not only those given
             settings.update(_uv_files(env, Path.cwd()))
         settings.update(_uv_settings(env))
@@ -690,6 +690,12 @@ def _parse_platform(platform: str) -> tuple[str, int, int, str] | None:
     if head in ("manylinux", "musllinux", "macosx") and versioned:
         return head, int(parts[0]), int(parts[1]), parts[2]
     return None
+
+
+def manylinux_glibc(platform: str) -> tuple[int, int] | None:
+    """The glibc release a manylinux platform tag stands for (manylinux2014: (2, 17))."""
+    parsed = _parse_platform(platform)
+    return (parsed[1], parsed[2]) if parsed is not None and parsed[0] == "manylinux" else None
 
 
 def compatible_platforms(platform: str) -> list[str]:

@@ -20,7 +20,6 @@ file.
 from __future__ import annotations
 
 import base64
-import netrc
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -63,6 +62,8 @@ class Network:
         without a file, or one that cannot be read."""
         if not self.netrc_path:
             return None
+        import netrc
+
         try:
             found = netrc.netrc(self.netrc_path).authenticators(host)
         except (netrc.NetrcParseError, OSError):
@@ -188,13 +189,6 @@ def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
     user, _, password = userinfo.partition(":")
     clean = urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment))
     return clean, (unquote(user), unquote(password))
-
-
-def host_key(url: str) -> str:
-    """What credentials are kept by: scheme, host and port of `url`, without user information."""
-    parts = urlsplit(url)
-    hostport = parts.netloc.rpartition("@")[2].lower()
-    return f"{parts.scheme}://{hostport}"
 
 
 def basic_auth(credentials: tuple[str, str]) -> str:

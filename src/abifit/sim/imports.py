@@ -431,13 +431,6 @@ class DistributionPlan:
             name = self._top_of(rel)
         return Placement(name, step, place.order)
 
-    def _module_reach(self, target: str, depth: int, visiting: frozenset[str],
-                      ) -> tuple[Reachability, str, str | None]:
-        """How the top-level imports reach module `target` (the surest way found), the import
-        that does, and the error the user sees when it fails, if package code rewrites it."""
-        way = self._way(target, depth, visiting)
-        return way.reach, way.top, way.masked
-
     def _way(self, target: str, depth: int, visiting: frozenset[str]) -> _Way:
         top = target.split(".")[0]
         if target in self.tops or (target == top and top in self.tops):

@@ -260,6 +260,19 @@ class Environment:
             self._required[key] = known
         return known
 
+    def required_closure(self, keys: Iterable[str]) -> set[str]:
+        """The installed distributions `keys` require, directly or through others (`keys`
+        left out)."""
+        start = set(keys)
+        seen: set[str] = set()
+        todo = [r for key in sorted(start) for r in self.required(key)]
+        while todo:
+            name = todo.pop()
+            if name not in seen and name not in start:
+                seen.add(name)
+                todo += self.required(name)
+        return seen
+
     def declared(self, key: str) -> tuple[str, ...]:
         """What `key` declares it requires (Requires-Dist whose markers hold, extras left out),
         installed or not, by canonical name."""
@@ -949,7 +962,7 @@ def _foreign_failures(env: Environment, statuses: Sequence[ModuleStatus], key: s
     NumPy 2 before any module of scikit-learn's own. Each comes placed as the import of `key`
     reaches it: the lines of `key`'s imports up to the other package's module, then those of
     that package's imports from there (`Placement.order`)."""
-    wanted = _required_closure(env, key)
+    wanted = env.required_closure((key,))
     out: list[tuple[ModuleStatus, Placement]] = []
     for status in statuses:
         other = env.plans.get(status.distribution)
@@ -964,18 +977,6 @@ def _foreign_failures(env: Environment, statuses: Sequence[ModuleStatus], key: s
             step = replace(other.place(status.path).step, reach=Reachability.ALWAYS)
             out.append((status, Placement(top, step, min(orders))))
     return out
-
-
-def _required_closure(env: Environment, key: str) -> set[str]:
-    """The distributions `key` requires, directly or through others (not `key` itself)."""
-    seen: set[str] = set()
-    todo = list(env.required(key))
-    while todo:
-        name = todo.pop()
-        if name not in seen and name != key:
-            seen.add(name)
-            todo += env.required(name)
-    return seen
 
 
 def _under(status: ModuleStatus, top: str) -> bool:
