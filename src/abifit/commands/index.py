@@ -20,8 +20,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from abifit.errors import AbifitError, CacheError, FormatError, UsageError
-from abifit.formats.storefile import decode_store, encode_store
+from abifit.errors import AbifitError, CacheError, UsageError
+from abifit.formats.storefile import MAX_EXPORT_BYTES, decode_store, encode_store
+from abifit.host.localfs import read_named_file
 from abifit.remote.store import SymbolStore
 
 if TYPE_CHECKING:
@@ -171,10 +172,7 @@ def index_import(store: SymbolStore, path: Path) -> IndexTransferReport:
     """Record the wheels of the export file `path` that the store lacks. The whole file is
     checked first: `FormatError` (nothing recorded) when it is not a whole export of this
     format."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise FormatError(str(path), f"cannot read it ({e.strerror or e})") from e
+    data = read_named_file(str(path), MAX_EXPORT_BYTES)
     dump = decode_store(data, str(path))
     added, skipped = store.load(dump)
     return IndexTransferReport("import", path, store.path, added, skipped, len(data))

@@ -25,8 +25,13 @@ built from its declared (`init`) fields only: an unknown or a missing required f
 error, and each value must fit the field's type hint (`conforms`: unions, tuples, lists, dicts,
 mappings, frozensets, arrays, enums, dataclasses, scalars; a hint it cannot interpret admits
 anything). An error is built from its constructor's arguments, checked against its signature.
-Bytes that do not decode raise `FormatError`; MessagePack's own limits (sizes within the input,
-bounded nesting) keep a crafted payload from claiming more memory than its own size allows.
+Bytes that do not decode raise `FormatError`. What decoding builds is bounded, not only what it
+reads: a one-byte empty map becomes a 64-byte dict, so a small payload of many tiny values could
+take a hundred times its size. Every array and map built is counted with its items as it is
+built (`Budget`), no array or map may claim more items than the budget pays for (the unpacker
+allocates room for them from the header), and decoding stops with a FormatError once the
+budget is spent (by default `default_budget(len(data))`; readers of compressed data set it
+from the compressed size).
 
 `frame` and `read_frame` put a header before a payload: an 8-byte magic naming what the bytes
 are, a format version, and the first 16 bytes of the payload's sha256, so that a damaged entry
@@ -68,6 +73,48 @@ _TYPECODES = frozenset("bBhHiIlLqQfd")
 _LITTLE = sys.byteorder == "little"
 
 HEADER = struct.Struct(">8sH16s")  # magic, format version, sha256(payload)[:16]
+
+def default_budget(size: int) -> int:
+    """The bytes that decoding `size` bytes of data abifit wrote may build: such data decodes
+    to about 3 times its size, counted as `Budget` counts."""
+    return (16 << 20) + 8 * size
+
+
+class Budget:
+    """The memory that unpacking may still build, counted per array and map as it is built
+    (MessagePack's hooks): the container, its items' pointers and each item's own size (a
+    nested container's again, once; a shared small value as if it were not shared). Spending
+    past it raises FormatError."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.left = limit
+
+    def array(self, built: tuple[object, ...] | list[object]) -> object:
+        self._spend(sys.getsizeof(built) + sum(map(sys.getsizeof, built)))
+        return built
+
+    def map(self, built: dict[object, object]) -> object:
+        self._spend(sys.getsizeof(built) + sum(map(sys.getsizeof, built))
+                    + sum(map(sys.getsizeof, built.values())))
+        return built
+
+    def _spend(self, size: int) -> None:
+        self.left -= size
+        if self.left < 0:
+            raise _refused(f"it would take more than {_mib(self.limit)} of memory to decode "
+                           "(far more than data of its size that abifit writes)")
+
+    def options(self) -> dict[str, object]:
+        """The unpacker's options that count, and bound each array's and map's item count (an
+        array's header alone makes the unpacker allocate room for its items)."""
+        return {"list_hook": self.array, "object_hook": self.map,
+                "max_array_len": max(self.limit // 16, 1),
+                "max_map_len": max(self.limit // 32, 1)}
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):,.0f} MiB"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,13 +212,17 @@ def _class_name(cls: type, code: int) -> bytes:
 # decoding
 
 
-def decode(data: bytes | bytearray | memoryview, where: str) -> object:
-    """The value `data` encodes; FormatError naming `where` for anything else."""
+def decode(data: bytes | bytearray | memoryview, where: str, budget: int | None = None) -> object:
+    """The value `data` encodes; FormatError naming `where` for anything else, and for data that
+    would build more than `budget` bytes (`Budget`; `default_budget` of its size when None)."""
+    limit = default_budget(len(data)) if budget is None else budget
     try:
         try:
-            wire = _unpack(data, "strict")
+            wire = _unpack(data, "strict", Budget(limit))
         except UnicodeDecodeError:  # a str with lone surrogates (slower to read: only then)
-            wire = _unpack(data, "surrogatepass")
+            wire = _unpack(data, "surrogatepass", Budget(limit))
+    except FormatError as e:
+        raise FormatError(where, e.problem) from e
     except (ValueError, TypeError, OverflowError, msgpack.UnpackException) as e:
         raise FormatError(where, f"undecodable data ({type(e).__name__}: {e})") from e
     try:
@@ -184,9 +235,9 @@ def decode(data: bytes | bytearray | memoryview, where: str) -> object:
         raise FormatError(where, f"{type(e).__name__}: {e}") from e
 
 
-def _unpack(data: bytes | bytearray | memoryview, unicode_errors: str) -> object:
+def _unpack(data: bytes | bytearray | memoryview, unicode_errors: str, budget: Budget) -> object:
     wire: object = msgpack.unpackb(data, use_list=False, raw=False, strict_map_key=False,
-                                   unicode_errors=unicode_errors)
+                                   unicode_errors=unicode_errors, **budget.options())
     return wire
 
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import msgpack
 
 from abifit.errors import FormatError
+from abifit.formats.datacodec import Budget
 
 STORE_MAGIC = b"abifit-s"
 STORE_FORMAT = 1
@@ -51,7 +52,15 @@ HEADER = struct.Struct(">8sHB5xQ32s")
 CODEC_ZSTD = 1
 CODEC_ZLIB = 2
 FORMAT_NAME = "abifit-symbols"
+MAX_EXPORT_BYTES = 1 << 30  # an export file larger than this is not read
 MAX_BODY = 4 << 30  # a declared decompressed length above this is refused
+
+
+def budget(size: int) -> tuple[int, int]:
+    """What the body of an export file of `size` bytes may decompress to, and what decoding it
+    may build (`datacodec.Budget`): an export decompresses to a few times its size and decodes
+    to about 12 times that, so a small file that claims more is refused before it is built."""
+    return min((64 << 20) + 64 * size, MAX_BODY), (64 << 20) + 256 * size
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,10 +124,13 @@ def decode_store(data: bytes, where: str) -> StoreDump:
     """The dump in a file's bytes; `FormatError` at `where` for anything else."""
     raw = _body(data, where)
     unpacker = msgpack.Unpacker(raw=False, use_list=True, strict_map_key=True,
-                                max_buffer_size=max(len(raw), 1))
+                                max_buffer_size=max(len(raw), 1),
+                                **Budget(budget(len(data))[1]).options())
     unpacker.feed(raw)
     try:
         values = list(unpacker)
+    except FormatError as e:
+        raise FormatError(where, e.problem) from e
     except (ValueError, TypeError, msgpack.UnpackException) as e:
         raise FormatError(where, f"the body is not a MessagePack stream ({e})") from e
     return _dump(values, where)
@@ -135,8 +147,10 @@ def _body(data: bytes, where: str) -> bytes:
     if hashlib.sha256(body).digest() != checksum:
         raise FormatError(where, "the checksum does not match: the file is damaged or "
                           "truncated")
-    if length > MAX_BODY:
-        raise FormatError(where, f"declares {length:,} bytes of data, more than {MAX_BODY:,}")
+    most = budget(len(data))[0]
+    if length > most:
+        raise FormatError(where, f"declares {length:,} bytes of data, more than {most:,} (what "
+                          f"an export of {len(data):,} bytes may hold)")
     raw = _decompress(body, codec, length, where)
     if len(raw) != length:
         raise FormatError(where, f"holds {len(raw):,} bytes of data, its header says "

@@ -51,6 +51,35 @@ def special_kind(mode: int) -> str | None:
     return next((name for test, name in kinds if test(mode)), None)
 
 
+def read_named_file(path: str, limit: int) -> bytes:
+    """The bytes of a file a user named (a host profile, an export to import), at most `limit`
+    of them; FormatError naming it for anything else. It is opened without waiting (a named
+    pipe without a writer is read as empty) and a device or directory is refused, so neither
+    `/dev/zero` nor a pipe that never ends can fill memory."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise FormatError(path, f"cannot read it ({e.strerror or e})") from e
+    try:
+        kind = special_kind(os.fstat(fd).st_mode)
+        if kind is not None and kind not in ("a named pipe", "a socket"):
+            raise FormatError(path, f"{kind}, not a file")
+        os.set_blocking(fd, True)
+        chunks: list[bytes] = []
+        got = 0
+        while got <= limit:
+            chunk = os.read(fd, min(16 << 20, limit + 1 - got))
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            got += len(chunk)
+        raise FormatError(path, f"larger than {limit >> 20:,} MiB: not a file abifit wrote")
+    except OSError as e:
+        raise FormatError(path, f"cannot read it ({e.strerror or e})") from e
+    finally:
+        os.close(fd)
+
+
 def interpreter_problem(path: str, *, scripts: bool) -> str | None:
     """Why `path` is not a Python interpreter, or None: it must be an executable file, and an
     ELF executable that defines or imports Python's entry points (`Py_BytesMain`, `Py_Main`);

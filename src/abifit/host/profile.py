@@ -12,9 +12,13 @@ assumed as on any host that lacks them.
 The file is gzip-compressed data, never code: a header (`PROFILE_MAGIC`, the format `VERSION`,
 a checksum) and the snapshot in `abifit.formats.datacodec`'s format, which decodes to plain
 values and abifit's dataclasses only, each field checked against its type; so a profile from
-elsewhere cannot run code, and one that is not a snapshot is one error. Decompression stops at
-`MAX_PROFILE_BYTES` (256 MiB; a profile of a machine with a few thousand libraries in its
-ld.so cache takes tens of MiB), so a small file cannot make abifit take more memory. Profiles
+elsewhere cannot run code, and one that is not a snapshot is one error. What reading builds is
+bounded by the file's own size (`budget`): decompression stops at 64 MiB plus 32 times the
+file's size, or `MAX_PROFILE_BYTES` (256 MiB; a profile of a machine with a few thousand
+libraries in its ld.so cache takes tens of MiB), and decoding at 64 MiB plus 48 times it, as
+`datacodec.Budget` counts (an abifit profile inflates about 4 times, and decodes to about 14
+times its file's size so counted); so a small file cannot make abifit take much memory or time.
+Profiles
 saved by abifit releases that pickled them (format 1) are not read: they must be saved again. A
 profile whose loader could not say its glibc release takes it from its libc.so.6
 (`ldconfig.glibc_version_of`).
@@ -46,7 +50,7 @@ from abifit.host.ldconfig import (
     LdCacheEntry,
     glibc_version_of,
 )
-from abifit.host.localfs import LocalObjects
+from abifit.host.localfs import LocalObjects, read_named_file
 
 DATA = Path(__file__).parent.parent / "data"
 
@@ -154,15 +158,21 @@ def dumps(snapshot: HostSnapshot) -> bytes:
     return gzip.compress(frame(snapshot, PROFILE_MAGIC, VERSION), mtime=0)
 
 
+def budget(size: int) -> tuple[int, int]:
+    """What a profile file of `size` bytes may inflate to, and what decoding it may build."""
+    return min((64 << 20) + 32 * size, MAX_PROFILE_BYTES), (64 << 20) + 48 * size
+
+
 def loads(data: bytes, name: str) -> HostSnapshot:
     """The snapshot in a profile file's bytes; one FormatError for anything else."""
-    raw = _gunzip(data, name)
+    inflated, built = budget(len(data))
+    raw = _gunzip(data, name, inflated)
     if raw[:1] == b"\x80":
         raise FormatError(name, "a pickle, as abifit saved host profiles before format "
                           f"{VERSION}; this abifit does not read pickles (reading one can run "
                           "code): save the profile again with `abifit doctor --save-host FILE`")
     try:
-        snapshot = decode(read_frame(raw, PROFILE_MAGIC, VERSION, name), name)
+        snapshot = decode(read_frame(raw, PROFILE_MAGIC, VERSION, name), name, built)
     except OtherVersion as e:
         raise FormatError(name, f"host profile format {e.version} (this abifit reads "
                           f"{VERSION}): save it again with this abifit") from e
@@ -174,21 +184,22 @@ def loads(data: bytes, name: str) -> HostSnapshot:
     return with_glibc(snapshot)
 
 
-def _gunzip(data: bytes, name: str) -> bytearray:
-    """`data` gunzipped, refused once it passes `MAX_PROFILE_BYTES` while decompressing."""
+def _gunzip(data: bytes, name: str, limit: int) -> bytearray:
+    """`data` gunzipped, refused once it passes `limit` bytes while decompressing."""
     inflate = zlib.decompressobj(wbits=31)  # gzip only
     out = bytearray()
     pending = data
     try:
         while not inflate.eof:
-            piece = inflate.decompress(pending, min(16 << 20, MAX_PROFILE_BYTES + 1 - len(out)))
+            piece = inflate.decompress(pending, min(16 << 20, limit + 1 - len(out)))
             pending = inflate.unconsumed_tail
             if not piece and not pending:
                 raise FormatError(name, "not an abifit host profile: the gzip data is truncated")
             out += piece
-            if len(out) > MAX_PROFILE_BYTES:
+            if len(out) > limit:
                 raise FormatError(name, "not an abifit host profile: more than "
-                                  f"{MAX_PROFILE_BYTES >> 20} MiB uncompressed")
+                                  f"{limit >> 20} MiB uncompressed from a file of "
+                                  f"{len(data):,} bytes")
     except zlib.error as e:
         raise FormatError(name, f"not an abifit host profile (not gzip data: {e})") from e
     if inflate.unused_data:
@@ -198,10 +209,7 @@ def _gunzip(data: bytes, name: str) -> bytearray:
 
 def load(path: str) -> tuple[HostSnapshot, str]:
     """The profile at `path` and the sha256 of its bytes."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise FormatError(path, e.strerror or str(e)) from e
+    data = read_named_file(path, MAX_PROFILE_BYTES)
     return loads(data, path), hashlib.sha256(data).hexdigest()
 
 
