@@ -451,6 +451,17 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _seconds(text: str) -> float:
+    """An argparse type: a number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds (0 or more), not {text!r}")
+    return value
+
+
 FAIL_ON = ("fails", "degraded", "prerequisite")
 
 
@@ -503,6 +514,13 @@ def _index_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--refresh", action="store_true", help="fetch again what the cache holds")
     g.add_argument("--offline", action="store_true",
                    help="never touch the network; fail if something is not in the cache")
+    g.add_argument("--deadline", type=_seconds, default=None, metavar="SECONDS",
+                   help="every network request ends within this many seconds of the first "
+                   "(default: 900; 0: none); each one, with its retries, ends within 60 s of "
+                   "waiting")
+    g.add_argument("--max-download", type=_size, default=None, metavar="SIZE",
+                   help="the largest file downloaded whole, from a server that does not answer "
+                   "Range requests (bytes, or with K, M, G; default 2G)")
 
 
 def _cache(args: argparse.Namespace) -> Cache | None:
@@ -515,7 +533,8 @@ def _remote(args: argparse.Namespace) -> Callable[[], RemoteContext]:
                          index_url=args.index_url, extra_index_urls=args.extra_index_url,
                          find_links=args.find_links, python_version=args.python_version,
                          platforms=args.platform, implementation=args.implementation,
-                         prereleases=args.pre, no_index=getattr(args, "no_index", False))
+                         prereleases=args.pre, no_index=getattr(args, "no_index", False),
+                         deadline_s=args.deadline, max_download=args.max_download)
 
 
 def _progress(stream: TextIO) -> Callable[[str], None]:

@@ -86,6 +86,8 @@ def index_context(
     prereleases: bool = False,
     warn: Callable[[str], None] | None = None,
     no_index: bool = False,
+    deadline_s: float | None = None,
+    max_download: int | None = None,
 ) -> Callable[[], RemoteContext]:
     """The package index as pip is configured in `environ` (the arguments replace or extend
     that), read for a target interpreter: this one, else `python_version` ("3.12", or a function
@@ -95,7 +97,10 @@ def index_context(
     As pip does, a source that cannot be read (an index that does not answer, a missing
     find-links directory) is skipped with a warning when another source has the project, and
     is the error only when none has it. Warnings go to `warn` (default: a `warning:` line on
-    stderr) and are kept in the context's `state.warnings`."""
+    stderr) and are kept in the context's `state.warnings`. Every request ends within
+    `deadline_s` of the first (default: `http.DEADLINE_S`; 0: no deadline), and no file from a
+    host without ranges is downloaded whole past `max_download` bytes (default:
+    `http.MAX_DOWNLOAD`)."""
 
     @functools.cache
     def make() -> RemoteContext:
@@ -109,7 +114,12 @@ def index_context(
         from abifit.remote.wheels import RemoteContext, RunState, cached_fetch
 
         store = cache()
-        client = None if offline else HttpClient(network=pip_network_config(environ))
+        from abifit.remote.http import DEADLINE_S, MAX_DOWNLOAD
+
+        deadline = DEADLINE_S if deadline_s is None else (deadline_s or None)
+        client = None if offline else HttpClient(
+            network=pip_network_config(environ), deadline_s=deadline,
+            max_download=MAX_DOWNLOAD if max_download is None else max_download)
         config = pip_index_config(environ, index_url=index_url,
                                   extra_index_urls=tuple(extra_index_urls),
                                   find_links=tuple(find_links),

@@ -20,8 +20,15 @@ become requests:
 
 Every request has a connect timeout and a read timeout (`timeout`, for each wait on the socket),
 and every body a floor on its average rate (`min_rate`, once `timeout` has passed), so that a
-server that trickles a byte at a time is given up too; an index page is read up to `max_page`
-bytes after decompression, a download up to one byte past the size announced.
+server that trickles a byte at a time is given up too. Time is bounded whatever a server does:
+a request, its retries and pauses included, ends within `request_s` (`REQUEST_S`, or twice the
+timeout when that is longer) plus a second for every `EARNED_RATE` bytes its bodies brought (a
+body that keeps coming at that rate is never cut, one that trickles or never ends is), a
+`Retry-After` longer than what is left is not waited for, and every request of the client ends
+by its `deadline_s` (`DEADLINE_S`, the command's `--deadline`). Space is bounded too: an index page
+is read up to `max_page` bytes after decompression, a whole-file download up to one byte past the
+size announced and never past `max_download` (`MAX_DOWNLOAD`) or the free space of the temporary
+directory (less `DISK_RESERVE`): a file announced larger is refused before its body is read.
 
 Connection errors, timeouts, 429 and 5xx are retried with exponential backoff, a bounded number of
 times (a body too slow: once more); other 4xx are not. A host that could not be connected to
@@ -61,6 +68,11 @@ if TYPE_CHECKING:
 _CHUNK = 1 << 20
 MAX_PAGE = 64 << 20  # an index page larger than this, decompressed, is refused
 MIN_RATE = 8 << 10  # bytes a second: a body slower than this, after the timeout, is given up
+REQUEST_S = 60.0  # seconds a request may take, retries and pauses included, beyond what it earns
+EARNED_RATE = 64 << 10  # bytes a second: each such many received lengthen a request's time by 1 s
+DEADLINE_S = 900.0  # seconds all of a client's requests must end within (a command's --deadline)
+MAX_DOWNLOAD = 2 << 30  # a whole-file download (a host without ranges) of more is refused
+DISK_RESERVE = 256 << 20  # free space a download leaves in the temporary directory
 _DRAIN_LIMIT = 1 << 16
 _MAX_REDIRECTS = 10
 _MAX_RETRY_AFTER_S = 30.0
@@ -141,6 +153,32 @@ class _Retry(AbifitError):
         self.unreachable = unreachable  # the host that could not be connected to
 
 
+@dataclass(slots=True)
+class _Clock:
+    """The time one request may still take: until `ends`, which what its bodies bring pushes
+    later, and never past `command_ends`, the client's deadline."""
+
+    started: float
+    ends: float
+    command_ends: float | None
+
+    def earn(self, received: int) -> None:
+        self.ends += received / EARNED_RATE
+
+    def left(self) -> float:
+        ends = self.ends if self.command_ends is None else min(self.ends, self.command_ends)
+        return ends - time.monotonic()
+
+    def gave_up(self, deadline_s: float | None) -> str:
+        """Why the request ends now, for its error."""
+        spent = time.monotonic() - self.started
+        if self.command_ends is not None and self.command_ends <= self.ends:
+            return (f"gave up after {spent:.0f} s: the time for this command's requests "
+                    f"(--deadline {deadline_s:g} s) is spent")
+        return (f"gave up after {spent:.0f} s, the time one request may take with its retries "
+                "(more while its body keeps coming)")
+
+
 def tls_context(cert: str | None = None, client_cert: str | None = None,
                 verify: bool = True) -> ssl.SSLContext:
     """The TLS context urllib3 makes for each connection of its own (certificates and host
@@ -202,9 +240,14 @@ class HttpClient(Closing):
         max_page: int = MAX_PAGE,
         min_rate: int = MIN_RATE,
         network: Network | None = None,
+        request_s: float | None = None,
+        deadline_s: float | None = DEADLINE_S,
+        max_download: int = MAX_DOWNLOAD,
     ) -> None:
         """`network` (proxies, credentials, certificates, pip's timeout and retries, which
-        replace `timeout` and `retries`): how the hosts are reached (`remote.network`)."""
+        replace `timeout` and `retries`): how the hosts are reached (`remote.network`).
+        `request_s` (default: `REQUEST_S`, or twice the timeout when longer), `deadline_s`
+        (None: no deadline) and `max_download`: the bounds in the module's docstring."""
         from abifit.remote.network import Network
 
         self.network = network or Network()
@@ -215,6 +258,11 @@ class HttpClient(Closing):
         self.transfer = Transfer()
         self._max_page = max_page
         self._min_rate = min_rate
+        self._request_s = request_s if request_s is not None else max(REQUEST_S, 2 * timeout)
+        self._deadline_s = deadline_s
+        self._ends = None if deadline_s is None else time.monotonic() + deadline_s
+        self._max_download = max_download
+        self._local = threading.local()  # the `_Clock` of the request this thread is making
         self._timeout_s = timeout
         self._retries = retries
         self._backoff = backoff
@@ -275,10 +323,24 @@ class HttpClient(Closing):
         other = HttpClient(timeout=self._timeout_s, retries=self._retries,
                            backoff=self._backoff, max_concurrent=self._max_concurrent,
                            user_agent=self._headers["User-Agent"], max_page=self._max_page,
-                           min_rate=self._min_rate, network=self.network)
+                           min_rate=self._min_rate, network=self.network,
+                           request_s=self._request_s, deadline_s=self._deadline_s,
+                           max_download=self._max_download)
+        other._ends = self._ends  # the same command: the same deadline
         with self._pool_lock:
             other._credentials.update(self._credentials)
         return other
+
+    def download_bound(self) -> int:
+        """The most bytes a whole-file download may bring: `max_download`, or the free space of
+        the temporary directory less `DISK_RESERVE` when that is less."""
+        import shutil
+
+        try:
+            free = shutil.disk_usage(tempfile.gettempdir()).free - DISK_RESERVE
+        except OSError:
+            return self._max_download
+        return max(0, min(self._max_download, free))
 
     def add_credentials(self, url: str) -> str:
         """`url` without the credentials it holds, which are kept for its host: every later
@@ -360,8 +422,21 @@ class HttpClient(Closing):
             self._hosts[_host(url)] = known
 
     def _retrying(self, url: str, attempt: Callable[[], T]) -> T:
-        """Run `attempt` holding a concurrency slot, again after a pause while it asks for that."""
+        """Run `attempt` holding a concurrency slot, again after a pause while it asks for that
+        and the request's time (`_Clock`) allows."""
+        now = time.monotonic()
+        clock = _Clock(now, now + self._request_s, self._ends)
+        outer = getattr(self._local, "clock", None)
+        self._local.clock = clock
+        try:
+            return self._attempts(url, attempt, clock)
+        finally:
+            self._local.clock = outer
+
+    def _attempts(self, url: str, attempt: Callable[[], T], clock: _Clock) -> T:
         number, wrong_once = 0, False
+        if clock.left() <= 0:
+            raise HttpError(url, f"not asked: {clock.gave_up(self._deadline_s)}")
         while True:
             try:
                 with self._slots:
@@ -379,6 +454,9 @@ class HttpClient(Closing):
                 pause = self._backoff * 2**number
                 if e.wait_s is not None:
                     pause = max(pause, min(e.wait_s, _MAX_RETRY_AFTER_S))
+                if pause >= clock.left():  # no time for another attempt after the pause
+                    raise HttpError(url, f"{e.problem}; {clock.gave_up(self._deadline_s)}",
+                                    e.status) from e
             time.sleep(pause)
             number += 1
 
@@ -398,12 +476,13 @@ class HttpClient(Closing):
         if unreachable is not None:
             raise HttpError(url, f"{unreachable} earlier; not asked again")
         self.transfer.add(requests=1)
+        wait_s = self._wait_s()
         try:
             resp = self._pool_manager(url).request(
                 method, url, headers={**self._headers, **self._authorization(url), **headers},
                 preload_content=False,
                 decode_content=False, retries=_redirects(),
-                timeout=urllib3.Timeout(connect=self._timeout_s, read=self._timeout_s),
+                timeout=urllib3.Timeout(connect=wait_s, read=wait_s),
             )
         except LocationValueError as e:
             raise HttpError(url, f"not a usable URL ({_one_line(str(e))})") from e
@@ -443,16 +522,26 @@ class HttpClient(Closing):
         from urllib3.exceptions import ConnectTimeoutError
 
         unreachable = _host(url) if isinstance(error, ConnectTimeoutError) else None
-        return _Retry(_describe(error, self._timeout_s), unreachable=unreachable)
+        return _Retry(_describe(error, self._wait_s()), unreachable=unreachable)
+
+    def _wait_s(self) -> float:
+        """How long one wait on the socket may take: the timeout, or what is left of the
+        request's time when that is less."""
+        clock: _Clock | None = getattr(self._local, "clock", None)
+        if clock is None:
+            return self._timeout_s
+        return max(0.01, min(self._timeout_s, clock.left()))
 
     def _receive(self, resp: urllib3.BaseHTTPResponse, sink: Callable[[bytes], object], *,
                  limit: int | None = None, decode: bool = False) -> int:
         """Pass the body to `sink` in chunks, at most `limit` bytes; returns how many. A body
         that arrives slower than `min_rate` bytes a second on average, once `timeout` seconds
         have passed, is given up (a server that trickles is otherwise never timed out: each
-        byte arrives within the read timeout)."""
+        byte arrives within the read timeout), and so is one that outlasts the request's time
+        (`_Clock`: a body that never ends)."""
         total = 0
         began = time.monotonic()
+        clock: _Clock | None = getattr(self._local, "clock", None)
         while limit is None or total < limit:
             chunk = self._read_chunk(resp, _CHUNK if limit is None else min(_CHUNK, limit - total),
                                      decode)
@@ -461,6 +550,13 @@ class HttpClient(Closing):
             sink(chunk)
             total += len(chunk)
             elapsed = time.monotonic() - began
+            if clock is not None:
+                clock.earn(len(chunk))
+                if clock.left() <= 0:
+                    resp.close()
+                    resp.release_conn()
+                    raise _Retry(f"{total:,} bytes in {elapsed:.0f} s, and more coming",
+                                 once=True)
             if elapsed > self._timeout_s and total < self._min_rate * elapsed:
                 resp.close()
                 resp.release_conn()
@@ -472,12 +568,15 @@ class HttpClient(Closing):
         import urllib3
 
         before = resp.tell()
+        wait_s = self._wait_s()
+        with contextlib.suppress(AttributeError, OSError):  # each wait within the request's time
+            resp.connection.sock.settimeout(wait_s)  # type: ignore[union-attr]
         try:
             return resp.read1(want, decode_content=decode)  # what has arrived: all of it counts
         except (urllib3.exceptions.HTTPError, OSError) as e:
             resp.close()
             resp.release_conn()
-            raise _Retry(_describe(e, self._timeout_s)) from e
+            raise _Retry(_describe(e, wait_s)) from e
         finally:
             self.transfer.add(bytes_fetched=resp.tell() - before)
 
@@ -743,10 +842,16 @@ class HttpSource(Closing):
                 copy.write(chunk)
                 digest.update(chunk)
 
-            # at most one byte past the size the server or the index announced: an endless
-            # body is not streamed to disk without bound
-            limit = self._size + 1 if self._size is not None else None
+            # at most one byte past the size the server or the index announced, never past the
+            # download bound: an endless body is not streamed to disk without end
+            bound = self._client.download_bound()
+            announced = self._size if self._size is not None else _content_length(resp)
+            if announced is not None and announced > bound:
+                raise HttpError(self._url, _too_big(f"is {announced:,} bytes", bound))
+            limit = (self._size if self._size is not None else bound) + 1
             got = self._client._receive(resp, sink, limit=limit)
+            if got > bound:
+                raise HttpError(self._url, _too_big(f"goes on past {bound:,} bytes", bound))
             if self._size is not None and got != self._size:
                 raise HttpError(self._url, f"downloaded {got} bytes, expected {self._size}")
             if self._sha256 is not None and digest.hexdigest() != self._sha256:
@@ -786,6 +891,12 @@ class HttpSource(Closing):
         if len(data) != length:
             raise FormatError(self._url, f"local copy ended after {len(data)} bytes", offset)
         return data
+
+
+def _too_big(what: str, bound: int) -> str:
+    return (f"the server does not answer Range requests, and the file {what}: more than abifit "
+            f"downloads whole here ({bound:,} bytes: the smaller of --max-download and the free "
+            f"space of the temporary directory less {DISK_RESERVE >> 20} MiB)")
 
 
 def _wrong_range(resp: urllib3.BaseHTTPResponse, asked: str) -> _Retry:
