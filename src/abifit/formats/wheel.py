@@ -13,9 +13,9 @@ import posixpath
 import struct
 import zipfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from abifit.errors import FormatError, WheelError, WheelRefused
 from abifit.formats.elf import is_elf, might_be_elf
@@ -36,7 +36,10 @@ ZIP_MAGIC = _LOCAL_MAGIC
 
 @dataclass(frozen=True, slots=True)
 class Member:
-    """One file in a wheel, as its central directory entry describes it."""
+    """One file in a wheel, as its central directory entry describes it: `path` where an
+    install puts it (the zip name normalized as pip normalizes it: `pkg/./_ext.so`,
+    `pkg//_ext.so` and `pkg/x/../_ext.so` are all `pkg/_ext.so`), `zip_name` the name the
+    archive gives it (`raw`, when that is another)."""
 
     path: str
     size: int
@@ -44,6 +47,11 @@ class Member:
     crc: int
     method: int
     header_offset: int
+    raw: str | None = None
+
+    @property
+    def zip_name(self) -> str:
+        return self.path if self.raw is None else self.raw
 
 
 class WheelArchive:
@@ -60,6 +68,7 @@ class WheelArchive:
         refuse_escaping(self.members, source.name)
         if not any(m.path.endswith("/WHEEL") and _is_wheel_file(m.path) for m in self.members):
             raise WheelError(source.name, "not a wheel: no *.dist-info/WHEEL member")
+        refuse_dist_info(self.members, self.name, source.name)
 
     def member(self, path: str) -> Member:
         for m in self.members:
@@ -86,7 +95,7 @@ def member_bytes(source: ByteSource, member: Member, start: int, where: str, *,
     once, inflated and checked against its CRC-32; a larger one inflated as far as reads go
     (`max_input` compressed bytes read at most at once), its CRC checked when they reach its
     end."""
-    if member.compressed_size <= WHOLE_MEMBER:
+    if member.compressed_size <= WHOLE_MEMBER or member.method in WHOLE_METHODS:
         stored = source.read_at(start, member.compressed_size)
         return BytesSource(whole_member(stored, member, where), where)
     data = SliceSource(source, start, member.compressed_size, where)
@@ -108,6 +117,8 @@ def whole_member(stored: bytes, member: Member, where: str) -> bytes:
             data = inflater.decompress(stored, member.size + 1)  # one byte past: too long
         except zlib.error as e:
             raise FormatError(where, f"corrupt compressed data ({e})") from e
+    elif member.method in WHOLE_METHODS:
+        data = _decompressed(stored, member, where)
     else:
         raise FormatError(where, f"unsupported zip compression method {member.method}")
     if len(data) != member.size:
@@ -118,6 +129,35 @@ def whole_member(stored: bytes, member: Member, where: str) -> bytes:
     if crc != member.crc:
         raise crc_refused(where, crc, member.crc)
     return data
+
+
+# methods `zipfile` (and so pip) reads besides STORED and DEFLATE: a member so compressed is read
+# whole and decompressed at once (they are rare in wheels; its size is known from the directory)
+WHOLE_METHODS = frozenset({zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA})
+
+
+def _decompressed(stored: bytes, member: Member, where: str) -> bytes:
+    """A BZIP2 or LZMA member's bytes, at most one past the size the directory gives."""
+    import bz2
+    import lzma
+
+    try:
+        if member.method == zipfile.ZIP_BZIP2:
+            return bz2.BZ2Decompressor().decompress(stored, member.size + 1)
+        # a zip's LZMA: version (2 bytes), the size of the properties (2), the properties
+        # (lc, lp and pb in one byte, the dictionary size in four), then raw LZMA1
+        _version, length = struct.unpack_from("<HH", stored)
+        if length != 5 or len(stored) < 9:
+            raise FormatError(where, f"corrupt LZMA header (properties of {length} bytes)")
+        packed, dict_size = stored[4], int.from_bytes(stored[5:9], "little")
+        if packed >= 9 * 5 * 5:
+            raise FormatError(where, f"corrupt LZMA properties ({packed})")
+        lzma1 = {"id": lzma.FILTER_LZMA1, "dict_size": dict_size, "lc": packed % 9,
+                 "lp": packed // 9 % 5, "pb": packed // 45}
+        decoder = lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[lzma1])
+        return decoder.decompress(stored[9:], member.size + 1)
+    except (OSError, EOFError, ValueError, lzma.LZMAError, struct.error) as e:
+        raise FormatError(where, f"corrupt compressed data ({e})") from e
 
 
 def is_elf_member(source: ByteSource) -> bool:
@@ -137,6 +177,20 @@ def refuse_escaping(members: tuple[Member, ...], where: str) -> None:
                                "target directory (pip refuses this wheel)")
 
 
+def refuse_dist_info(members: tuple[Member, ...], project: str, where: str) -> None:
+    """Raise `WheelRefused` for a wheel whose `.dist-info` directory pip does not accept: more
+    than one at the top of the archive, or one whose name does not start with the project's
+    (canonical names compared, as pip compares them)."""
+    tops = sorted({m.zip_name.split("/", 1)[0] for m in members
+                   if m.zip_name.split("/", 1)[0].endswith(".dist-info")})
+    if len(tops) > 1:
+        raise WheelRefused(where, f"multiple .dist-info directories found: {', '.join(tops)} "
+                           "(pip refuses this wheel)")
+    if tops and not canonicalize_name(tops[0]).startswith(canonicalize_name(project)):
+        raise WheelRefused(where, f".dist-info directory {tops[0]!r} does not start with "
+                           f"{canonicalize_name(project)!r} (pip refuses this wheel)")
+
+
 def member_data_start(source: ByteSource, member: Member, where: str) -> int:
     """Offset of a member's compressed bytes, from its local header (whose extra field may
     differ from the central directory's). A local header that names another file than the
@@ -154,9 +208,9 @@ def member_data_start(source: ByteSource, member: Member, where: str) -> int:
         local = _member_name(raw, int(fields[2]))
     except UnicodeDecodeError:
         local = raw.decode("utf-8", "replace")
-    if local != member.path:
+    if local != member.zip_name:
         raise WheelRefused(where, f"the local header names {local!r}, the zip directory "
-                           f"{member.path!r} (pip refuses this wheel)", member.header_offset)
+                           f"{member.zip_name!r} (pip refuses this wheel)", member.header_offset)
     start = member.header_offset + _LOCAL_HEADER.size + name_length + int(fields[10])
     if start + member.compressed_size > source.size:
         raise WheelError(where, "corrupt zip: member data runs past the end of the archive",
@@ -171,18 +225,27 @@ def _is_wheel_file(path: str) -> bool:
 
 def _read_directory(source: ByteSource) -> tuple[Member, ...]:
     """The files of a zip archive, from its central directory (ZIP64 too; directories left
-    out; of a name listed twice, the last entry), read with one request for the directory
-    where a request costs a round trip."""
+    out; of names installed to the same path, the last entry), read with one request for the
+    directory where a request costs a round trip."""
     try:
         offset, size, count, shift = _directory_place(source)
         if size < count * _CENTRAL.size or offset < 0 or offset + size > source.size:
             raise ValueError("the central directory lies outside the archive")
         entries = _central_entries(source.read_at(offset, size), count, shift)
-        # a name listed twice is one file, the last one (what an install leaves in place)
-        last = {m.path: m for m in entries if not m.path.endswith("/")}
+        # names installed to one path are one file, the last one: pip writes the members in
+        # the directory's order, each over the one before
+        last: dict[str, Member] = {}
+        for m in entries:
+            if not m.path.endswith("/"):
+                installed = posixpath.normpath(m.path)
+                last[installed] = m if installed == m.path else replace(m, path=installed,
+                                                                      raw=m.path)
         return tuple(last.values())
     except (ValueError, struct.error, UnicodeDecodeError) as e:
         raise WheelError(source.name, f"not a valid zip file ({e})") from e
+    except _Encrypted as e:
+        raise WheelRefused(source.name, f"member {e.args[0]!r} is encrypted: pip cannot install "
+                           "this wheel (a password is required for extraction)") from e
 
 
 _EOCD = struct.Struct("<4s4H2LH")  # the end of central directory record
@@ -195,14 +258,17 @@ _CENTRAL = struct.Struct("<4s6H3L5H2L")  # a central directory entry's fixed par
 _CENTRAL_FIELDS = struct.Struct("<4s4xHH4x3L3H8xL")
 _CENTRAL_MAGIC = b"PK\x01\x02"
 _MAX_COMMENT = 0xFFFF
+_ENCRYPTED = 0x1  # general purpose flag bit 0
 
 
 def _directory_place(source: ByteSource) -> tuple[int, int, int, int]:
     """Where the central directory starts, its size, its entry count, and by how much the
     archive's offsets are shifted (bytes prepended to the archive, as zipfile allows)."""
-    span = min(source.size, _EOCD.size)  # an archive without a comment: the record alone
+    # an archive without a comment: the record, and the ZIP64 locator that may sit before it
+    span = min(source.size, _ZIP64_LOCATOR.size + _EOCD.size)
     tail = source.read_at(source.size - span, span)
-    if not (tail.startswith(_EOCD_MAGIC) and tail.endswith(b"\x00\x00")):
+    record = tail[-_EOCD.size:]
+    if not (record.startswith(_EOCD_MAGIC) and record.endswith(b"\x00\x00")):
         span = min(source.size, _EOCD.size + _MAX_COMMENT)
         tail = source.read_at(source.size - span, span)
     at = _end_record(tail)
@@ -250,9 +316,15 @@ def _central_entries(directory: bytes, count: int, shift: int) -> list[Member]:
         if 0xFFFFFFFF in (usize, csize, offset):
             extra = directory[start + name_length : start + name_length + extra_length]
             usize, csize, offset = _zip64_sizes(extra, usize, csize, offset)
+        if flags & _ENCRYPTED and not name.endswith("/"):
+            raise _Encrypted(name)
         entries.append(Member(name, usize, csize, crc, method, offset + shift))
         at = start + name_length + extra_length + comment_length
     return entries
+
+
+class _Encrypted(Exception):
+    """A member whose data is encrypted: `_read_directory` refuses the wheel."""
 
 
 def _member_name(raw: bytes, flags: int) -> str:

@@ -63,12 +63,14 @@ from abifit.formats.sources import (
 from abifit.formats.wheel import (
     LOCAL_HEADER_SIZE,
     WHOLE_MEMBER,
+    WHOLE_METHODS,
     Member,
     WheelArchive,
     is_elf_member,
     member_bytes,
     member_data_start,
     python_members,
+    whole_member,
 )
 from abifit.remote import cores
 from abifit.remote.cache import Cache
@@ -494,6 +496,9 @@ def _inflated(compressed: ByteSource, member: Member, where: str) -> ByteSource:
     """A member's bytes, inflated from its start, over a source of its stored bytes."""
     if member.method == zipfile.ZIP_STORED:
         return compressed
+    if member.method in WHOLE_METHODS:
+        return BytesSource(whole_member(compressed.read_at(0, compressed.size), member, where),
+                           where)
     if member.method != zipfile.ZIP_DEFLATED:
         raise FormatError(where, f"unsupported zip compression method {member.method}")
     return InflateSource(compressed, member.size, where, crc=member.crc)
@@ -728,14 +733,14 @@ class RemoteWheel:
             if member.method == zipfile.ZIP_DEFLATED:
                 # the first tail comes at the same time (the local header's extra field is
                 # not known yet: a margin covers one of up to 1 KiB)
-                end = member.header_offset + LOCAL_HEADER_SIZE + len(member.path.encode()) \
+                end = member.header_offset + LOCAL_HEADER_SIZE + len(member.zip_name.encode()) \
                     + member.compressed_size
                 reader.prefetch(end - FIRST_TAIL, FIRST_TAIL + _LOCAL_HEADER_BYTES)
             return reader
         with self._lock:
             shared = self._open()[1]
         # the local header (with a name and an extra field of up to 1 KiB) and the data at once
-        whole = _LOCAL_HEADER_BYTES + len(member.path.encode()) + member.compressed_size
+        whole = _LOCAL_HEADER_BYTES + len(member.zip_name.encode()) + member.compressed_size
         shared.read_at(member.header_offset, min(whole, shared.size - member.header_offset))
         return shared
 
@@ -1055,7 +1060,8 @@ def _member_reads(
 
 
 _NOT_ELF = "not-elf"
-_DIRECTORY = "<directory-2>"  # 2: members under 4 bytes named like modules are listed
+_DIRECTORY = "<directory-3>"  # 2: members under 4 bytes named like modules are listed;
+# 3: members by the path an install gives them
 _METADATA = "<metadata>"
 _PYTHON = "<python>"
 _RELOCATIONS = "\x00relocations"  # cache entry of a view that has relocated_symbols
