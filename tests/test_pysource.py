@@ -641,3 +641,20 @@ def test_reads_every_installed_module() -> None:
         events_ += len(code.events)
     print(f"read {read_} of {len(paths)} modules, {events_} events, "
           f"{time.perf_counter() - start:.2f}s")
+
+
+def test_compile_error_says_what_python_raises() -> None:
+    """What compiling a module raises under a version of CPython, as a traceback's last line;
+    None where it compiles, or where this interpreter cannot tell (a newer grammar)."""
+    import sys
+
+    from abifit.formats.pysource import compile_error
+
+    ours = sys.version_info[:2]
+    assert compile_error(b"x = 1\n", ours) is None
+    assert compile_error(b"def (:\n", ours) == "SyntaxError: invalid syntax"
+    assert compile_error(b"return 1\n", ours) == "SyntaxError: 'return' outside function"
+    assert compile_error(b"if x:\npass\n", ours).startswith("IndentationError: ")  # type: ignore[union-attr]
+    assert compile_error(b"match x:\n    case 1:\n        pass\n", (3, 9)) is not None
+    assert compile_error(b"match x:\n    case 1:\n        pass\n", ours) is None
+    assert compile_error(b"def (:\n", (3, 99)) is None

@@ -1323,7 +1323,8 @@ def _diagnostics(verbose: int, err: TextIO) -> Iterator[None]:
 
 
 def _stop_on_interrupt(err: TextIO) -> Callable[[], None]:
-    """Make Ctrl-C end the command at once; returns what undoes that.
+    """Make Ctrl-C end the command at once, and SIGTERM and SIGHUP too (with 128 and the
+    signal's number, as a process they kill); returns what undoes that.
 
     KeyboardInterrupt alone does not: it reaches only the main thread, and `with
     ThreadPoolExecutor` then waits for every cell of a matrix and every range read in flight
@@ -1334,16 +1335,19 @@ def _stop_on_interrupt(err: TextIO) -> Callable[[], None]:
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
 
-    def stop(_signum: int, _frame: FrameType | None) -> None:
+    def stop(signum: int, _frame: FrameType | None) -> None:
         stop_workers()
         message = "\r\x1b[K" if _shows_progress(err) else ""
+        said = "interrupted" if signum == signal.SIGINT else "terminated"
         with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
-            os.write(_raw(err).fileno(), f"{message}interrupted\n".encode())
-        os._exit(EXIT_INTERRUPTED)
+            os.write(_raw(err).fileno(), f"{message}{said}\n".encode())
+        os._exit(EXIT_INTERRUPTED if signum == signal.SIGINT else 128 + signum)
 
-    previous = signal.signal(signal.SIGINT, stop)
+    ending = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {number: signal.signal(number, stop) for number in ending}
 
     def restore() -> None:
-        signal.signal(signal.SIGINT, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
     return restore

@@ -8,63 +8,23 @@ exit 2 with pip's reason."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import struct
 import subprocess
 import sys
-import sysconfig
 import zipfile
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from builders import Built, wheel
 
-from fixtures.build import ROOT, compile_c, run_tool
 from httpserver import LoopbackServer, publish_index
 from venvs import clean_environ, venv_with_wheels
 
-TAG = "cp310-abi3-linux_x86_64"
 TARGET = ["--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
           "--platform", "linux_x86_64"]
-
-
-@dataclass(frozen=True)
-class Built:
-    small: bytes  # the module, about 15 KB
-    large: bytes  # the module with 600 KB of random bytes in a section: stored past 256 KiB
-
-
-@pytest.fixture(scope="module")
-def module(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    include = sysconfig.get_paths()["include"]
-    if not (Path(include) / "Python.h").is_file():
-        pytest.skip(f"Python.h is not in {include}")
-    out = tmp_path_factory.mktemp("abi3")
-    small = compile_c(ROOT / "trust" / "abi3_module.c", out / "small.so", flags=[f"-I{include}"])
-    (out / "pad.bin").write_bytes(os.urandom(600_000))
-    run_tool(["objcopy", "--add-section", f".pad={out / 'pad.bin'}", small, out / "large.so"])
-    return Built(small.read_bytes(), (out / "large.so").read_bytes())
-
-
-def wheel(project: str, members: Sequence[tuple[str, bytes]], *, dist: str | None = None,
-          method: int = zipfile.ZIP_DEFLATED, extra: int = 0) -> tuple[str, bytes]:
-    """A wheel with a RECORD (pip wants one) whose members are written in the order given;
-    `extra` empty files more."""
-    dist = dist or f"{project}-1.0.dist-info"
-    meta = [(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {project}\nVersion: 1.0\n"),
-            (f"{dist}/WHEEL", f"Wheel-Version: 1.0\nTag: {TAG}\n")]
-    names = [n for n, _ in members] + [n for n, _ in meta] + [f"{dist}/RECORD"]
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", method) as z:
-        for name, data in [*members, *meta, (f"{dist}/RECORD",
-                                              "".join(f"{n},,\n" for n in names))]:
-            z.writestr(name, data)
-        for n in range(extra):
-            z.writestr(f"{project}/data/{n % 100}/f{n}.txt", b"")
-    return f"{project}-1.0-{TAG}.whl", out.getvalue()
 
 
 def encrypted(data: bytes, member: str) -> bytes:

@@ -54,6 +54,7 @@ from abifit.sim.process import (
     ModuleStatus,
     Simulation,
     Simulator,
+    compile_findings,
     context,
     count_failing,
     import_verdicts,
@@ -925,6 +926,7 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
     simulation = _targets_only(simulation, targets, verdicts)
     statuses, findings, results = (list(simulation.statuses), list(simulation.findings),
                                    simulation.results)
+    findings += compile_findings(env, verdicts)
     searched = [tuple(r.path or "" for r in result.resolutions) for result in results]
     missing = () if host.assume_driver else _assumed(searched)
     skipped = tuple(dict.fromkeys(n for result in results for n in result.unchecked))

@@ -100,6 +100,7 @@ from abifit.sim.process import (
     Progress,
     Simulation,
     Simulator,
+    compile_findings,
     context,
     count_failing,
     import_verdicts,
@@ -827,6 +828,7 @@ def _doctor(
     verification = None
     import_checks = None
     verdicts = import_verdicts(env, statuses)
+    findings += compile_findings(env, verdicts)
     if verify:
         # the imports do not wait for the modules' loads: they take the cores that the loads'
         # last fork servers leave idle (each import is its own fresh process either way)

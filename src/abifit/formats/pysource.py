@@ -124,6 +124,27 @@ class ModuleCode:
     wrappers: tuple[Wrapper, ...]
 
 
+def compile_error(source: bytes, version: tuple[int, int]) -> str | None:
+    """What CPython `version` raises compiling `source`, as its traceback's last line shows it
+    (`SyntaxError: invalid syntax`); None when it compiles, and when this interpreter cannot
+    tell: a newer version's grammar, text that this version refuses otherwise than with a
+    SyntaxError (NUL bytes). An older version's grammar is asked of this parser
+    (`feature_version`), which may pass code the older one refuses, never the reverse; the
+    compiler's own checks (`return` outside a function) only for this version."""
+    if version > sys.version_info[:2]:
+        return None
+    try:
+        if version == sys.version_info[:2]:
+            compile(source, "<module>", "exec", dont_inherit=True)
+        else:
+            ast.parse(source, feature_version=version)
+    except SyntaxError as e:  # IndentationError and TabError too
+        return f"{type(e).__name__}: {e.msg}"
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    return None
+
+
 def read_module(source: str | bytes, name: str, is_package: bool) -> ModuleCode:
     """The events and wrappers of module `name` (`is_package`: its file is `__init__.py`, which
     changes what relative imports mean). Raises FormatError when the source does not parse."""

@@ -276,11 +276,17 @@ def _metadata_dirs(sys_path: tuple[str, ...]) -> list[Path]:
 
 def record_paths(text: str) -> list[str]:
     """The first field of each row of a RECORD, as `csv.reader` reads it, rows with no field
-    left out. Without a quote or a carriage return in the text, a row is a line and its first
-    field what comes before the first comma: split so, in a third of the time (torch's RECORD
-    has 15,000 rows, and every run reads it first)."""
+    left out (and rows with a NUL byte: no file has one in its name; a RECORD that `csv`
+    cannot read is read by lines). Without a quote or a carriage return in the text, a row is
+    a line and its first field what comes before the first comma: split so, in a third of the
+    time (torch's RECORD has 15,000 rows, and every run reads it first)."""
+    if "\x00" in text:  # no file's name holds a NUL: such rows name nothing (binary junk)
+        text = "\n".join(line for line in text.split("\n") if "\x00" not in line)
     if '"' in text or "\r" in text:
-        return [row[0] for row in csv.reader(io.StringIO(text, newline="")) if row]
+        try:
+            return [row[0] for row in csv.reader(io.StringIO(text, newline="")) if row]
+        except csv.Error:  # a field past csv's limit, a quote never closed: read it by lines
+            pass
     return [line.split(",", 1)[0] for line in text.split("\n") if line]
 
 

@@ -148,6 +148,8 @@ def lstat(path: str) -> os.stat_result:
 def _stat(kind: str, path: str) -> os.stat_result:
     path = os.fspath(path)
     try:
+        if "\x00" in path:  # a name no file can have (os.stat raises ValueError)
+            raise FileNotFoundError(errno.ENOENT, "a NUL byte in the name", path)
         st = os.stat(path) if kind == STAT else os.lstat(path)
     except OSError as e:
         if _recorders:

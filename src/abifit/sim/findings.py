@@ -24,6 +24,8 @@ class FindingKind(str, Enum):
     UNDEFINED_SYMBOL = "undefined-symbol"
     # above the loader: the module loads, and its import raises (abifit.sim.numpyabi)
     NUMPY_C_API = "numpy-c-api"
+    # Python code: the first module of an import does not compile under the target Python
+    PYTHON_SYNTAX = "python-syntax"
     # the process
     BLOCKED_BY = "blocked-by"  # fails only because a package it needs did not load
     DUPLICATE_SONAME = "duplicate-soname"

@@ -36,7 +36,15 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from abifit.formats.pysource import Call, Import, Load, LoadKind, ModuleCode, Reach
+from abifit.formats.pysource import (
+    Call,
+    Import,
+    Load,
+    LoadKind,
+    ModuleCode,
+    Reach,
+    compile_error,
+)
 from abifit.sim.loader import crashes
 from abifit.sim.verdict import VariantRule
 
@@ -230,6 +238,12 @@ class PackageCode:
             self._code[name] = (None if data is None
                                 else self._parse(data, name, path.endswith("/__init__.py")))
         return self._code[name]
+
+    def compile_error(self, name: str, version: tuple[int, int]) -> str | None:
+        """What compiling module `name` raises under CPython `version`
+        (`pysource.compile_error`); None when it compiles, is unreadable or cannot be told."""
+        data = self.text(name)
+        return None if data is None else compile_error(data, version)
 
     def coming(self, names: Iterable[str]) -> None:
         """Say that the modules `names` are about to be parsed (`ahead`, when given)."""

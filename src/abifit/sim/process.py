@@ -919,6 +919,9 @@ def import_verdicts(env: Environment,
         for top in plan.tops:
             if not any(_under(s, top) for s in mine):
                 continue
+            if (broken := _compile_error(env, plan, top)) is not None:
+                out.append(broken)
+                continue
             failed = [(s, places[s.path]) for s in mine
                       if not s.loads and places[s.path].name == top]
             optional = tuple(s.module for s, p in failed
@@ -951,6 +954,39 @@ def import_verdicts(env: Environment,
                                          user_error(own.step, status.error or ""),
                                          status.module, status.error))
     return tuple(out)
+
+
+def _compile_error(env: Environment, plan: DistributionPlan, top: str) -> ImportVerdict | None:
+    """The verdict on `import top` when its first module does not compile under the target
+    CPython: it raises before any native file is loaded."""
+    version = tuple(int(p) for p in env.facts.version.split(".")[:2])
+    if (plan.code is None or dict(env.facts.markers).get("implementation_name") != "cpython"
+            or len(version) != 2):
+        return None
+    raised = plan.code.compile_error(top, (version[0], version[1]))
+    if raised is None:
+        return None
+    return ImportVerdict(top, plan.name, False, raised, plan.code.sources[top],
+                         raised.partition(": ")[2])
+
+
+def compile_findings(env: Environment, verdicts: Iterable[ImportVerdict]) -> list[Finding]:
+    """A `python-syntax` finding for each import whose first module does not compile
+    (`_compile_error`): it breaks that import."""
+    out = []
+    for v in verdicts:
+        if v.loads or v.cause is None or not v.cause.endswith(".py"):
+            continue
+        dist = env.dists.get(v.distribution)
+        owner = f"{dist.name} {dist.version}" if dist is not None else v.distribution
+        python = ".".join(env.facts.version.split(".")[:2])
+        out.append(Finding(
+            FindingKind.PYTHON_SYNTAX, v.cause, v.error or "",
+            f"Because {v.cause} ({owner}) does not compile under Python {python}, `import "
+            f"{v.name}` raises {v.error} before any native file of it is loaded.",
+            module=v.name, import_name=v.name, effect=Effect.FAILS,
+            hint=f"install a release of {owner.split()[0]} made for Python {python}"))
+    return out
 
 
 def _foreign_failures(env: Environment, statuses: Sequence[ModuleStatus], key: str,
