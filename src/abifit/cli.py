@@ -79,7 +79,7 @@ exit status:
        not be read (inspect: an object; matrix: every host release; index: a wheel, or
        a file to import; explain: no message recognised in the text)
   3    internal error: a bug in abifit (--verbose shows its traceback)
-  130  interrupted (Ctrl-C)"""
+  130  interrupted (Ctrl-C); 143 and 129 for SIGTERM and SIGHUP"""
 
 # Commands whose text report ends with its verdict line: all that --quiet prints of them.
 _VERDICT_COMMANDS = frozenset({"check", "doctor", "cuda", "matrix", "explain", "diff",

@@ -1,5 +1,5 @@
 """What the adversarial tests share: a real extension module of the stable ABI, built from
-tests/fixtures/trust/abi3_module.c (the `module` fixture of conftest.py), and wheels that pip
+tests/fixtures/trust/abi3_module.c (the `module` fixture), and wheels that pip
 installs."""
 
 from __future__ import annotations
@@ -54,3 +54,9 @@ def wheel(project: str, members: Sequence[tuple[str, bytes]], *, dist: str | Non
     return f"{project}-1.0-{TAG}.whl", out.getvalue()
 
 
+
+
+@pytest.fixture(scope="session", name="module")
+def module_fixture(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """The module (a fixture: a test module that imports it can ask for it)."""
+    return build_module(tmp_path_factory.mktemp("abi3"))

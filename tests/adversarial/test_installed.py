@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from builders import Built, wheel
+from builders import Built, module_fixture, wheel  # noqa: F401  (the fixture)
 
 from test_check import make_wheel
 from test_locks import with_record

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from builders import Built, wheel
+from builders import Built, module_fixture, wheel  # noqa: F401  (the fixture)
 
 from httpserver import LoopbackServer, publish_index
 from venvs import clean_environ, venv_with_wheels
