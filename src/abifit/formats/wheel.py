@@ -231,7 +231,7 @@ def _read_directory(source: ByteSource) -> tuple[Member, ...]:
         offset, size, count, shift = _directory_place(source)
         if size < count * _CENTRAL.size or offset < 0 or offset + size > source.size:
             raise ValueError("the central directory lies outside the archive")
-        entries = _central_entries(source.read_at(offset, size), count, shift)
+        entries = _central_entries(source.read_at(offset, size), count, shift, source.name)
         # names installed to one path are one file, the last one: pip writes the members in
         # the directory's order, each over the one before
         last: dict[str, Member] = {}
@@ -243,9 +243,6 @@ def _read_directory(source: ByteSource) -> tuple[Member, ...]:
         return tuple(last.values())
     except (ValueError, struct.error, UnicodeDecodeError) as e:
         raise WheelError(source.name, f"not a valid zip file ({e})") from e
-    except _Encrypted as e:
-        raise WheelRefused(source.name, f"member {e.args[0]!r} is encrypted: pip cannot install "
-                           "this wheel (a password is required for extraction)") from e
 
 
 _EOCD = struct.Struct("<4s4H2LH")  # the end of central directory record
@@ -300,7 +297,9 @@ def _end_record(tail: bytes) -> int:
     return last
 
 
-def _central_entries(directory: bytes, count: int, shift: int) -> list[Member]:
+def _central_entries(directory: bytes, count: int, shift: int, where: str) -> list[Member]:
+    """The entries of a central directory; `WheelRefused` for an encrypted file, which pip
+    cannot install."""
     entries = []
     at = 0
     unpack = _CENTRAL_FIELDS.unpack_from
@@ -317,14 +316,12 @@ def _central_entries(directory: bytes, count: int, shift: int) -> list[Member]:
             extra = directory[start + name_length : start + name_length + extra_length]
             usize, csize, offset = _zip64_sizes(extra, usize, csize, offset)
         if flags & _ENCRYPTED and not name.endswith("/"):
-            raise _Encrypted(name)
+            raise WheelRefused(where, f"member {name!r} is encrypted: pip cannot install this "
+                               "wheel (a password is required for extraction)")
         entries.append(Member(name, usize, csize, crc, method, offset + shift))
         at = start + name_length + extra_length + comment_length
     return entries
 
-
-class _Encrypted(Exception):
-    """A member whose data is encrypted: `_read_directory` refuses the wheel."""
 
 
 def _member_name(raw: bytes, flags: int) -> str:
