@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
@@ -19,12 +19,18 @@ from typing import TYPE_CHECKING
 from abifit.commands.contexts import SymbolFilter, SymbolSelection
 from abifit.errors import FormatError, UsageError
 from abifit.formats.elf import (
+    SHN_UNDEF,
+    Binding,
     ElfImage,
     ImageSummary,
+    SymbolType,
+    Visibility,
+    enum_or_int,
     machine_name,
     might_be_elf,
     parse_elf,
     summarize_image,
+    versioned_name,
 )
 from abifit.formats.fatbin import GpuCode, code_or_error
 from abifit.formats.sources import ByteSource, FileSource
@@ -120,37 +126,42 @@ def _name(value: object) -> str:
     return value.name if isinstance(value, Enum) else str(value)
 
 
+# the names of the st_info and st_other values, by value (a number where no enum member has it)
+_TYPE_NAMES = tuple(_name(enum_or_int(SymbolType, v)) for v in range(16))
+_BINDING_NAMES = tuple(_name(enum_or_int(Binding, v)) for v in range(16))
+_VISIBILITY_NAMES = tuple(_name(enum_or_int(Visibility, v)) for v in range(4))
+
+
 def _symbol_rows(image: ElfImage, flt: SymbolFilter) -> tuple[SymbolRow, ...]:
+    """The rows of the selected symbols, made from the table's columns (what `table[i]` gives,
+    without building a `Symbol` and three enum members for each of 75,000 symbols)."""
     from abifit.formats.demangle import demangle_many
 
     table = image.symbols
-    wanted = [
-        i for i in range(len(table))
-        if flt.selection is SymbolSelection.ALL
-        or table.is_defined(i) == (flt.selection is SymbolSelection.DEFINED)
-    ]
-    names = [table.names[i] for i in wanted]
-    demangled = demangle_many(names)
+    names, info, other, sections = table.names, table.info, table.other, table.section_indexes
+    if flt.selection is SymbolSelection.ALL:
+        wanted: Sequence[int] = range(len(table))
+    else:
+        defined = flt.selection is SymbolSelection.DEFINED
+        wanted = [i for i, s in enumerate(sections) if (s != SHN_UNDEF) == defined]
+    demangled = demangle_many(names[i] for i in wanted)
+    raw_versions = table.versym
+    version_of = {raw: table.version_of_raw(raw) for raw in set(raw_versions or ())}
+    unversioned = (None, None, False)
+    values, sizes, match = table.values, table.sizes, flt.match
     rows = []
     for i, text in zip(wanted, demangled, strict=True):
-        sym = table[i]
-        if flt.match and not (fnmatch.fnmatchcase(sym.name, flt.match)
-                              or fnmatch.fnmatchcase(text, flt.match)):
+        name = names[i]
+        if match and not (fnmatch.fnmatchcase(name, match) or fnmatch.fnmatchcase(text, match)):
             continue
+        version, file, hidden = (version_of[raw_versions[i]] if raw_versions is not None
+                                 else unversioned)
+        section, kind = sections[i], info[i]
         rows.append(SymbolRow(
-            name=sym.name,
-            demangled=text if text != sym.name else None,
-            version=sym.version,
-            version_file=sym.version_file,
-            hidden=sym.hidden,
-            defined=sym.defined,
-            binding=_name(sym.binding),
-            type=_name(sym.type),
-            visibility=_name(sym.visibility),
-            value=sym.value,
-            size=sym.size,
-            display_name=sym.versioned_name,
-        ))
+            name, text if text != name else None, version, file, hidden, section != SHN_UNDEF,
+            _BINDING_NAMES[kind >> 4], _TYPE_NAMES[kind & 0xF], _VISIBILITY_NAMES[other[i] & 0x3],
+            values[i], sizes[i],
+            name if version is None else versioned_name(name, version, file, hidden, section)))
     return tuple(rows)
 
 

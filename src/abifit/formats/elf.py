@@ -303,10 +303,18 @@ class Symbol:
         A definition carrying a version it requires from another library (a copy relocation in an
         executable) is not a default definition of its own.
         """
-        if self.version is None or (self.section_index == SHN_ABS and self.version == self.name):
-            return self.name  # a version's own marker symbol prints bare, as binutils does
-        sep = "@@" if self.defined and not self.hidden and self.version_file is None else "@"
-        return f"{self.name}{sep}{self.version}"
+        return versioned_name(self.name, self.version, self.version_file, self.hidden,
+                              self.section_index)
+
+
+def versioned_name(name: str, version: str | None, version_file: str | None, hidden: bool,
+                   section_index: int) -> str:
+    """`Symbol.versioned_name` of a symbol's fields."""
+    if version is None or (section_index == SHN_ABS and version == name):
+        return name  # a version's own marker symbol prints bare, as binutils does
+    defined = section_index != SHN_UNDEF
+    sep = "@@" if defined and not hidden and version_file is None else "@"
+    return f"{name}{sep}{version}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,7 +383,7 @@ class SymbolTable:
         """(version name, library it is required from, hidden) of entry i."""
         if self.versym is None:
             return None, None, False
-        return self._version_of_raw(self.versym[i])
+        return self.version_of_raw(self.versym[i])
 
     def versions(self, mask: bytes | None = None) -> list[str | None]:
         """The version name of every entry (None where unversioned), in bulk; with `mask` (a
@@ -383,14 +391,14 @@ class SymbolTable:
         if self.versym is None:
             return [None] * (len(self.names) if mask is None else mask.count(1))
         raw = self.versym if mask is None else list(compress(self.versym, mask))
-        lookup = {value: self._version_of_raw(value)[0] for value in set(raw)}
+        lookup = {value: self.version_of_raw(value)[0] for value in set(raw)}
         return list(map(lookup.__getitem__, raw))
 
     def bindings(self) -> bytes:
         """The binding (STB_* value) of every entry, in bulk."""
         return self.info.translate(_BINDING_TABLE)
 
-    def _version_of_raw(self, raw: int) -> tuple[str | None, str | None, bool]:
+    def version_of_raw(self, raw: int) -> tuple[str | None, str | None, bool]:
         index = raw & VERSYM_INDEX
         if index in (VER_NDX_LOCAL, VER_NDX_GLOBAL):
             return None, None, False
