@@ -29,7 +29,7 @@ same cold and warm runs measured from inside: seconds per phase (facts subproces
 native file scan, host probe with its `ld.so --help` and LD_DEBUG runs, ELF parsing, cache reads
 and writes, simulation, output) and peak memory, VmHWM of the abifit process read just before it
 exits (see the worker for why not `ru_maxrss`). Target: peak <= 400 MB (10^6 bytes), the largest
-over all these runs. Doctor's verdict must be "ok" (exit 0) in this healthy environment.
+over all these runs. Doctor's verdict must be "fits" (exit 0) in this healthy environment.
 
 abifit's modules are byte-compiled first (`compileall`), as `pip install` does: this machine sets
 PYTHONDONTWRITEBYTECODE=1, so an editable checkout would otherwise recompile at every start.
@@ -507,7 +507,7 @@ def doctor_summary(results: Results) -> dict[str, object]:
         "verdict": runs[0].verdict,
         "exit_code": runs[0].exit_code,
         "summary": first.get("summary"),
-        "all_runs_ok": all(r.verdict == "ok" and r.exit_code == 0 for r in runs)
+        "all_runs_ok": all(r.verdict == "fits" and r.exit_code == 0 for r in runs)
         and all(report["exit_code"] == 0 for report in inside),
         "same_modules_every_run": all(r.module_paths == results.files for r in runs),
     }
@@ -593,7 +593,7 @@ def problems(results: Results) -> Iterator[str]:
         if not goal.met:
             yield f"target missed: {goal.describe()}"
     for run in results.doctor_runs():
-        if run.verdict != "ok" or run.exit_code != 0:
+        if run.verdict != "fits" or run.exit_code != 0:
             yield (f"unexpected: doctor said {run.verdict!r} (exit {run.exit_code}) in a "
                    "healthy environment")
             break

@@ -740,3 +740,27 @@ def test_nearest_over_libtorch_cpu_is_quick(torch_names: list[str]) -> None:
     found = nearest(target, torch_names, limit=3)
     assert found and found[0].same_function
     assert found[0].new.qualified_name == "at::native::add"
+
+
+def test_names_find_what_a_scan_of_each_name_finds() -> None:
+    """`Names.containing` gives the names a test of each name gives, in name order; `nearest`
+    over `Names` gives what it gives over a plain list."""
+    import random
+
+    from abifit.formats.demangle import Names, nearest
+
+    rng = random.Random("names")
+    parts = ["3foo", "3bar", "c10", "4cuda", "29c10_cuda_check_implementation", "Ei", "PKc"]
+    names = {"_ZN" + "".join(rng.choice(parts) for _ in range(rng.randrange(1, 5))) + "E"
+             for _ in range(3000)}
+    index = Names(names)
+    for token in [*parts, "3foo3bar", "x", "E", "_ZN3foo"]:
+        assert index.containing(token) == sorted(n for n in names if token in n)
+    assert len(index) == len(names) and set(index) == names
+    assert all(name in index for name in names) and "_ZN3bazE" not in index
+    symbol = "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib"
+    exports = ["_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_jb",
+               "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_lb", "_ZN3c106detail4failEv"]
+    assert ([d.new.mangled for d in nearest(symbol, Names(exports))]
+            == [d.new.mangled for d in nearest(symbol, exports)])
+    assert nearest(symbol, Names(exports))

@@ -35,16 +35,18 @@ and <> heuristically, skipping operator names as tokens.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import ctypes.util
 import difflib
 import functools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 
 __all__ = [
+    "Names",
     "ParameterChange",
     "Signature",
     "SignatureDiff",
@@ -712,14 +714,55 @@ def _base_name(component: str) -> str:
     return identifier.group() if identifier else component
 
 
-def _mangled_prefilter(base: str) -> Callable[[str], bool]:
-    """A cheap test on mangled names that keeps every one whose last name component can be
-    `base`: the length-prefixed source identifier must occur in it."""
+class Names(Collection[str]):
+    """A set of symbol names that also finds, in one pass of C code, the ones holding a given
+    text (`containing`): `nearest` asks that of a library's exports once per undefined symbol,
+    and a name at a time in Python took seconds for a few hundred symbols."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self._names = frozenset(names)
+        self._order: list[str] | None = None
+        self._joined = ""
+        self._starts: list[int] = []
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def containing(self, text: str) -> list[str]:
+        """The names holding `text`, in name order."""
+        if self._order is None:
+            self._order = sorted(self._names)
+            self._joined = "\0".join(self._order) + "\0"  # no name holds a NUL
+            at = 0
+            for name in self._order:
+                self._starts.append(at)
+                at += len(name) + 1
+        out = []
+        found = self._joined.find(text)
+        while found >= 0:
+            n = bisect.bisect_right(self._starts, found) - 1
+            out.append(self._order[n])
+            found = self._joined.find(text, self._starts[n] + len(self._order[n]) + 1)
+        return out
+
+
+def _prefiltered(base: str, candidates: Iterable[str]) -> list[str]:
+    """The candidates whose last name component can be `base`: the length-prefixed source
+    identifier must occur in the mangled name (for an operator, any mangled name)."""
     if base.startswith("operator") or not _IDENTIFIER.fullmatch(base):
-        return lambda name: name.startswith(("_Z", "._Z", "$_Z", "_GLOBAL_"))
+        prefixes = ("_Z", "._Z", "$_Z", "_GLOBAL_")
+        return [name for name in dict.fromkeys(candidates) if name.startswith(prefixes)]
     identifier = base.lstrip("~")
     token = f"{len(identifier.encode())}{identifier}"
-    return lambda name: token in name
+    if isinstance(candidates, Names):
+        return candidates.containing(token)
+    return [name for name in dict.fromkeys(candidates) if token in name]
 
 
 def _shared_components(left: tuple[str, ...], right: tuple[str, ...]) -> int:
@@ -782,8 +825,7 @@ def nearest(mangled: str, candidates: Iterable[str], limit: int = 3) -> list[Sig
         return []
     target_components = _components(target.qualified_name)
     base = _base_name(target_components[-1])
-    keep = _mangled_prefilter(base)
-    names = [name for name in dict.fromkeys(candidates) if keep(name)]
+    names = _prefiltered(base, candidates)
     diffs: list[SignatureDiff] = []
     for name, text in zip(names, demangle_many(names), strict=True):
         if text == name or base not in text:

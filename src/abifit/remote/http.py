@@ -569,8 +569,9 @@ class HttpClient(Closing):
 
         before = resp.tell()
         wait_s = self._wait_s()
-        with contextlib.suppress(AttributeError, OSError):  # each wait within the request's time
-            resp.connection.sock.settimeout(wait_s)  # type: ignore[union-attr]
+        if wait_s < self._timeout_s:  # each wait within the request's time, once it is short
+            with contextlib.suppress(AttributeError, OSError):
+                resp.connection.sock.settimeout(wait_s)  # type: ignore[union-attr]
         try:
             return resp.read1(want, decode_content=decode)  # what has arrived: all of it counts
         except (urllib3.exceptions.HTTPError, OSError) as e:

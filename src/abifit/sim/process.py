@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from packaging.utils import canonicalize_name
 
 from abifit.errors import FormatError
+from abifit.formats.demangle import Names
 from abifit.formats.elf import ElfImage
 from abifit.formats.numpyapi import NumpyUse
 from abifit.formats.sources import ObjectSource
@@ -538,7 +539,7 @@ def _exports(sim: Simulator) -> Callable[[str], Collection[str]]:
     def exports(path: str) -> Collection[str]:
         if path not in memo:
             img = sim.image(path)
-            memo[path] = frozenset(_defined_names(img)) if img else frozenset()
+            memo[path] = Names(_defined_names(img) if img else ())
         return memo[path]
 
     return exports
