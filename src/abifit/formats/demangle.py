@@ -724,6 +724,10 @@ class Names(Collection[str]):
         self._order: list[str] | None = None
         self._joined = ""
         self._starts: list[int] = []
+        # what `nearest` worked out of a name, kept for the next symbol asking about the same
+        # library (a resolve asks thousands of times, and common names pass every filter)
+        self._texts: dict[str, str] = {}
+        self._signatures: dict[str, Signature] = {}
 
     def __contains__(self, name: object) -> bool:
         return name in self._names
@@ -733,6 +737,20 @@ class Names(Collection[str]):
 
     def __len__(self) -> int:
         return len(self._names)
+
+    def demangled(self, names: list[str]) -> list[str]:
+        """`demangle_many` of the names, each demangled once."""
+        known = self._texts
+        new = [name for name in dict.fromkeys(names) if name not in known]
+        known.update(zip(new, demangle_many(new), strict=True))
+        return [known[name] for name in names]
+
+    def signature(self, name: str, text: str) -> Signature:
+        """`_signature_of` a name and its demangled text, worked out once."""
+        found = self._signatures.get(name)
+        if found is None:
+            found = self._signatures[name] = _signature_of(name, text)
+        return found
 
     def containing(self, text: str) -> list[str]:
         """The names holding `text`, in name order."""
@@ -827,10 +845,12 @@ def nearest(mangled: str, candidates: Iterable[str], limit: int = 3) -> list[Sig
     base = _base_name(target_components[-1])
     names = _prefiltered(base, candidates)
     diffs: list[SignatureDiff] = []
-    for name, text in zip(names, demangle_many(names), strict=True):
+    kept = candidates if isinstance(candidates, Names) else None
+    texts = kept.demangled(names) if kept is not None else demangle_many(names)
+    for name, text in zip(names, texts, strict=True):
         if text == name or base not in text:
             continue
-        signature = _signature_of(name, text)
+        signature = kept.signature(name, text) if kept is not None else _signature_of(name, text)
         if signature.special != target.special:
             continue
         if _base_name(_components(signature.qualified_name)[-1]) == base:
