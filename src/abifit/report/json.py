@@ -26,18 +26,13 @@ def dumps(doc: JsonObject) -> str:
     `json.dumps(doc, indent=2)` gives, written faster (`_encode`): with an indent, the standard
     library encodes every value in Python, and a symbol listing has a million of them."""
     out: list[str] = []
-    try:
-        _encode(doc, "\n", out)
-    except _Unusual:
+    if not _encode(doc, "\n", out):
         return json.dumps(doc, indent=2)
     return "".join(out)
 
 
-class _Unusual(Exception):
-    """A value `_encode` leaves to the standard library (a float, a key that is not a str)."""
-
-
-def _scalar_text(value: object) -> str:
+def _scalar_text(value: object) -> str | None:
+    """A str, int, bool or None as JSON; None for any other value (a float, a container)."""
     if type(value) is str:
         return encode_basestring_ascii(value)
     if type(value) is int:
@@ -46,48 +41,54 @@ def _scalar_text(value: object) -> str:
         return "null"
     if type(value) is bool:
         return "true" if value else "false"
-    raise _Unusual
+    return None
 
 
 _SCALARS = (str, int, bool, type(None))
 
 
-def _encode(value: object, newline: str, out: list[str]) -> None:
+def _encode(value: object, newline: str, out: list[str]) -> bool:
     """Append `value` as `json.dumps(indent=2)` writes it at the depth `newline` (a newline and
-    that depth's indent) shows; `_Unusual` for what it leaves to the standard library."""
+    that depth's indent) shows; False where it meets what it leaves to the standard library
+    (a float, a key that is not a str)."""
     if type(value) is dict:
         if not value:
             out.append("{}")
-            return
+            return True
         inner = newline + "  "
         if not all(type(k) is str for k in value):
-            raise _Unusual
+            return False
         if all(type(v) in _SCALARS for v in value.values()):  # one join for a flat object
             out.append("{" + inner + ("," + inner).join(
                 f"{encode_basestring_ascii(k)}: {_scalar_text(v)}" for k, v in value.items())
                 + newline + "}")
-            return
+            return True
         out.append("{")
-        first = True
-        for key, item in value.items():
-            out.append(("" if first else ",") + inner + encode_basestring_ascii(key) + ": ")
-            first = False
-            _encode(item, inner, out)
+        for n, (key, item) in enumerate(value.items()):
+            out.append(("," if n else "") + inner + encode_basestring_ascii(key) + ": ")
+            if not _encode(item, inner, out):
+                return False
         out.append(newline + "}")
-    elif type(value) in (list, tuple):
+        return True
+    if type(value) in (list, tuple):
         items: list[object] | tuple[object, ...] = value  # type: ignore[assignment]
         if not items:
             out.append("[]")
-            return
+            return True
         inner = newline + "  "
         if all(type(v) in _SCALARS for v in items):
-            out.append("[" + inner + ("," + inner).join(map(_scalar_text, items)) + newline
-                       + "]")
-            return
+            out.append("[" + inner + ("," + inner).join(map(str, map(_scalar_text, items)))
+                       + newline + "]")
+            return True
         out.append("[")
         for n, item in enumerate(items):
             out.append(("," if n else "") + inner)
-            _encode(item, inner, out)
+            if not _encode(item, inner, out):
+                return False
         out.append(newline + "]")
-    else:
-        out.append(_scalar_text(value))
+        return True
+    text = _scalar_text(value)
+    if text is None:
+        return False
+    out.append(text)
+    return True
