@@ -22,18 +22,29 @@ from test_locks import with_record
 from venvs import clean_environ, venv_with_wheels
 
 
-def test_a_fifo_metadata_does_not_hang_doctor(tmp_path: Path) -> None:
+def _plain_venv(tmp_path: Path, member: str) -> tuple[str, Path]:
+    """A venv with a pure-Python package installed by pip; its interpreter, and the path of
+    `member` of the package's .dist-info."""
     name, data = make_wheel("plainpkg", "1.0", {"plainpkg/__init__.py": b""})
     wheel = tmp_path / name
     wheel.write_bytes(with_record(data))
     python = venv_with_wheels(tmp_path / "venv", [wheel])
-    [metadata] = list((tmp_path / "venv").glob("lib/python3*/site-packages/"
-                                                 "plainpkg-1.0.dist-info/METADATA"))
-    metadata.unlink()
-    os.mkfifo(metadata)
-    done = subprocess.run([sys.executable, "-m", "abifit", "doctor", "--python", python,
+    [found] = list((tmp_path / "venv").glob("lib/python3*/site-packages/"
+                                              f"plainpkg-1.0.dist-info/{member}"))
+    return python, found
+
+
+def _doctor(python: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "abifit", "doctor", "--python", python,
                            "--no-index", "--no-cache"], capture_output=True, text=True,
                           env=clean_environ(), timeout=120, check=False)
+
+
+def test_a_fifo_metadata_does_not_hang_doctor(tmp_path: Path) -> None:
+    python, metadata = _plain_venv(tmp_path, "METADATA")
+    metadata.unlink()
+    os.mkfifo(metadata)
+    done = _doctor(python)
     assert done.returncode in (0, 1), done.stderr
     assert "internal error" not in done.stderr
 
@@ -49,16 +60,9 @@ def test_a_damaged_record_is_read_without_an_internal_error(record: bytes,
                                                             tmp_path: Path) -> None:
     """RECORD files that `csv` refuses or that name files no system has (a NUL byte): doctor
     finishes with a verdict (an internal error before)."""
-    name, data = make_wheel("plainpkg", "1.0", {"plainpkg/__init__.py": b""})
-    wheel = tmp_path / name
-    wheel.write_bytes(with_record(data))
-    python = venv_with_wheels(tmp_path / "venv", [wheel])
-    [listed] = list((tmp_path / "venv").glob("lib/python3*/site-packages/"
-                                               "plainpkg-1.0.dist-info/RECORD"))
+    python, listed = _plain_venv(tmp_path, "RECORD")
     listed.write_bytes(record)
-    done = subprocess.run([sys.executable, "-m", "abifit", "doctor", "--python", python,
-                           "--no-index", "--no-cache"], capture_output=True, text=True,
-                          env=clean_environ(), timeout=120, check=False)
+    done = _doctor(python)
     assert done.returncode == 0, done.stderr
     assert "internal error" not in done.stderr and "fits:" in done.stdout
 
