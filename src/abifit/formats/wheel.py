@@ -167,22 +167,21 @@ def is_elf_member(source: ByteSource) -> bool:
 
 def refuse_escaping(members: tuple[Member, ...], where: str) -> None:
     """Raise `WheelRefused` for a member that would be installed outside the install tree (an
-    absolute name, or one whose `..` parts climb out of it), as pip refuses such a wheel."""
+    absolute name, or one whose `..` parts climb out of it), as pip refuses such a wheel. The
+    members' paths are normalized already (`_read_directory`), as pip normalizes them."""
     for member in members:
-        if not member.path.startswith("/") and ".." not in member.path:
-            continue  # without "..", a relative path stays inside
-        normal = posixpath.normpath(member.path)
-        if member.path.startswith("/") or normal == ".." or normal.startswith("../"):
-            raise WheelRefused(where, f"member {member.path!r} would be installed outside the "
-                               "target directory (pip refuses this wheel)")
+        path = member.path
+        if path.startswith("/") or path == ".." or path.startswith("../"):
+            raise WheelRefused(where, f"member {member.zip_name!r} would be installed outside "
+                               "the target directory (pip refuses this wheel)")
 
 
 def refuse_dist_info(members: tuple[Member, ...], project: str, where: str) -> None:
     """Raise `WheelRefused` for a wheel whose `.dist-info` directory pip does not accept: more
     than one at the top of the archive, or one whose name does not start with the project's
     (canonical names compared, as pip compares them)."""
-    tops = sorted({m.zip_name.split("/", 1)[0] for m in members
-                   if m.zip_name.split("/", 1)[0].endswith(".dist-info")})
+    tops = sorted(top for top in {m.zip_name.split("/", 1)[0] for m in members}
+                  if top.endswith(".dist-info"))
     if len(tops) > 1:
         raise WheelRefused(where, f"multiple .dist-info directories found: {', '.join(tops)} "
                            "(pip refuses this wheel)")
