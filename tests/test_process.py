@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from abifit.formats.elf import ElfImage
 from abifit.host.environment import Distribution, InterpreterFacts
 from abifit.host.natives import NativeFile
 from abifit.sim import process
@@ -74,3 +75,52 @@ def test_requirements_parsed_elsewhere_are_those_parsed_on_demand(
     for native in natives:
         assert (given.prerequisites(native, lambda _path: None)
                 == on_demand.prerequisites(native, lambda _path: None))
+
+
+def test_opened_is_what_checking_a_module_opens_in_its_package_tree(tmp_path: Path) -> None:
+    """`Simulator.opened` (what `check` reads ahead of a simulation) lists every file of the
+    tree that checking a module opens besides the module: here torch's import rule (its
+    nvidia-* preloads and its global library) and torch's own module, imported first because
+    the module's package requires torch. Checked against the loader: the files of the tree that
+    a real `check` asks the source for."""
+    import glob as globbing
+    import sys
+    from dataclasses import replace
+
+    from abifit.host.localfs import LocalObjects
+    from abifit.sim.imports import load_import_rules
+    from abifit.sim.loader import SearchConfig
+    from fixtures.build import compile_c
+
+    source = tmp_path / "plain.c"
+    source.write_text("int plain(void) { return 1; }\n")
+    plain = compile_c(source, tmp_path / "plain.so")
+    site = tmp_path / "site"
+    files = ["torch/_C.cpython-311-x86_64-linux-gnu.so", "torch/lib/libtorch_global_deps.so",
+             "nvidia/a/lib/liba.so.1", "nvidia/b/lib/libb.so.2",
+             "app/_m.cpython-311-x86_64-linux-gnu.so"]
+    for rel in files:
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_bytes(plain.read_bytes())
+    dists = [Distribution(name, "1.0", site / f"{name}-1.0.dist-info", (), requires)
+             for name, requires in (("torch", ()), ("app", ("torch",)))]
+    natives = [NativeFile(str(site / files[0]), "torch", "torch._C"),
+               NativeFile(str(site / files[-1]), "app", "app._m")]
+    env = Environment(replace(FACTS, executable=sys.executable), dists, natives)
+
+    asked: list[str] = []
+
+    class Recording(LocalObjects):
+        def image(self, path: str) -> ElfImage:
+            asked.append(path)
+            return super().image(path)
+
+    sim = process.Simulator(env, Recording(), SearchConfig(), load_import_rules(),
+                            glob=lambda d, p: sorted(globbing.glob(f"{d}/{p}")))
+    opened = sim.opened([natives[1]])
+    assert set(opened) == {str(site / rel) for rel in files[:-1]}
+    asked.clear()
+    result, prerequisites = sim.check(natives[1])
+    assert result.loads and prerequisites == ("torch",)
+    in_tree = {p for p in asked if p.startswith(str(site))}
+    assert in_tree - {natives[1].path} == set(opened)

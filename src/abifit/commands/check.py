@@ -909,6 +909,7 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
             n.distribution in targets or (n.distribution in around and n.module is not None))]
         prefetch_views(tree, [n.path for n in modules], progress)
         sim = Simulator(env, tree, config, load_import_rules(), glob=tree.glob)
+        prefetch_views(tree, sim.opened(modules), progress)
         return simulate_modules(sim, modules, _context(sim, tree, target, search, host),
                                 progress, gpu=gpu)
 

@@ -226,6 +226,15 @@ class PairJudge:
         both = [self.submit(a, b), self.submit(b, a)]
         return tuple(v for v in (f.result() for f in both) if not v.fits)
 
+    def known(self, a: IndexFile, b: IndexFile) -> tuple[PairVerdict, ...] | None:
+        """The failing directions of a pair whose both verdicts are computed already, or None
+        while either is unknown or still being computed."""
+        with self._lock:
+            both = [self._directions.get((a.url, b.url)), self._directions.get((b.url, a.url))]
+        if any(f is None or not f.done() for f in both):
+            return None
+        return tuple(v for v in (f.result() for f in both if f is not None) if not v.fits)
+
     def submit(self, extension: IndexFile, host: IndexFile) -> Future[PairVerdict]:
         """The verdict of one direction, computed once (in the pool)."""
         key = (extension.url, host.url)

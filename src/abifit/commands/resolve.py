@@ -46,6 +46,7 @@ from abifit.commands.check import check, requires_dist, target_markers
 from abifit.commands.pairwise import PairJudge, PairVerdict, describe, is_native
 from abifit.errors import AbifitError, UsageError
 from abifit.formats.pins import holds
+from abifit.remote.cores import usable_cores
 from abifit.remote.index import IndexFile  # a field's type: its hint must evaluate (datacodec)
 
 if TYPE_CHECKING:
@@ -290,6 +291,9 @@ class Provider(AbstractProvider[Req, Pinned, str]):
         self.driver = driver
         self.gpu = gpu
         self.jobs = max(1, jobs)
+        # how far a search reads ahead after rejections: checks are mostly CPU, so no more
+        # than the cores (but 2, for the reads) beyond the one the resolution needs
+        self.ahead = min(self.jobs, max(2, usable_cores()))
         self.markers = target_markers(ctx.target)
         self.roots: set[str] = set()  # names the user asked for
         self.native: set[str] = set()  # names with a native wheel among their candidates
@@ -444,15 +448,15 @@ class Provider(AbstractProvider[Req, Pinned, str]):
                   ) -> Iterator[Candidate]:
         """The candidates that pass the cheap filters and load next to every partner, in
         order; after a rejection the pair verdicts of the next few are computed ahead, in
-        parallel (1, then 2, 4, ... up to `jobs`, as rejections follow one another)."""
+        parallel (1, then 2, 4, ... up to `self.ahead`, as rejections follow one another)."""
         passing = (c for c in candidates if self.unary(c) is None
                    and not any(self._forbids(p, c) for p in partners))
         if not partners:
             yield from passing
             return
         window: list[tuple[Candidate, list[Future[PairVerdict]]]] = []
-        stream = iter(passing)
-        ahead = 1  # doubles with each rejection, up to `jobs`: little read beyond the one
+        stream = (c for c in passing if not self._known_out(c, partners))
+        ahead = 1  # doubles with each rejection, up to `self.ahead`: little read beyond one
         while True:
             while len(window) < ahead:
                 nxt = next(stream, None)
@@ -469,7 +473,20 @@ class Provider(AbstractProvider[Req, Pinned, str]):
                 ahead = 1
                 yield candidate
             else:
-                ahead = min(self.jobs, ahead * 2)
+                ahead = min(self.ahead, ahead * 2)
+
+    def _known_out(self, candidate: Candidate, partners: list[Candidate]) -> bool:
+        """Whether a verdict already computed rejects the candidate next to one of the
+        partners: it is passed over with nothing asked of the others, and it does not count
+        as a rejection that widens the window (a later search over the same releases, after
+        a new requirement, would otherwise read ahead past the one that fits)."""
+        for partner in partners:
+            known = self.judge.known(partner.file, candidate.file)
+            if known is not None and known:
+                self.tried.add((candidate.name, str(candidate.version)))
+                self._pair_failures(partner, candidate)
+                return True
+        return False
 
     def _forbids(self, partner: Candidate, candidate: Candidate) -> bool:
         """Whether the metadata of either release forbids the other (`torchvision 0.24.1

@@ -20,7 +20,6 @@ killed by a signal or out of time, a server that died) is asked again of a fresh
 from __future__ import annotations
 
 import json
-import os
 import select
 import signal
 import subprocess
@@ -195,10 +194,9 @@ class LoadJob:
 
 def default_workers() -> int:
     """The cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    from abifit.remote.cores import usable_cores
+
+    return usable_cores()
 
 
 def real_loads(python: str, jobs: Sequence[LoadJob], *, workers: int | None = None,

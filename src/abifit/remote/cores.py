@@ -269,8 +269,16 @@ def workers_wanted() -> int:
             return max(0, min(MAX_WORKERS, int(text)))
         except ValueError:
             pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return 0 if (cores or 1) <= 1 else min(MAX_WORKERS, cores or 1)
+    cores = usable_cores()
+    return 0 if cores <= 1 else min(MAX_WORKERS, cores)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def _get_pool() -> _Pool | None:

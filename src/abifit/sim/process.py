@@ -397,26 +397,41 @@ class Simulator:
 
     def _import(self, process: Process, key: str) -> tuple[tuple[NativeFile, LoadResult], ...]:
         """Import distribution `key` into `process`; its modules that did not load."""
-        rule = self.rules.get(key)
-        dist = self.env.dists[key]
-        site = dist.metadata_dir.parent
-        if rule is not None:
-            for pattern in rule.preload:
-                for path in self.glob(str(site), pattern):
-                    process.dlopen(path)
-            for rel in rule.global_:
-                process.dlopen(str(site / rel), global_=True)
-        plan = self.env.plans.get(key)
-        for step in plan.loads if plan else ():
-            if step.reach is Reachability.ALWAYS:
-                process.dlopen(step.path, global_=step.global_)
+        for path, global_ in self._import_loads(key):
+            process.dlopen(path, global_=global_)
         failures = []
-        for n in self.env.natives:
-            if n.distribution == key and n.checked:
-                result = process.dlopen(n.path)
-                if not result.loads:
-                    failures.append((n, result))
+        for n in self._import_modules(key):
+            result = process.dlopen(n.path)
+            if not result.loads:
+                failures.append((n, result))
         return tuple(failures)
+
+    def _import_loads(self, key: str) -> list[tuple[str, bool]]:
+        """What importing distribution `key` loads before its modules, in order: its rule's
+        preloads and global files, then the files its plan always loads; (path, global)."""
+        rule = self.rules.get(key)
+        site = self.env.dists[key].metadata_dir.parent
+        loads: list[tuple[str, bool]] = []
+        if rule is not None:
+            loads += [(path, False) for pattern in rule.preload
+                      for path in self.glob(str(site), pattern)]
+            loads += [(str(site / rel), True) for rel in rule.global_]
+        plan = self.env.plans.get(key)
+        loads += [(step.path, step.global_) for step in (plan.loads if plan else ())
+                  if step.reach is Reachability.ALWAYS]
+        return loads
+
+    def _import_modules(self, key: str) -> list[NativeFile]:
+        return [n for n in self.env.natives if n.distribution == key and n.checked]
+
+    def opened(self, natives: Iterable[NativeFile]) -> list[str]:
+        """The files that checking `natives` opens besides them and what they need: the
+        imports of their prerequisites and their own steps, in order (to be read ahead)."""
+        keys = dict.fromkeys(k for n in natives for k in self.env.prerequisites(n, self.image))
+        paths = [path for key in keys for path, _ in self._import_loads(key)]
+        paths += [n.path for key in keys for n in self._import_modules(key)]
+        paths += [s.path for n in natives for s in self.own_steps(n)]
+        return list(dict.fromkeys(paths))
 
     def _with_own(self, prerequisites: tuple[str, ...], steps: tuple[Step, ...]) -> Process:
         """The process after the prerequisites and the package's own earlier steps."""
