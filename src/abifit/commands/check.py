@@ -25,7 +25,7 @@ import posixpath
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
@@ -858,25 +858,28 @@ def _assumed(results: Iterable[tuple[str, ...]]) -> tuple[str, ...]:
 
 def prefetch_views(tree: VirtualTree, paths: Sequence[str], progress: Progress,
                    jobs: int = PREFETCH_JOBS) -> None:
-    """Read the views of `paths` and, level by level, of the members their DT_NEEDED names
-    (what the simulated loader will open), `jobs` at a time, so that the simulation, which
-    opens one object after another, finds them read."""
+    """Read the views of `paths` and of the members their DT_NEEDED names, transitively (what
+    the simulated loader will open), `jobs` at a time, so that the simulation, which opens one
+    object after another, finds them read. A member is asked for as soon as a view that needs
+    it is read, not after the others of its level."""
     by_name: dict[str, list[str]] = {}
     for path in tree.files:
         by_name.setdefault(posixpath.basename(path), []).append(path)
     seen = set(paths)
-    level = list(dict.fromkeys(paths))
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        while level:
-            progress(f"reading {len(level)} libraries ({len(seen)} so far)")
-            following = []
-            for image in pool.map(tree.image_or_none, level):
+        pending = {pool.submit(tree.image_or_none, p) for p in dict.fromkeys(paths)}
+        read = 0
+        while pending:
+            progress(f"reading libraries ({read} of {len(seen)} so far)")
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            read += len(done)
+            for future in done:
+                image = future.result()
                 for soname in image.needed if image is not None else ():
                     for path in by_name.get(soname, ()):
                         if path not in seen:
                             seen.add(path)
-                            following.append(path)
-            level = following
+                            pending.add(pool.submit(tree.image_or_none, path))
 
 
 def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executable: str,
