@@ -756,6 +756,11 @@ def test_names_find_what_a_scan_of_each_name_finds() -> None:
     index = Names(names)
     for token in [*parts, "3foo3bar", "x", "E", "_ZN3foo"]:
         assert index.containing(token) == sorted(n for n in names if token in n)
+    # asked again (a found text is kept): the same, and a caller's change to it is its own
+    again = index.containing("3foo")
+    assert again == sorted(n for n in names if "3foo" in n)
+    again.clear()
+    assert index.containing("3foo") == sorted(n for n in names if "3foo" in n)
     assert len(index) == len(names) and set(index) == names
     assert all(name in index for name in names) and "_ZN3bazE" not in index
     symbol = "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib"

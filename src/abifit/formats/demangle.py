@@ -40,6 +40,7 @@ import ctypes
 import ctypes.util
 import difflib
 import functools
+import itertools
 import re
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
@@ -728,6 +729,7 @@ class Names(Collection[str]):
         # library (a resolve asks thousands of times, and common names pass every filter)
         self._texts: dict[str, str] = {}
         self._signatures: dict[str, Signature] = {}
+        self._found: dict[str, tuple[str, ...]] = {}
 
     def __contains__(self, name: object) -> bool:
         return name in self._names
@@ -753,20 +755,23 @@ class Names(Collection[str]):
         return found
 
     def containing(self, text: str) -> list[str]:
-        """The names holding `text`, in name order."""
+        """The names holding `text`, in name order; each text is looked for once."""
+        known = self._found.get(text)
+        if known is not None:
+            return list(known)
         if self._order is None:
-            self._order = sorted(self._names)
+            self._order = list(self._names)  # sorting them all would cost more than the finds
             self._joined = "\0".join(self._order) + "\0"  # no name holds a NUL
-            at = 0
-            for name in self._order:
-                self._starts.append(at)
-                at += len(name) + 1
+            self._starts = [at + n for n, at in
+                            enumerate(itertools.accumulate(map(len, self._order), initial=0))]
         out = []
         found = self._joined.find(text)
         while found >= 0:
             n = bisect.bisect_right(self._starts, found) - 1
             out.append(self._order[n])
-            found = self._joined.find(text, self._starts[n] + len(self._order[n]) + 1)
+            found = self._joined.find(text, self._starts[n + 1])
+        out.sort()
+        self._found[text] = tuple(out)
         return out
 
 

@@ -229,6 +229,7 @@ class LocalObjects:
         self._cache = cache
         self._relocations = relocations
         self._relocated: dict[str, ElfImage | None] = {}
+        self._is_file: dict[str, bool] = {}
         self._images: dict[str, ElfImage] = {}
         self._heads: dict[str, ElfImage] = {}
         self._coming: dict[str, Future[bytes]] = {}
@@ -268,7 +269,13 @@ class LocalObjects:
         return wanted
 
     def is_file(self, path: str) -> bool:
-        return observe.isfile(path)
+        """Whether `path` is a regular file, asked of the file system once: a simulation asks
+        again for every library searched in the same directories (each hwcaps subdirectory of
+        each system directory), and the files do not change while it runs."""
+        known = self._is_file.get(path)
+        if known is None:
+            known = self._is_file[path] = observe.isfile(path)
+        return known
 
     def identity(self, path: str) -> str:
         try:
