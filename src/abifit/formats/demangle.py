@@ -35,12 +35,10 @@ and <> heuristically, skipping operator names as tokens.
 
 from __future__ import annotations
 
-import bisect
 import ctypes
 import ctypes.util
 import difflib
 import functools
-import itertools
 import re
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
@@ -571,8 +569,10 @@ def _signature_of(mangled: str, text: str) -> Signature:
     )
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_signature(mangled: str) -> Signature | None:
-    """The parts of a mangled C++ name; None when it is not one (or does not demangle)."""
+    """The parts of a mangled C++ name; None when it is not one (or does not demangle). Worked
+    out once for a name: `nearest` asks it of a missing symbol once per library in its scope."""
     text = demangle(mangled)
     if text == mangled:
         return None
@@ -722,9 +722,7 @@ class Names(Collection[str]):
 
     def __init__(self, names: Iterable[str]) -> None:
         self._names = frozenset(names)
-        self._order: list[str] | None = None
-        self._joined = ""
-        self._starts: list[int] = []
+        self._joined: str | None = None
         # what `nearest` worked out of a name, kept for the next symbol asking about the same
         # library (a resolve asks thousands of times, and common names pass every filter)
         self._texts: dict[str, str] = {}
@@ -755,21 +753,20 @@ class Names(Collection[str]):
         return found
 
     def containing(self, text: str) -> list[str]:
-        """The names holding `text`, in name order; each text is looked for once."""
+        """The names holding `text` (no NUL), in name order; each text is looked for once. A
+        match lies inside one name of the joined names, between the NULs around it."""
         known = self._found.get(text)
         if known is not None:
             return list(known)
-        if self._order is None:
-            self._order = list(self._names)  # sorting them all would cost more than the finds
-            self._joined = "\0".join(self._order) + "\0"  # no name holds a NUL
-            self._starts = [at + n for n, at in
-                            enumerate(itertools.accumulate(map(len, self._order), initial=0))]
+        if self._joined is None:
+            self._joined = "\0" + "\0".join(self._names) + "\0"  # no name holds a NUL
+        joined = self._joined
         out = []
-        found = self._joined.find(text)
+        found = joined.find(text)
         while found >= 0:
-            n = bisect.bisect_right(self._starts, found) - 1
-            out.append(self._order[n])
-            found = self._joined.find(text, self._starts[n + 1])
+            end = joined.find("\0", found)
+            out.append(joined[joined.rfind("\0", 0, found) + 1 : end])
+            found = joined.find(text, end + 1)
         out.sort()
         self._found[text] = tuple(out)
         return out

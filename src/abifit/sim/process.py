@@ -22,6 +22,7 @@ import os
 import posixpath
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import compress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -562,7 +563,7 @@ def _exports(sim: Simulator) -> Callable[[str], Collection[str]]:
 
 def _defined_names(image: ElfImage) -> Iterable[str]:
     table = image.symbols
-    return (name for i, name in enumerate(table.names) if table.is_defined(i))
+    return compress(table.names, table.section_indexes)  # SHN_UNDEF is 0: the undefined
 
 
 LibraryFix = Callable[[str, str], "tuple[str | None, str] | None"]
