@@ -476,13 +476,17 @@ class Provider(AbstractProvider[Req, Pinned, str]):
                 ahead = min(self.ahead, ahead * 2)
 
     def _known_out(self, candidate: Candidate, partners: list[Candidate]) -> bool:
-        """Whether a verdict already computed rejects the candidate next to one of the
-        partners: it is passed over with nothing asked of the others, and it does not count
-        as a rejection that widens the window (a later search over the same releases, after
-        a new requirement, would otherwise read ahead past the one that fits)."""
+        """Whether the verdicts already computed reject the candidate: the first partner, in
+        order, whose pair is not known to fit is known not to (the one a check would name).
+        Such a candidate is passed over with nothing asked of the other partners, and it does
+        not count as a rejection that widens the window (a later search over the same
+        releases, after a new requirement, would otherwise read ahead past the one that
+        fits)."""
         for partner in partners:
             known = self.judge.known(partner.file, candidate.file)
-            if known is not None and known:
+            if known is None:
+                return False
+            if known:
                 self.tried.add((candidate.name, str(candidate.version)))
                 self._pair_failures(partner, candidate)
                 return True
