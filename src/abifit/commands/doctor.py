@@ -438,9 +438,9 @@ def _verify_imports(env: Environment, verdicts: tuple[ImportVerdict, ...],
                     progress: Progress) -> list[ImportCheck]:
     """`import X` in a fresh process for each import the report has a verdict for, as many at
     once as there are cores."""
-    from abifit.host.realload import CRASHED, default_workers, real_import
+    from abifit.host.realload import CRASHED, real_import
 
-    with ThreadPoolExecutor(max_workers=default_workers()) as pool:
+    with ThreadPoolExecutor(max_workers=cores.usable_cores()) as pool:
         reals = pool.map(lambda v: real_import(env.facts.executable, v.name), verdicts)
         out = []
         for n, (verdict, real) in enumerate(zip(verdicts, reals, strict=True), 1):

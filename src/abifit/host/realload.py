@@ -28,6 +28,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
+from abifit.remote.cores import usable_cores
+
 # What both ways of loading run, in the target interpreter: the libraries package code loads
 # first, the module's file as CPython's import loads it, then the import by name (when named).
 _LOAD = r"""
@@ -192,13 +194,6 @@ class LoadJob:
     preload: tuple[tuple[str, bool], ...] = ()
 
 
-def default_workers() -> int:
-    """The cores this process may run on."""
-    from abifit.remote.cores import usable_cores
-
-    return usable_cores()
-
-
 def real_loads(python: str, jobs: Sequence[LoadJob], *, workers: int | None = None,
                timeout: float = 120.0, progress: Callable[[int], None] | None = None,
                ) -> list[RealLoad]:
@@ -211,7 +206,7 @@ def real_loads(python: str, jobs: Sequence[LoadJob], *, workers: int | None = No
     the import fails anyway): servers that also import the module's top-level package, which
     `import a.b.c` imports first in any case, so that the packages' own import is paid once per
     server rather than once per module."""
-    workers = workers or default_workers()
+    workers = workers or usable_cores()
     verdicts = _through_servers(python, [replace(j, module="") for j in jobs], workers, timeout,
                                 progress)
     importing = [i for i, v in enumerate(verdicts) if v is not None and v.loads and jobs[i].module]
