@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgpack
 import pytest
 
 from abifit.commands.doctor import DoctorReport, doctor
@@ -322,3 +323,23 @@ def test_unchanged_sees_changes(tree: Path) -> None:
     kept = recorder.observations()
     (tree / "a" / "nothing").write_text("")  # a path that was missing is there
     assert not observe.unchanged(kept)
+
+
+def test_unchanged_reads_links_missing_names_and_refuses_what_it_cannot_read(tree: Path) -> None:
+    """A link's target is asked again (a retargeted link is a change), a name with a NUL byte
+    stays missing, and observations whose bytes are not three columns of known kinds count
+    as changed (the run is made again)."""
+    link = tree / "a" / "link"
+    link.symlink_to("f.so")
+    with observe.recording() as recorder:
+        observe.realpath(str(link))
+        observe.exists(str(tree / "a" / "no\x00name"))
+    kept = recorder.observations()
+    assert "readlink" in kept.columns()[0]
+    assert observe.unchanged(kept)
+    link.unlink()
+    link.symlink_to("elsewhere.so")
+    assert not observe.unchanged(kept)
+    for packed in (b"", b"\xc1", msgpack.packb([["stat"], ["/"]]),
+                   msgpack.packb([["chmod"], ["/"], [0]]), msgpack.packb([["stat"], [1], [0]])):
+        assert not observe.unchanged(observe.Observations(packed)), packed

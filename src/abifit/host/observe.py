@@ -31,6 +31,7 @@ import msgpack
 STAT, LSTAT, READLINK = "stat", "lstat", "readlink"
 Stamp = tuple[int, int, int, int, int, int]  # mode, device, inode, size, mtime_ns, ctime_ns
 Seen = Stamp | str | int  # a stamp, a link's target, or the errno of the failed call
+_KINDS = frozenset((STAT, LSTAT, READLINK))
 SETTLE_NS = 1_000_000_000  # a change this close before the run began may share a clock tick
 
 
@@ -46,16 +47,19 @@ class Observations:
         columns = ([kind for kind, _ in seen], [path for _, path in seen], list(seen.values()))
         return cls(msgpack.packb(columns, use_bin_type=True, unicode_errors="surrogatepass"))
 
-    def entries(self) -> Iterator[tuple[str, str, Seen]]:
-        """(kind, path, answer) for each observation; nothing for bytes that are not such."""
+    def columns(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Seen, ...]]:
+        """The kinds, paths and answers of the observations, as three columns of equal length
+        (empty for bytes that are not such)."""
         try:
             kinds, paths, seen = msgpack.unpackb(self.packed, use_list=False, raw=False,
                                                  unicode_errors="surrogatepass")
         except (ValueError, TypeError, msgpack.UnpackException):
-            return
-        for kind, path, answer in zip(kinds, paths, seen, strict=False):
-            if kind in (STAT, LSTAT, READLINK) and isinstance(path, str):
-                yield kind, path, answer
+            return (), (), ()
+        if not (isinstance(kinds, tuple) and isinstance(paths, tuple) and isinstance(seen, tuple)
+                and len(kinds) == len(paths) == len(seen) and set(kinds) <= _KINDS
+                and all(isinstance(path, str) for path in paths)):
+            return (), (), ()
+        return kinds, paths, seen
 
 
 class Recorder:
@@ -112,23 +116,30 @@ def stamp_of(st: os.stat_result) -> Stamp:
     return (st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _ask(kind: str, path: str) -> Seen:
-    try:
-        if kind == READLINK:
-            return os.readlink(path)
-        return stamp_of(os.stat(path) if kind == STAT else os.lstat(path))
-    except OSError as e:
-        return e.errno or -1
-
-
 def unchanged(observations: Observations) -> bool:
-    """Whether every path answers as it did (nothing readable: not)."""
-    count = 0
-    for kind, path, seen in observations.entries():
-        if _ask(kind, path) != seen:
+    """Whether every path answers as it did (nothing readable: not). A warm `doctor` asks tens
+    of thousands of paths, so the loop makes no call per path beyond the system call's."""
+    kinds, paths, seen = observations.columns()
+    stat, lstat, readlink = os.stat, os.lstat, os.readlink
+    for kind, path, answer in zip(kinds, paths, seen, strict=True):
+        try:
+            if kind == READLINK:
+                if readlink(path) != answer:
+                    return False
+                continue
+            st = stat(path) if kind == STAT else lstat(path)
+        except OSError as e:
+            if (e.errno or -1) != answer:
+                return False
+            continue
+        except ValueError:  # a NUL in the name: noted as ENOENT (`_stat`)
+            if answer != errno.ENOENT:
+                return False
+            continue
+        if (st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+                st.st_ctime_ns) != answer:
             return False
-        count += 1
-    return count > 0
+    return len(paths) > 0
 
 
 # ---------------------------------------------------------------------------------------------
