@@ -21,8 +21,12 @@ What is measured, whole processes, interleaved round by round:
   new empty cache directory each run.
 - abifit warm: the same with a cache directory filled by an earlier run.
 - `python -c pass`, for the share of interpreter start.
-Targets (issue 18): cold at most half of ldd over the shared objects (median(cold) /
-median(ldd) <= 0.5) and warm at most a fifth of it (median(ldd) / median(warm) >= 5).
+Targets (issue 40): cold at most half of ldd over the shared objects (median(cold) /
+median(ldd) <= 0.5) and warm at most a fifteenth of it (median(ldd) / median(warm) >= 15;
+issue 18 asked for a fifth). Issue 40 measured them on a larger environment than the default
+one, where `ldd -r` takes seconds: `--big` makes and uses such a venv (torch, numba, pyarrow,
+scipy, opencv, pandas, lxml, grpcio and a few more, about 1.5 GB, made once under
+~/.cache/abifit-tests/bench-doctor-big).
 
 Then, in separate processes (bench/_doctor_worker.py, which calls `abifit.cli.main` itself), the
 same cold and warm runs measured from inside: seconds per phase (facts subprocess, RECORD reading,
@@ -41,7 +45,8 @@ stderr. `--json-only` prints nothing on stderr. `--profile` also prints a cProfi
 cumulative time) of a warm run of `abifit.cli.main(["doctor", ...])` to stderr. The exit status
 is 0 whether or not targets are met: this is a measurement, not a test.
 
-    .venv/bin/python bench/bench_doctor.py [--repeat 5] [--venv PATH] [--json-only] [--profile]
+    .venv/bin/python bench/bench_doctor.py [--repeat 5] [--big | --venv PATH] [--json-only]
+        [--profile]
 """
 
 from __future__ import annotations
@@ -77,12 +82,18 @@ BENCH = REPO / "bench"
 SCHEMA_VERSION = 2  # 2: ldd over every ELF file; its median over the shared objects
 TORCH_VERSION = "2.13.0"
 REQUIREMENTS = (f"torch=={TORCH_VERSION}", "numpy", "pyyaml", "markupsafe", "psutil")
+# `--big`: the kind of environment issue 40 measured (torch, numba, pyarrow, scipy, opencv,
+# pandas, lxml, grpcio) with the rest of bench_verify.py's set
+BIG_REQUIREMENTS = (*REQUIREMENTS, "numba", "pyarrow", "scipy", "opencv-python-headless",
+                    "pandas", "lxml", "grpcio", "scikit-learn", "pillow", "cryptography",
+                    "matplotlib")
 TEST_CACHE = Path(os.environ.get("ABIFIT_TEST_CACHE", Path.home() / ".cache" / "abifit-tests"))
 DEFAULT_VENV = TEST_CACHE / f"bench-doctor-torch-{TORCH_VERSION}"
+BIG_VENV = TEST_CACHE / "bench-doctor-big"
 READY_MARKER = ".abifit-bench-ready"
 MB = 1_000_000
 COLD_OVER_LDD_MAX = 0.5
-LDD_OVER_WARM_MIN = 5.0
+LDD_OVER_WARM_MIN = 15.0  # issue 40 (issue 18 asked for 5)
 PEAK_MB_MAX = 400.0
 
 
@@ -90,25 +101,26 @@ PEAK_MB_MAX = 400.0
 # The environment
 
 
-def ensure_venv(venv: Path) -> Path:
-    """A venv holding REQUIREMENTS, created once; its ready marker lists what was installed.
+def ensure_venv(venv: Path, requirements: tuple[str, ...]) -> Path:
+    """A venv holding `requirements`, created once; its ready marker lists what was installed.
 
     An existing environment without the marker at a path other than the default is someone
     else's: it is used as it is, never rebuilt. Creation is serialised with a file lock, as
     tests/conftest.py's `ensure_torch_venv()` does.
     """
     ready = venv / READY_MARKER
-    wanted = "\n".join(REQUIREMENTS) + "\n"
+    wanted = "\n".join(requirements) + "\n"
     found = _reads(ready)
     if found == wanted:
         return venv
-    if found is None and (venv / "bin" / "python").exists() and venv != DEFAULT_VENV:
+    if found is None and (venv / "bin" / "python").exists() and venv not in (DEFAULT_VENV,
+                                                                              BIG_VENV):
         return venv
     venv.parent.mkdir(parents=True, exist_ok=True)
     with open(venv.parent / f"{venv.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _reads(ready) != wanted:
-            _create_venv(venv)
+            _create_venv(venv, requirements)
             ready.write_text(wanted)
     return venv
 
@@ -120,14 +132,14 @@ def _reads(path: Path) -> str | None:
         return None
 
 
-def _create_venv(venv: Path) -> None:
+def _create_venv(venv: Path, requirements: tuple[str, ...]) -> None:
     python = sys.executable if sys.version_info[:2] == (3, 11) else shutil.which("python3.11")
     if python is None:
         raise SystemExit(f"error: python3.11 is needed for torch {TORCH_VERSION}")
     shutil.rmtree(venv, ignore_errors=True)
     subprocess.run([python, "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-                    "--only-binary", ":all:", *REQUIREMENTS], check=True)
+                    "--only-binary", ":all:", *requirements], check=True)
 
 
 def installed_versions(venv: Path) -> dict[str, str]:
@@ -606,8 +618,11 @@ def problems(results: Results) -> Iterator[str]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=5, help="runs per measurement (median)")
-    parser.add_argument("--venv", type=Path, default=DEFAULT_VENV,
-                        help=f"the environment, created if missing (default: {DEFAULT_VENV})")
+    parser.add_argument("--venv", type=Path, default=None,
+                        help=f"the environment, created if missing (default: {DEFAULT_VENV}, "
+                        f"with --big {BIG_VENV})")
+    parser.add_argument("--big", action="store_true",
+                        help="the larger environment: " + ", ".join(BIG_REQUIREMENTS))
     parser.add_argument("--json-only", action="store_true", help="print nothing on stderr")
     parser.add_argument("--profile", action="store_true",
                         help="also print a cProfile of a warm doctor run to stderr")
@@ -642,8 +657,11 @@ def measure(venv: Path, repeat: int, log: Log, profile: bool) -> Results:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     log = Log(args.json_only)
+    if args.venv is None:
+        args.venv = BIG_VENV if args.big else DEFAULT_VENV
     log(f"environment: {args.venv}")
-    venv = ensure_venv(args.venv.expanduser().absolute())
+    venv = ensure_venv(args.venv.expanduser().absolute(),
+                       BIG_REQUIREMENTS if args.big else REQUIREMENTS)
     byte_compile_abifit()
     machine = machine_info()
     results = measure(venv, args.repeat, log, args.profile)

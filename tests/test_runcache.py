@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import io
+import json
 import os
 import random
 import shutil
@@ -343,3 +344,62 @@ def test_unchanged_reads_links_missing_names_and_refuses_what_it_cannot_read(tre
     for packed in (b"", b"\xc1", msgpack.packb([["stat"], ["/"]]),
                    msgpack.packb([["chmod"], ["/"], [0]]), msgpack.packb([["stat"], [1], [0]])):
         assert not observe.unchanged(observe.Observations(packed)), packed
+
+
+_CLI = """
+import io, json, sys
+from abifit.cli import main
+out = io.StringIO()
+sys.stdout = out
+code = main(sys.argv[1:])
+sys.stdout = sys.__stdout__
+print(json.dumps([code, out.getvalue(), "abifit.commands.doctor" in sys.modules]))
+"""
+
+
+def test_a_warm_doctor_prints_the_kept_run_without_simulating(env: Env, tmp_path: Path) -> None:
+    """`abifit doctor` again on an unchanged environment prints what the first run printed, in
+    each form and with the same exit status under each --fail-on, from the kept run: in a
+    process that never imports the simulation (`commands.doctor`). A change brings it back."""
+    # a guarded module whose library nothing provides: a prerequisite (the stack fits, unless
+    # prerequisites are to count)
+    made = env.root / "madeup.c"
+    made.write_text("int madeup_fn(void) { return 3; }\n")
+    compile_c(made, env.root / "libmadeup.so.3", soname="libmadeup.so.3")
+    pre = env.root / "pre.c"
+    pre.write_text("extern int madeup_fn(void);\n"
+                   "void *PyInit__pre(void) { madeup_fn(); return 0; }\n")
+    compile_c(pre, env.site / "extpkg" / f"_pre{SUFFIX}", libs=[env.root / "libmadeup.so.3"])
+    (env.root / "libmadeup.so.3").unlink()
+    (env.site / "extpkg" / "__init__.py").write_text(
+        "try:\n    from extpkg import _pre\nexcept ImportError:\n    _pre = None\n")
+    _dist_info(env.site, "extpkg", ["extpkg/__init__.py", f"extpkg/_ext{SUFFIX}",
+                                    f"extpkg/_pre{SUFFIX}"], ("hostpkg",))
+    cache = tmp_path / "cache"
+
+    def doctor_cli(*extra: str) -> tuple[int, str, bool]:
+        argv = ["doctor", "--python", str(env.python), "--cache-dir", str(cache), *extra]
+        done = subprocess.run([sys.executable, "-c", _CLI, *argv], capture_output=True,
+                              text=True, check=True, env={**os.environ, "NO_COLOR": "1"})
+        code, printed, simulated = json.loads(done.stdout.splitlines()[-1])
+        return code, printed, simulated
+
+    forms = [(), ("--json",), ("--verbose",), ("--fail-on", "prerequisite"),
+             ("--fail-on", "fails")]
+    fresh = {form: doctor_cli(*form, "--no-cache") for form in forms}  # nothing kept
+    assert all(simulated for _, _, simulated in fresh.values())
+    assert fresh[()][0] == 0 and fresh[("--fail-on", "prerequisite")][0] == 1
+    assert "1 needs a prerequisite" in fresh[()][1]
+    assert json.loads(fresh[("--json",)][1])["verdict"] == "fits"
+    settle()
+    assert doctor_cli()[2]  # the first run with the cache simulates and keeps its run
+    for form in forms:
+        code, printed, simulated = doctor_cli(*form)
+        assert (code, printed) == fresh[form][:2], form
+        assert not simulated, form
+
+    _build_host(env, HOST_C_WITHOUT)  # the library loses the function a module needs
+    settle()
+    code, printed, simulated = doctor_cli()
+    assert simulated and code == 1 and printed.splitlines()[-1].startswith("degraded")
+    assert doctor_cli() == (code, printed, False)

@@ -48,7 +48,9 @@ from abifit.report.terminal import Style, Terminal
 from abifit.sim.findings import Effect, Finding
 
 if TYPE_CHECKING:
+    from abifit.commands.doctor import DoctorReport
     from abifit.commands.explain import ExtensionFits, SymbolHistory
+    from abifit.commands.kept import DoctorPrinted
     from abifit.formats.pins import Pin, Pins
     from abifit.formats.snapshot import Snapshot
     from abifit.host.profile import HostProfile
@@ -473,11 +475,18 @@ def _fail_on_option(p: argparse.ArgumentParser) -> None:
 
 
 def _verdict_status(verdict: str, findings: Iterable[Finding], fail_on: str) -> int:
+    """`_exit_status` of a verdict and its findings."""
+    return _exit_status(verdict, any(f.effect is Effect.PREREQUISITE for f in findings),
+                          fail_on)
+
+
+def _exit_status(verdict: str, prerequisite: bool, fail_on: str) -> int:
     """The exit status of a verdict (`sim.verdict`) under `--fail-on`: 1 for `fails`, for
-    `degraded` unless only failures count, for prerequisites when they are asked to count."""
+    `degraded` unless only failures count, for a prerequisite (a finding with that effect)
+    when they are asked to count."""
     if verdict == "fails" or (verdict == "degraded" and fail_on != "fails"):
         return EXIT_PROBLEMS
-    if fail_on == "prerequisite" and any(f.effect is Effect.PREREQUISITE for f in findings):
+    if fail_on == "prerequisite" and prerequisite:
         return EXIT_PROBLEMS
     return EXIT_OK if verdict == "fits" else EXIT_PROBLEMS
 
@@ -715,25 +724,42 @@ def _run_index(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _run_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # the interpreter is asked for its facts while the command's modules are imported
-    asked = InterpreterQuery(args.python or default_interpreter(os.environ))
-    from abifit.commands.doctor import doctor
-    from abifit.report.doctor import doctor_json, doctor_text
-    from abifit.report.json import dumps
+    query = InterpreterQuery(args.python or default_interpreter(os.environ))
+    from abifit.commands.kept import ask, kept_printed
 
     cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
+    environ = dict(os.environ)
+    asked = ask(query, environ, _gpu_targets(args.gpu) if args.gpu else None)
+    if not args.verify and not args.save_host:  # a warm run prints what the kept run printed
+        kept = kept_printed(cache, asked, tuple(args.packages), offline=args.no_index,
+                            assume_driver=args.assume_driver, environ=environ)
+        if kept is not None:
+            return _print_doctor(kept, args, out)
+    from abifit.commands.doctor import doctor
+    from abifit.report.doctor import doctor_printed
+
+    made: list[DoctorPrinted] = []
+
+    def printed(report: DoctorReport) -> DoctorPrinted:
+        made.append(doctor_printed(report))
+        return made[-1]
+
     try:
-        report = doctor(asked, args.packages,
-                        verify=args.verify, cache_dir=cache, environ=dict(os.environ),
+        report = doctor(query, args.packages,
+                        verify=args.verify, cache_dir=cache, environ=environ,
                         progress=_progress(err),
-                        gpus=_gpu_targets(args.gpu) if args.gpu else None,
                         remote=None if args.no_index else _doctor_index(args),
                         save_host=Path(args.save_host) if args.save_host else None,
-                        assume_driver=args.assume_driver)
+                        assume_driver=args.assume_driver, asked=asked, printed=printed)
     finally:
         _clear_progress(err)
-    out.write(dumps(doctor_json(report)) + "\n" if args.json
-              else doctor_text(report, bool(args.verbose)))
-    return _verdict_status(report.verdict.value, report.findings, args.fail_on)
+    return _print_doctor(made[-1] if made else printed(report), args, out)
+
+
+def _print_doctor(printed: DoctorPrinted, args: argparse.Namespace, out: TextIO) -> int:
+    out.write(printed.json if args.json else printed.verbose_text if args.verbose
+              else printed.text)
+    return _exit_status(printed.verdict, printed.prerequisite, args.fail_on)
 
 
 def _run_cuda(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from abifit.commands.gpus import detect_targets
+from abifit.commands.kept import DoctorAsked, DoctorPrinted, ask, doctor_key, doctor_runs
 from abifit.commands.plans import (
     ParseAhead,
     Survey,
@@ -50,7 +50,7 @@ from abifit.host.environment import (
     InterpreterQuery,
     list_distributions,
 )
-from abifit.host.ldconfig import HostFacts, probe_host
+from abifit.host.ldconfig import HostFacts
 from abifit.host.localfs import FileCache, LocalObjects
 from abifit.host.locate import Locator, library_dirs
 from abifit.host.natives import (
@@ -68,7 +68,7 @@ from abifit.host.natives import (
     site_root,
 )
 from abifit.host.numpyuses import numpy_candidates, read_numpy_uses
-from abifit.host.runcache import ReadEnviron, RunCache, run_key
+from abifit.host.runcache import ReadEnviron
 from abifit.remote import cores
 from abifit.remote.cache import GPU_BUCKET, Cache
 from abifit.sim import pythonapi
@@ -131,8 +131,6 @@ class Verification:
     note: str
 
 
-# what a kept whole run holds changes with the model, not only with releases
-RUN_FORMAT = "verdict-1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -711,45 +709,44 @@ def doctor(
     on_simulation: SimulationSeen | None = None,
     host: HostFacts | None = None,
     assume_driver: bool = False,
+    asked: DoctorAsked | None = None,
+    printed: Callable[[DoctorReport], DoctorPrinted] | None = None,
 ) -> DoctorReport:
     """Scan the environment of `python`, simulate every selected module, explain the problems.
 
-    What is asked live (the interpreter's facts, the host's loader, the GPUs) keys a whole
-    result kept in the cache directory; the result is taken while the environment variables and
-    files the run looked at are unchanged (`abifit.host.runcache`). A run with `--verify` or
+    What is asked live (the interpreter's facts, the host's loader, the GPUs: `asked`, or asked
+    here) keys a whole result kept in the cache directory; the result is taken while the
+    environment variables and files the run looked at are unchanged (`abifit.host.runcache`),
+    and kept with what `printed` makes of it (`commands.kept`). A run with `--verify` or
     `--save-host` does work of its own and is always made, as is one that asked the index, or
     one whose simulation `on_simulation` is shown (`abifit snapshot` reads the fingerprints of
     the modules from it). `python` is the interpreter, or the query of its facts started
     (`InterpreterQuery`: the `abifit` command starts it before importing this module)."""
-    facts = (python if isinstance(python, InterpreterQuery) else InterpreterQuery(python)).facts()
-    host = probe_host(environ) if host is None else host
-    gpu_reason = None
-    if gpus is None:
-        gpus, gpu_reason = detect_targets(environ)
-    runs = (RunCache(cache_dir, "doctor")
-            if cache_dir and not verify and not save_host and on_simulation is None else None)
+    if asked is None:
+        asked = ask(python, environ, gpus, host)
+    runs = doctor_runs(cache_dir, kept=not verify and not save_host and on_simulation is None)
     key = ""
     if runs is not None:
-        key = run_key(RUN_FORMAT, facts, host, gpus, gpu_reason, tuple(packages),
-                      remote is None, assume_driver)
+        key = doctor_key(asked, tuple(packages), offline=remote is None,
+                         assume_driver=assume_driver)
         kept = runs.get(key, environ, DoctorReport)
         if isinstance(kept, DoctorReport):
             return kept
-    asked: list[bool] = []
+    asked_index: list[bool] = []
 
     def index() -> RemoteContext:
         assert remote is not None
-        asked.append(True)
+        asked_index.append(True)
         return remote()
 
     read = ReadEnviron(environ)
     with observe.recording() as recorder:
-        report = _doctor(facts, host, gpus, gpu_reason, packages, verify=verify,
-                         cache_dir=cache_dir, environ=read, progress=progress,
+        report = _doctor(asked.facts, asked.host, asked.gpus, asked.gpu_reason, packages,
+                         verify=verify, cache_dir=cache_dir, environ=read, progress=progress,
                          remote=index if remote is not None else None, save_host=save_host,
                          on_simulation=on_simulation, assume_driver=assume_driver)
-    if runs is not None and not asked:
-        runs.put(key, read, recorder, report)
+    if runs is not None and not asked_index:
+        runs.put(key, read, recorder, report, printed(report) if printed else None)
     return report
 
 

@@ -20,7 +20,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from abifit.formats.datacodec import conforms, encode
+from abifit.errors import FormatError
+from abifit.formats.datacodec import conforms, decode, encode
 from abifit.host import observe
 from abifit.remote.cache import RUNS_BUCKET, key_path, read_value, write_value
 
@@ -61,12 +62,15 @@ class ReadEnviron(Mapping[str, str]):
 
 @dataclass(frozen=True, slots=True)
 class StoredRun:
-    """A result, with what it was worked out from beyond its key."""
+    """A result, with what it was worked out from beyond its key, and what the command printed
+    of it: the result is kept encoded, so that reading the entry for the printed form needs
+    none of the result's classes (a warm `abifit doctor` imports no simulation)."""
 
     key: str
     environ: tuple[tuple[str, str | None], ...]
     observations: observe.Observations
-    result: object
+    result: bytes  # the result, encoded by the data codec
+    printed: object = None  # the command's own value: what it prints of the result
 
 
 def fingerprint() -> str:
@@ -98,21 +102,42 @@ class RunCache:
 
     def get(self, key: str, environ: Mapping[str, str], expect: object) -> object | None:
         """The stored result for `key` while everything it was worked out from is unchanged."""
-        stored = read_value(key_path(self.root, self.command, key), StoredRun)
+        stored = self._valid(key, environ)
+        if stored is None:
+            return None
+        try:
+            result = decode(stored.result, str(self._path(key)))
+        except FormatError:
+            return None
+        return result if conforms(result, expect) else None
+
+    def printed(self, key: str, environ: Mapping[str, str], expect: object) -> object | None:
+        """What the command printed of the stored result for `key`, on the same terms as
+        `get`, without decoding the result."""
+        stored = self._valid(key, environ)
+        if stored is None or not conforms(stored.printed, expect):
+            return None
+        return stored.printed
+
+    def put(self, key: str, environ: ReadEnviron, recorder: observe.Recorder,
+            result: object, printed: object = None) -> bool:
+        """Keep `result` (and `printed`) unless something it looked at changed too recently to
+        tell; whether it was kept."""
+        if not recorder.settled():
+            return False
+        write_value(self._path(key), StoredRun(key, environ.seen(), recorder.observations(),
+                                               encode(result), printed))
+        return True
+
+    def _path(self, key: str) -> Path:
+        return key_path(self.root, self.command, key)
+
+    def _valid(self, key: str, environ: Mapping[str, str]) -> StoredRun | None:
+        """The entry for `key` while the variables it read and the paths it observed answer
+        as they did."""
+        stored = read_value(self._path(key), StoredRun)
         if not isinstance(stored, StoredRun) or stored.key != key:
             return None
         if any(environ.get(name) != value for name, value in stored.environ):
             return None
-        if not observe.unchanged(stored.observations):
-            return None
-        return stored.result if conforms(stored.result, expect) else None
-
-    def put(self, key: str, environ: ReadEnviron, recorder: observe.Recorder,
-            result: object) -> bool:
-        """Keep `result` unless something it looked at changed too recently to tell; whether
-        it was kept."""
-        if not recorder.settled():
-            return False
-        write_value(key_path(self.root, self.command, key),
-                    StoredRun(key, environ.seen(), recorder.observations(), result))
-        return True
+        return stored if observe.unchanged(stored.observations) else None

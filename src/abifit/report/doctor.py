@@ -7,9 +7,10 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
+from abifit.commands.kept import DoctorPrinted
 from abifit.report.findings import finding_json, problem_blocks
 from abifit.report.gpu import gpu_check_json
-from abifit.report.json import SCHEMA_VERSION, JsonObject
+from abifit.report.json import SCHEMA_VERSION, JsonObject, dumps
 from abifit.sim.findings import Effect
 from abifit.sim.process import ImportVerdict, ModuleStatus, count_effect
 
@@ -45,6 +46,15 @@ def doctor_json(report: DoctorReport) -> JsonObject:
             "warnings": len(report.warnings),
         },
     }
+
+
+def doctor_printed(report: DoctorReport) -> DoctorPrinted:
+    """What `abifit doctor` prints of a report, in each form, and what its exit status is made
+    of: kept with the run, so that a warm run prints it without the report."""
+    return DoctorPrinted(
+        json=dumps(doctor_json(report)) + "\n", text=doctor_text(report),
+        verbose_text=doctor_text(report, verbose=True), verdict=report.verdict.value,
+        prerequisite=any(f.effect is Effect.PREREQUISITE for f in report.findings))
 
 
 _EFFECT_WORDS = ((Effect.DEGRADES, "{} degraded", "{} degraded"),

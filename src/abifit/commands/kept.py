@@ -1,0 +1,86 @@
+"""What a `doctor` run asks for live, the key of the run kept for it, and what it printed (I/O).
+
+A run of `doctor` is kept in the cache directory (`abifit.host.runcache`) under a key made of
+what it was given and what it asked for live: the interpreter's facts, this host's loader, the
+GPUs. This module asks those and finds the kept run with nothing else: it imports no simulation,
+so a warm `abifit doctor` prints what the kept run printed (`DoctorPrinted`) and exits, and
+`commands.doctor` (which computes a run and keeps it) takes its key from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from abifit.host.environment import InterpreterFacts, InterpreterQuery
+from abifit.host.ldconfig import HostFacts, probe_host
+from abifit.host.runcache import RunCache, run_key
+from abifit.sim.gpu import GpuTarget
+
+# what a kept whole run holds changes with the model, not only with releases
+RUN_FORMAT = "verdict-1"
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorAsked:
+    """What a doctor run asks for live, the parts of its key that no argument gives."""
+
+    facts: InterpreterFacts
+    host: HostFacts
+    gpus: tuple[GpuTarget, ...]
+    gpu_reason: str | None  # why no GPU is checked
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorPrinted:
+    """A doctor report as `abifit doctor` prints it (`report.doctor.doctor_printed`), kept with
+    the run: each output, and what its exit status is made of."""
+
+    json: str
+    text: str
+    verbose_text: str
+    verdict: str
+    prerequisite: bool  # a finding has the prerequisite effect (`--fail-on prerequisite`)
+
+
+def ask(python: str | InterpreterQuery, environ: Mapping[str, str],
+        gpus: tuple[GpuTarget, ...] | None = None,
+        host: HostFacts | None = None) -> DoctorAsked:
+    """The interpreter's facts, the host's loader (unless given) and the GPUs (this machine's
+    unless given). Raises EnvironmentQueryError when the interpreter gives no facts."""
+    query = python if isinstance(python, InterpreterQuery) else InterpreterQuery(python)
+    facts = query.facts()
+    host = probe_host(environ) if host is None else host
+    reason = None
+    if gpus is None:  # the probes are imported here: a report that shows a kept run needs none
+        from abifit.commands.gpus import detect_targets
+
+        gpus, reason = detect_targets(environ)
+    return DoctorAsked(facts, host, gpus, reason)
+
+
+def doctor_runs(cache_dir: Path | None, *, kept: bool) -> RunCache | None:
+    """The doctor runs kept in `cache_dir`; None without a cache directory or for a run that
+    is never kept (`kept` false: see `commands.doctor.doctor`)."""
+    return RunCache(cache_dir, "doctor") if cache_dir is not None and kept else None
+
+
+def doctor_key(asked: DoctorAsked, packages: tuple[str, ...], *, offline: bool,
+               assume_driver: bool) -> str:
+    """The key of a doctor run: what it asked for live and the arguments that decide it."""
+    return run_key(RUN_FORMAT, asked.facts, asked.host, asked.gpus, asked.gpu_reason, packages,
+                   offline, assume_driver)
+
+
+def kept_printed(cache_dir: Path | None, asked: DoctorAsked, packages: tuple[str, ...], *,
+                 offline: bool, assume_driver: bool,
+                 environ: Mapping[str, str]) -> DoctorPrinted | None:
+    """What the kept run for these arguments printed, while everything it was worked out from
+    is unchanged; None when there is none."""
+    runs = doctor_runs(cache_dir, kept=True)
+    if runs is None:
+        return None
+    key = doctor_key(asked, packages, offline=offline, assume_driver=assume_driver)
+    printed = runs.printed(key, environ, DoctorPrinted)
+    return printed if isinstance(printed, DoctorPrinted) else None
