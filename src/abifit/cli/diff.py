@@ -1,0 +1,55 @@
+"""`abifit diff`: what changed between two stacks, ABI first."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TextIO
+
+from abifit.cli.options import Subparsers
+from abifit.cli.shared import clear_progress, progress_to
+from abifit.cli.status import EXIT_OK, EXIT_PROBLEMS
+from abifit.commands.contexts import cache_root
+from abifit.host.environment import default_interpreter
+
+
+def configure(sub: Subparsers) -> None:
+    """The `diff` command's arguments."""
+    f = sub.add_parser(
+        "diff",
+        help="what changed between two stacks, ABI first",
+        description="Compare two stacks: the modules of A that B breaks (and why), the CUDA "
+        "majors, libraries, version nodes and symbol bindings that changed, the host facts "
+        "A's modules depended on, then the versions. Each side is a snapshot file (abifit "
+        "snapshot's pylock.toml), an environment (a Python interpreter, or a venv directory "
+        "holding bin/python: snapshotted here), or a lock or requirements file (pylock.toml, "
+        "uv.lock, requirements.txt: versions only). Without B, B is the environment of "
+        "--python. Exit status: 0 when B breaks nothing A loaded, 1 when it does.")
+    f.add_argument("a", metavar="A", help="a snapshot, environment, or lock/requirements file")
+    f.add_argument("b", metavar="B", nargs="?",
+                   help="the same kinds (default: the environment of --python)")
+    f.add_argument("--python", metavar="PATH",
+                   help="the environment B is when B is not given (default: $VIRTUAL_ENV, "
+                   "$CONDA_PREFIX, python3 on PATH)")
+    f.add_argument("--cache-dir", metavar="DIR", help="cache directory")
+    f.add_argument("--no-cache", action="store_true", help="do not read or write the ELF cache")
+    f.add_argument("--json", action="store_true", help="print one JSON document")
+    f.set_defaults(run=run, verdict_line=True)
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from abifit.commands.diff import diff
+    from abifit.report.diff import diff_json, diff_text
+    from abifit.report.json import dumps
+
+    cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
+    b = args.b or args.python or default_interpreter(os.environ)
+    try:
+        report = diff(args.a, b, cache_dir=cache, environ=dict(os.environ),
+                      progress=progress_to(err))
+    finally:
+        clear_progress(err)
+    if not args.quiet and not args.json:
+        err.writelines(f"note: {n}\n" for n in report.notes)
+    out.write(dumps(diff_json(report)) + "\n" if args.json else diff_text(report))
+    return EXIT_PROBLEMS if report.breaks else EXIT_OK

@@ -1,0 +1,93 @@
+"""`abifit doctor`: will every native module of an environment load?"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from abifit.cli.options import Subparsers, fail_on_option
+from abifit.cli.shared import clear_progress, doctor_index, gpu_option_targets, progress_to
+from abifit.cli.status import exit_status
+from abifit.commands.contexts import cache_root
+from abifit.host.environment import InterpreterQuery, default_interpreter
+
+if TYPE_CHECKING:
+    from abifit.commands.doctor import DoctorReport
+    from abifit.commands.kept import DoctorPrinted
+
+
+def configure(sub: Subparsers) -> None:
+    """The `doctor` command's arguments."""
+    d = sub.add_parser(
+        "doctor",
+        help="will every native module of an environment load?",
+        description="Predict, without importing anything, whether every native module of a "
+        "Python environment loads, and explain each failure.",
+    )
+    d.add_argument("packages", nargs="*", metavar="PACKAGE",
+                   help="only the modules of these distributions or import packages")
+    d.add_argument("--python", metavar="PATH",
+                   help="interpreter of the environment (default: $VIRTUAL_ENV, $CONDA_PREFIX, "
+                   "python3 on PATH)")
+    d.add_argument("--verify", action="store_true",
+                   help="also load each module in a fresh process of that interpreter and "
+                   "compare with the prediction")
+    d.add_argument("--no-cache", action="store_true", help="do not read or write the ELF cache")
+    d.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: "
+                   "$ABIFIT_CACHE_DIR, else the user cache directory)")
+    d.add_argument("--save-host", metavar="FILE",
+                   help="also save this machine's host profile (loader settings, system "
+                   "libraries), for `check --host FILE` elsewhere")
+    d.add_argument("--no-index", action="store_true",
+                   help="do not ask the package index which wheel ships a missing library")
+    d.add_argument("--gpu", metavar="ARCH",
+                   help="check the GPU code of the environment for this GPU (sm_120, 9.0, "
+                   "9.0@12.4), instead of this machine's GPUs")
+    d.add_argument("--assume-driver", action="store_true",
+                   help="take the NVIDIA driver's libcuda.so.1 as present where this machine "
+                   "lacks it, to see what else would fail behind it")
+    fail_on_option(d)
+    d.add_argument("--json", action="store_true", help="print one JSON document")
+    d.set_defaults(run=run, verdict_line=True)
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    # the interpreter is asked for its facts while the command's modules are imported
+    query = InterpreterQuery(args.python or default_interpreter(os.environ))
+    from abifit.commands.kept import ask, kept_printed
+
+    cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
+    environ = dict(os.environ)
+    asked = ask(query, environ, gpu_option_targets(args.gpu) if args.gpu else None)
+    if not args.verify and not args.save_host:  # a warm run prints what the kept run printed
+        kept = kept_printed(cache, asked, tuple(args.packages), offline=args.no_index,
+                            assume_driver=args.assume_driver, environ=environ)
+        if kept is not None:
+            return _print_doctor(kept, args, out)
+    from abifit.commands.doctor import doctor
+    from abifit.report.doctor import doctor_printed
+
+    made: list[DoctorPrinted] = []
+
+    def printed(report: DoctorReport) -> DoctorPrinted:
+        made.append(doctor_printed(report))
+        return made[-1]
+
+    try:
+        report = doctor(query, args.packages,
+                        verify=args.verify, cache_dir=cache, environ=environ,
+                        progress=progress_to(err),
+                        remote=None if args.no_index else doctor_index(args),
+                        save_host=Path(args.save_host) if args.save_host else None,
+                        assume_driver=args.assume_driver, asked=asked, printed=printed)
+    finally:
+        clear_progress(err)
+    return _print_doctor(made[-1] if made else printed(report), args, out)
+
+
+def _print_doctor(printed: DoctorPrinted, args: argparse.Namespace, out: TextIO) -> int:
+    out.write(printed.json if args.json else printed.verbose_text if args.verbose
+              else printed.text)
+    return exit_status(printed.verdict, printed.prerequisite, args.fail_on)

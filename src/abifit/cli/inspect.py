@@ -1,0 +1,75 @@
+"""`abifit inspect`: what ELF objects need and provide."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TextIO
+
+from abifit.cli.options import Subparsers, index_options
+from abifit.cli.shared import (
+    clear_progress,
+    facts_of,
+    gpu_option_targets,
+    progress_to,
+    remote_context,
+    transfer_line,
+    transfer_of,
+)
+from abifit.cli.status import EXIT_ERROR, EXIT_OK, EXIT_PROBLEMS
+from abifit.commands.contexts import SymbolSelection
+
+
+def configure(sub: Subparsers) -> None:
+    """The `inspect` command's arguments."""
+    p = sub.add_parser(
+        "inspect",
+        help="what ELF objects need and provide",
+        description="Show what each ELF object of a file, directory, wheel or installed "
+        "distribution needs and provides, as the dynamic loader sees it.",
+    )
+    p.add_argument("targets", nargs="+", metavar="TARGET",
+                   help="a .so or executable, a directory, a .whl file, or an installed "
+                   "distribution name")
+    p.add_argument("--python", metavar="PATH",
+                   help="interpreter whose environment holds the distributions "
+                   "(default: $VIRTUAL_ENV, $CONDA_PREFIX, python3 on PATH)")
+    p.add_argument("--symbols", choices=[s.value for s in SymbolSelection if s.value != "none"],
+                   help="list dynamic symbols, with demangled names")
+    p.add_argument("--match", metavar="GLOB",
+                   help="only symbols whose mangled or demangled name matches (implies "
+                   "--symbols all)")
+    p.add_argument("--gpu", metavar="ARCH",
+                   help="say whether each object's kernels run on this GPU: sm_120, 9.0, "
+                   "9.0@12.4 (with the driver's CUDA release), or 'auto' (this machine's GPUs); "
+                   "for a requirement, members with GPU code are then read whole")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    index_options(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from abifit.commands.contexts import symbol_filter
+    from abifit.commands.inspect import inspect
+    from abifit.report.inspect import inspect_json, inspect_text
+    from abifit.report.json import dumps
+
+    flt = symbol_filter(args.symbols, args.match)
+    remote = remote_context(args)
+    gpus = gpu_option_targets(args.gpu)
+    try:
+        report = inspect(args.targets, flt, facts_of(args.python), progress_to(err), remote,
+                         gpus[0] if gpus else None)
+    finally:
+        clear_progress(err)
+    transfer = transfer_of(remote)
+    out.write(dumps(inspect_json(report, transfer)) + "\n" if args.json
+              else inspect_text(report))
+    transfer_line(err, transfer, args, remote)
+    for obj in report.objects:
+        if obj.error is not None:
+            err.write(f"error: {obj.error}\n")
+    if report.failed:
+        return EXIT_ERROR
+    if any(o.gpu and o.gpu.verdict == "no-kernel-image" for o in report.objects):
+        return EXIT_PROBLEMS
+    return EXIT_OK
