@@ -365,7 +365,7 @@ def test_snapshot_and_diff_as_library_calls(conf_stack: dict[str, Path], tmp_pat
 
     lock = tmp_path / "pylock.toml"
     python = str(conf_stack["venv"] / "bin/python")
-    report = abifit.snapshot(python, output=lock, index=False, cache_dir=tmp_path / "cache")
+    report = abifit.snapshot(python, output=lock, no_index=True, cache_dir=tmp_path / "cache")
     assert isinstance(report, abifit.SnapshotReport)
     assert loads(lock.read_text("utf-8")) == report.snapshot
     assert [m.module for m in report.snapshot.modules] == ["foopkg._foo"]

@@ -1,6 +1,6 @@
 """abifit: do the pre-built native parts of a Python stack fit together, and if not, why not.
 
-As a library, eight functions do what the commands of the same names do and return the report
+As a library, eleven functions do what the commands of the same names do and return the report
 the command prints (frozen dataclasses; the text and JSON output are made from them):
 
     import abifit
@@ -14,6 +14,16 @@ the command prints (frozen dataclasses; the text and JSON output are made from t
     report = abifit.snapshot(".venv/bin/python", output="pylock.toml")
     report = abifit.diff("pylock.toml", ".venv")
     report = abifit.resolve(["sgl-kernel==0.3.21", "torch"], python_version="3.11")
+    report = abifit.matrix("sgl-kernel==0.3.21", "torch>=2.8")
+    report = abifit.variants("torchcodec==0.8.1")
+    report = abifit.cuda()
+
+Each builds the one options value its command's module defines (`abifit.commands.check.
+CheckOptions`, ...), which the command line builds from its arguments, and runs the command's
+`run_<command>` with it: the two faces cannot drift apart. The keyword arguments are the
+options' fields; those of the index (`python_version`, `platforms`, `index_url`, `cache_dir`,
+`offline`, ...: `abifit.commands.contexts.IndexOptions`) are taken by every function that reads
+an index, and `host`, `assume_driver` and `python` by those that check for a host.
 
 The verdict of `check` and `doctor` (`report.verdict`; `resolve`'s `report.set_check.verdict`)
 is a word of `Verdict` (`fits`, `degraded`, `fails`: the rule of `abifit.sim.verdict`, the
@@ -26,10 +36,9 @@ imported by the first call.
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from abifit.errors import AbifitError, FormatError, UsageError
 
@@ -37,15 +46,18 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from abifit.commands.check import CheckReport
+    from abifit.commands.contexts import HostOptions, IndexOptions, Session
+    from abifit.commands.cuda import CudaReport
     from abifit.commands.diff import DiffReport
     from abifit.commands.doctor import DoctorReport
     from abifit.commands.explain import ExplainReport
     from abifit.commands.history import HistoryReport
     from abifit.commands.inspect import InspectReport
+    from abifit.commands.matrix import MatrixReport
     from abifit.commands.resolve import ResolveReport
     from abifit.commands.snapshot import SnapshotReport
+    from abifit.commands.variants import VariantsReport
     from abifit.formats.demangle import demangle
-    from abifit.remote.wheels import RemoteContext
     from abifit.sim.findings import Effect, Verdict
 
 __version__ = "0.1.0"
@@ -53,6 +65,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AbifitError",
     "CheckReport",
+    "CudaReport",
     "DiffReport",
     "DoctorReport",
     "Effect",
@@ -60,31 +73,40 @@ __all__ = [
     "FormatError",
     "HistoryReport",
     "InspectReport",
+    "MatrixReport",
     "ResolveReport",
     "SnapshotReport",
     "UsageError",
+    "VariantsReport",
     "Verdict",
     "__version__",
     "check",
+    "cuda",
     "demangle",
     "diff",
     "doctor",
     "explain",
     "history",
     "inspect",
+    "matrix",
     "resolve",
+    "snapshot",
+    "variants",
 ]
 
 # names of __all__ imported on first use, so that `import abifit` imports only abifit.errors
 _LAZY = {
     "CheckReport": "abifit.commands.check",
+    "CudaReport": "abifit.commands.cuda",
     "DiffReport": "abifit.commands.diff",
     "DoctorReport": "abifit.commands.doctor",
     "ExplainReport": "abifit.commands.explain",
     "HistoryReport": "abifit.commands.history",
     "InspectReport": "abifit.commands.inspect",
+    "MatrixReport": "abifit.commands.matrix",
     "SnapshotReport": "abifit.commands.snapshot",
     "ResolveReport": "abifit.commands.resolve",
+    "VariantsReport": "abifit.commands.variants",
     "demangle": "abifit.formats.demangle",
     "Effect": "abifit.sim.findings",
     "Verdict": "abifit.sim.findings",
@@ -102,59 +124,56 @@ if not TYPE_CHECKING:  # type checkers see the imports above; unknown names stay
         return value
 
 
+Progress = Callable[[str], None]
+_Options = TypeVar("_Options")
+_Report = TypeVar("_Report")
+
+
 def check(
-    requirements: str | Sequence[str],
+    requirements: str | Sequence[str] = (),
     *,
     with_: str | Sequence[str] = (),
-    python_version: str | None = None,
-    platforms: Sequence[str] | None = None,
+    requirement_files: str | Sequence[str] = (),
+    snapshot: str | Path | None = None,
+    gpu: str | None = None,
     host: str | None = None,
     assume_driver: str | None = None,
     python: str | None = None,
-    index_url: str | None = None,
-    extra_index_urls: Sequence[str] = (),
-    find_links: Sequence[str] = (),
-    cache_dir: str | Path | None = None,
-    offline: bool = False,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
+    **index: Any,
 ) -> CheckReport:
     """Would these wheels load together? What `abifit check` prints, as a report.
 
     `requirements` are requirements ("sgl-kernel==0.3.21") or local .whl files, checked against
-    the `with_` packages (`--with`) for `python_version` ("3.12", default: this interpreter) on
-    `platforms` (default: this machine's), on `host`: this machine (None), a manylinux preset
-    ("manylinux_2_28") or a profile saved by `abifit doctor --save-host`. The index is pip's
-    (`index_url` replaces it); `offline` reads only the cache.
+    the `with_` packages (`--with`) and the pins of `requirement_files` (`-r`: requirements
+    files, uv.lock, pylock.toml) or of a `snapshot`, for the index's `python_version` ("3.12",
+    default: this interpreter) on its `platforms` (default: this machine's, or the manylinux
+    tag of `host`), on `host`: this machine (None), a manylinux preset ("manylinux_2_28") or a
+    profile saved by `abifit doctor --save-host`; with `gpu`, also whether the targets' GPU
+    code runs on it. The index is pip's (`index_url` replaces it); `offline` reads only the
+    cache.
     """
-    from abifit.commands.check import check as check_wheels
-    from abifit.host.profile import host_profile
+    from abifit.commands.check import CheckOptions, run_check
 
-    make = _wheel_index(cache_dir, offline, index_url, extra_index_urls, find_links,
-                        python_version, platforms)
-    with _closing(make) as remote:
-        ctx = remote()
-        return check_wheels(_names(requirements), _names(with_), ctx, ctx.target,
-                            host_profile(host, assume_driver, dict(os.environ)),
-                            progress or _quiet, python)
+    return _run(run_check, CheckOptions(
+        _names(requirements), _names(with_), _names(requirement_files),
+        None if snapshot is None else str(snapshot), gpu, _host(host, assume_driver, python),
+        _index("check", index)), progress)
 
 
 def resolve(
-    requirements: str | Sequence[str],
+    requirements: str | Sequence[str] = (),
     *,
     with_: str | Sequence[str] = (),
-    python_version: str | None = None,
-    platforms: Sequence[str] | None = None,
+    requirement_files: str | Sequence[str] = (),
+    cuda: int | None = None,
+    gpu: str | None = None,
+    jobs: int = 4,
     host: str | None = None,
     assume_driver: str | None = None,
-    cuda: int | None = None,
     python: str | None = None,
-    index_url: str | None = None,
-    extra_index_urls: Sequence[str] = (),
-    find_links: Sequence[str] = (),
-    cache_dir: str | Path | None = None,
-    offline: bool = False,
-    jobs: int = 4,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
+    **index: Any,
 ) -> ResolveReport:
     """The newest set of releases whose metadata agrees and whose binaries load together:
     what `abifit resolve` prints, as a report (`report.found`, `report.pins`, each pin's
@@ -164,15 +183,45 @@ def resolve(
     and the host's driver (`assume_driver`, or the profile's) rejects CUDA builds it cannot
     run.
     """
-    from abifit.commands.resolve import resolve as resolve_set
-    from abifit.host.profile import host_profile
+    from abifit.commands.resolve import ResolveOptions, run_resolve
 
-    make = _wheel_index(cache_dir, offline, index_url, extra_index_urls, find_links,
-                        python_version, platforms)
-    with _closing(make) as remote:
-        return resolve_set(_names(requirements), _names(with_), remote(),
-                           host_profile(host, assume_driver, dict(os.environ)),
-                           progress or _quiet, cuda=cuda, executable=python, jobs=jobs)
+    return _run(run_resolve, ResolveOptions(
+        _names(requirements), _names(with_), _names(requirement_files), cuda, gpu, jobs,
+        _host(host, assume_driver, python), _index("resolve", index)), progress)
+
+
+def matrix(
+    extension: str,
+    against: str,
+    *,
+    versions: str | None = None,
+    gpu: str | None = None,
+    jobs: int = 4,
+    host: str | None = None,
+    assume_driver: str | None = None,
+    python: str | None = None,
+    progress: Progress | None = None,
+    **index: Any,
+) -> MatrixReport:
+    """Which releases of the host package `against` ("torch>=2.8") the `extension` (each of its
+    releases `versions` selects) loads with: what `abifit matrix` prints, as a report. The other
+    arguments are `check`'s."""
+    from abifit.commands.matrix import MatrixOptions, run_matrix
+
+    return _run(run_matrix, MatrixOptions(
+        extension, against, versions, gpu, jobs, _host(host, assume_driver, python),
+        _index("matrix", index)), progress)
+
+
+def variants(release: str, *, every: bool = False, progress: Progress | None = None,
+             **index: Any) -> VariantsReport:
+    """The wheels of one release ("torchcodec==0.8.1") that the target accepts (all of them
+    with `every`), grouped by identical binaries and compared: what `abifit variants` prints,
+    as a report."""
+    from abifit.commands.variants import VariantsOptions, run_variants
+
+    return _run(run_variants, VariantsOptions(release, every, _index("variants", index)),
+                progress)
 
 
 def doctor(
@@ -180,37 +229,28 @@ def doctor(
     packages: str | Sequence[str] = (),
     *,
     verify: bool = False,
+    save_host: str | Path | None = None,
+    gpu: str | None = None,
+    assume_driver: bool = False,
     cache_dir: str | Path | None = None,
     no_cache: bool = False,
     no_index: bool = False,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> DoctorReport:
     """Will every native module of an environment load? What `abifit doctor` prints, as a report.
 
     `python` is the environment's interpreter (default: $VIRTUAL_ENV, $CONDA_PREFIX, python3 on
     PATH); `packages` limits the check to those distributions or import packages; `verify` also
-    loads each module in a fresh process of that interpreter. A missing library is looked up on
-    the index unless `no_index`.
+    loads each module in a fresh process of that interpreter; `save_host` saves this machine's
+    profile there; `gpu` checks the GPU code for that GPU instead of this machine's. A missing
+    library is looked up on the index unless `no_index`.
     """
-    from abifit.commands.contexts import (
-        cache_root,
-        index_context,
-        interpreter_facts,
-        open_cache,
-        python_version_of,
-    )
-    from abifit.commands.doctor import doctor as doctor_environment
-    from abifit.host.environment import default_interpreter
+    from abifit.commands.doctor import run_doctor
+    from abifit.commands.kept import DoctorOptions
 
-    make = index_context(lambda: open_cache(cache_dir, os.environ, enabled=not no_cache),
-                         os.environ, python_version=python_version_of(
-                             interpreter_facts(python, os.environ)))
-    with _closing(make) as remote:
-        return doctor_environment(
-            python or default_interpreter(os.environ), _names(packages), verify=verify,
-            cache_dir=None if no_cache else cache_root(cache_dir, os.environ),
-            environ=dict(os.environ), progress=progress or _quiet,
-            remote=None if no_index else remote)
+    return _run(run_doctor, DoctorOptions(
+        python, _names(packages), verify, None if save_host is None else str(save_host), gpu,
+        assume_driver, _path(cache_dir), no_cache, no_index), progress)
 
 
 def inspect(
@@ -218,32 +258,22 @@ def inspect(
     *,
     symbols: Literal["none", "defined", "undefined", "all"] | None = None,
     match: str | None = None,
+    gpu: str | None = None,
     python: str | None = None,
-    index_url: str | None = None,
-    cache_dir: str | Path | None = None,
-    offline: bool = False,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
+    **index: Any,
 ) -> InspectReport:
     """What ELF objects need and provide. What `abifit inspect` prints, as a report.
 
     A target is a .so or executable, a directory, a .whl file, a distribution installed in the
     environment of `python`, or a requirement read from the index. `symbols` lists dynamic
-    symbols (default: none, or all those whose name matches the glob `match`).
+    symbols (default: none, or all those whose name matches the glob `match`); `gpu` checks the
+    kernels of each object for that GPU.
     """
-    from abifit.commands.contexts import (
-        index_context,
-        interpreter_facts,
-        open_cache,
-        symbol_filter,
-    )
-    from abifit.commands.inspect import inspect as inspect_targets
+    from abifit.commands.inspect import InspectOptions, run_inspect
 
-    flt = symbol_filter(symbols, match)
-    make = index_context(lambda: open_cache(cache_dir, os.environ), os.environ, offline=offline,
-                         index_url=index_url)
-    with _closing(make) as remote:
-        return inspect_targets(_names(targets), flt, interpreter_facts(python, os.environ),
-                               progress or _quiet, remote)
+    return _run(run_inspect, InspectOptions(
+        _names(targets), symbols, match, gpu, python, _index("inspect", index)), progress)
 
 
 def explain(
@@ -252,12 +282,8 @@ def explain(
     *,
     with_: str | Sequence[str] = (),
     releases: int = 6,
-    python_version: str | None = None,
-    index_url: str | None = None,
-    cache_dir: str | Path | None = None,
-    no_cache: bool = False,
-    offline: bool = False,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
+    **index: Any,
 ) -> ExplainReport:
     """What a pasted error message means, in the environment of `python`, and the fix. What
     `abifit explain` prints, as a report.
@@ -266,35 +292,10 @@ def explain(
     releases up to them are searched for an undefined symbol's definitions (through the symbol
     store; not with `no_cache`). UsageError when the text holds no message abifit recognises.
     """
-    from abifit.commands.contexts import (
-        cache_root,
-        index_context,
-        interpreter_facts,
-        open_cache,
-        python_version_of,
-        standing_in,
-    )
-    from abifit.commands.explain import explain as explain_text
-    from abifit.commands.history import release_seams
-    from abifit.formats.errortext import read_clues
-    from abifit.host.environment import default_interpreter
+    from abifit.commands.explain import ExplainOptions, run_explain
 
-    clues = read_clues(text)
-    if not clues:
-        raise UsageError("explain: no loader or CUDA error message abifit recognises in the text")
-    python = python or default_interpreter(os.environ)
-    cache = None if no_cache else open_cache(cache_dir, os.environ)
-    make = index_context(
-        lambda: cache, os.environ, offline=offline, index_url=index_url,
-        python_version=python_version or python_version_of(interpreter_facts(python,
-                                                                              os.environ)))
-    with _closing(make) as remote:
-        seams = (release_seams(remote, cache.root, releases, progress or _quiet)
-                 if cache is not None else (None, None))
-        return explain_text(clues, python, environ=dict(os.environ),
-                            cache_dir=None if no_cache else cache_root(cache_dir, os.environ),
-                            progress=progress or _quiet, history=seams[0], fits=seams[1],
-                            standing_in=standing_in(_names(with_)))
+    return _run(run_explain, ExplainOptions(text, python, _names(with_), releases,
+                                            _index("explain", index)), progress)
 
 
 def history(
@@ -302,113 +303,117 @@ def history(
     package: str,
     *,
     versions: str | None = None,
-    python_version: str | None = None,
-    platforms: Sequence[str] | None = None,
-    index_url: str | None = None,
-    cache_dir: str | Path | None = None,
-    offline: bool = False,
-    progress: Callable[[str], None] | None = None,
+    jobs: int = 4,
+    progress: Progress | None = None,
+    **index: Any,
 ) -> HistoryReport:
     """Which releases of `package` define `symbol` (mangled, demangled or a glob), and where
     its signature changed. What `abifit history` prints, as a report. The releases read are
     kept in the symbol store of the cache directory."""
-    from abifit.commands.contexts import index_context, open_cache
-    from abifit.commands.history import history as symbol_history
-    from abifit.commands.history import history_store
+    from abifit.commands.history import HistoryOptions, run_history
 
-    cache = open_cache(cache_dir, os.environ)
-    store = history_store(cache)
-    make = index_context(lambda: cache, os.environ, offline=offline, index_url=index_url,
-                         python_version=python_version, platforms=platforms)
-    with _closing(make) as remote, contextlib.closing(store):
-        return symbol_history(symbol, package, versions, remote(), store, progress or _quiet)
+    return _run(run_history, HistoryOptions(symbol, package, versions, jobs,
+                                            _index("history", index)), progress)
 
 
 def snapshot(
     python: str | None = None,
     *,
     output: str | Path | None = None,
-    index: bool = True,
+    ld_so_conf: str | None = None,
+    ld_so_cache: str | None = None,
     cache_dir: str | Path | None = None,
-    progress: Callable[[str], None] | None = None,
+    no_cache: bool = False,
+    no_index: bool = False,
+    progress: Progress | None = None,
 ) -> SnapshotReport:
     """The environment of `python` (default: the active one) as `abifit snapshot` takes it: the
     lock with each module's ABI fingerprint (`report.snapshot`), written to `output` as a PEP
-    751 `pylock.toml` when given. `index=False` asks no index where a wheel came from."""
-    from pathlib import Path
+    751 `pylock.toml` when given. `no_index` asks no index where a wheel came from; `ld_so_conf`
+    and `ld_so_cache` are the loader's settings to record (default: this machine's)."""
+    from abifit.commands.snapshot import SnapshotOptions, run_snapshot
 
-    from abifit.commands.contexts import cache_root, index_context, open_cache
-    from abifit.commands.snapshot import snapshot as take
-    from abifit.host.environment import default_interpreter
-
-    remote = index_context(lambda: open_cache(cache_dir, os.environ), os.environ) if index \
-        else None
-    with contextlib.ExitStack() as stack:
-        if remote is not None:
-            remote = stack.enter_context(_closing(remote))
-        return take(python or default_interpreter(os.environ),
-                    Path(output) if output is not None else None,
-                    cache_dir=cache_root(cache_dir, os.environ), environ=dict(os.environ),
-                    progress=progress or _quiet, remote=remote)
+    defaults = SnapshotOptions()
+    return _run(run_snapshot, SnapshotOptions(
+        python, _path(output), ld_so_conf or defaults.ld_so_conf,
+        ld_so_cache or defaults.ld_so_cache, _path(cache_dir), no_cache, no_index), progress)
 
 
 def diff(
     a: str | Path,
     b: str | Path | None = None,
     *,
+    python: str | None = None,
     cache_dir: str | Path | None = None,
-    progress: Callable[[str], None] | None = None,
+    no_cache: bool = False,
+    progress: Progress | None = None,
 ) -> DiffReport:
     """`abifit diff A B`: each side a snapshot file, an environment (an interpreter or a venv
-    directory) or a lock/requirements file; `b` defaults to the active environment.
-    `report.breaks` holds the changes that break a module A loaded."""
-    from abifit.commands.contexts import cache_root
-    from abifit.commands.diff import diff as compare_sides
-    from abifit.host.environment import default_interpreter
+    directory) or a lock/requirements file; `b` defaults to the environment of `python` (the
+    active one). `report.breaks` holds the changes that break a module A loaded."""
+    from abifit.commands.diff import DiffOptions, run_diff
 
-    return compare_sides(str(a), str(b) if b is not None else default_interpreter(os.environ),
-                         cache_dir=cache_root(cache_dir, os.environ), environ=dict(os.environ),
-                         progress=progress or _quiet)
+    return _run(run_diff, DiffOptions(str(a), _path(b), python, _path(cache_dir), no_cache),
+                progress)
 
 
-def _wheel_index(cache_dir: str | Path | None, offline: bool, index_url: str | None,
-                 extra_index_urls: Sequence[str], find_links: Sequence[str],
-                 python_version: str | None, platforms: Sequence[str] | None,
-                 ) -> Callable[[], RemoteContext]:
-    """The index context of `check` and `resolve`: pip's configuration with these options."""
-    from abifit.commands.contexts import index_context, open_cache
+def cuda(python: str | None = None, *, gpu: str | None = None,
+         cache_dir: str | Path | None = None, no_cache: bool = False,
+         progress: Progress | None = None) -> CudaReport:
+    """The CUDA stack of this machine (toolkits, driver, runtime libraries, GPUs) against the
+    environment of `python`: what `abifit cuda` prints, as a report; `gpu` compares with that
+    GPU instead of this machine's."""
+    from abifit.commands.cuda import CudaOptions, run_cuda
 
-    return index_context(lambda: open_cache(cache_dir, os.environ), os.environ, offline=offline,
-                         index_url=index_url, extra_index_urls=extra_index_urls,
-                         find_links=find_links, python_version=python_version,
-                         platforms=platforms)
+    return _run(run_cuda, CudaOptions(python, gpu, _path(cache_dir), no_cache), progress)
+
+
+def _run(command: Callable[[_Options, Session], _Report], options: _Options,
+         progress: Progress | None) -> _Report:
+    """Run a command in a session of this process's environment; on leaving, what it read
+    goes into the symbol store and its connections close."""
+    from abifit.commands.contexts import Session
+
+    session = Session(os.environ, progress or _quiet)
+    try:
+        return command(options, session)
+    finally:
+        session.close()
+
+
+def _index(function: str, given: dict[str, Any]) -> IndexOptions:
+    """The index options of a function's keyword arguments (sequences as tuples, paths as
+    strings); TypeError for one that is not an index option, as for any unknown argument."""
+    from dataclasses import fields
+
+    from abifit.commands.contexts import IndexOptions
+
+    known = {f.name for f in fields(IndexOptions)}
+    for name in given:
+        if name not in known:
+            raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
+    plain: dict[str, Any] = {name: tuple(_names(value)) if name in _LISTS else
+             _path(value) if name == "cache_dir" else value for name, value in given.items()}
+    return IndexOptions(**plain)
+
+
+_LISTS = ("platforms", "extra_index_urls", "find_links")
+
+
+def _host(host: str | None, assume_driver: str | None, python: str | None) -> HostOptions:
+    from abifit.commands.contexts import HostOptions
+
+    return HostOptions(host, assume_driver, python)
+
+
+def _path(value: str | Path | None) -> str | None:
+    return None if value is None else str(value)
 
 
 def _quiet(_message: str) -> None:
     """Progress that goes nowhere."""
 
 
-def _names(given: str | Sequence[str]) -> list[str]:
-    """One name, or several, as a list (a string is one name, not its characters)."""
-    return [given] if isinstance(given, str) else list(given)
-
-
-@contextlib.contextmanager
-def _closing(make: Callable[[], RemoteContext]) -> Iterator[Callable[[], RemoteContext]]:
-    """`make`, and on leaving, the connections of the index context it made (if it made one)."""
-    from abifit.commands.contexts import finish_runs
-
-    made: list[RemoteContext] = []
-
-    def remote() -> RemoteContext:
-        if not made:
-            made.append(make())
-        return made[0]
-
-    try:
-        yield remote
-    finally:
-        finish_runs()  # what the run read goes into the symbol store
-        for ctx in made:
-            if ctx.client is not None:
-                ctx.client.close()
+def _names(given: str | Sequence[str]) -> tuple[str, ...]:
+    """One name, or several, as a tuple (a string is one name, not its characters)."""
+    return (given,) if isinstance(given, str) else tuple(given)

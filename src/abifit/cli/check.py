@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from abifit.cli.options import Subparsers, fail_on_option, host_options, index_options
 from abifit.cli.shared import (
     clear_progress,
-    gpu_option_targets,
-    host_platform,
-    linux_targets,
-    pin_files,
-    progress_to,
-    remote_context,
+    host_options_of,
+    index_options_of,
+    session_of,
     transfer_line,
     transfer_of,
 )
 from abifit.cli.status import verdict_status
-
-if TYPE_CHECKING:
-    from abifit.formats.pins import Pin
-    from abifit.formats.snapshot import Snapshot
-    from abifit.remote.index import IndexFile
 
 
 def configure(sub: Subparsers) -> None:
@@ -55,50 +47,21 @@ def configure(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.commands.check import check, locked_targets
+    from abifit.commands.check import CheckOptions, run_check
     from abifit.report.check import check_json, check_text
     from abifit.report.json import dumps
 
-    linux_targets(args)
-
-    targets: list[str | IndexFile] = list(args.targets)
-    snap, recorded = _replayed(args, err) if args.snapshot else (None, [])  # may set the Python
-    host = host_platform(args)
-    remote = remote_context(args)
-    if recorded:  # the wheels the snapshot recorded, not whatever the index serves now
-        targets += locked_targets(recorded, remote())
-    for pins in pin_files(args.requirement, remote(), err, "checked"):
-        targets += locked_targets(pins.pins, remote())  # each the file the lock names
-    gpus = gpu_option_targets(args.gpu)
+    options = CheckOptions(tuple(args.targets), tuple(args.withs), tuple(args.requirement),
+                           args.snapshot, args.gpu, host_options_of(args), index_options_of(args))
+    session = session_of(args, err)
     try:
-        report = check(targets, args.withs, remote(), remote().target, host,
-                       progress_to(err), args.python,
-                       skip_pure=bool(args.requirement or args.snapshot),
-                       gpu=gpus[0] if gpus else None)
+        report = run_check(options, session)
     finally:
         clear_progress(err)
-    if snap is not None:
-        from abifit.commands.snapshot import with_recorded_fixes
-
-        report = with_recorded_fixes(report, snap)
-    transfer = transfer_of(remote)
+    transfer = transfer_of(session.opened[0])
     if not args.quiet and not args.json:  # the JSON document holds them
         err.writelines(f"note: {n}\n" for n in report.notes)
     out.write(dumps(check_json(report, transfer)) + "\n" if args.json
               else check_text(report, bool(args.verbose)))
-    transfer_line(err, transfer, args, remote)
+    transfer_line(err, transfer, args, session.opened[0])
     return verdict_status(report.verdict, report.findings, args.fail_on)
-
-
-def _replayed(args: argparse.Namespace, err: TextIO) -> tuple[Snapshot, list[Pin]]:
-    """`check --snapshot FILE`: the snapshot and its pins (each the wheel it recorded), for its
-    Python unless --python-version says otherwise."""
-    from abifit.commands.snapshot import read_snapshot, snapshot_pins
-
-    snap = read_snapshot(args.snapshot)
-    pins, skipped = snapshot_pins(snap)
-    for entry in skipped:
-        err.write(f"warning: {args.snapshot}: not checked: {entry}\n")
-    if not args.python_version and snap.python_version:
-        args.python_version = ".".join(snap.python_version.split(".")[:2])
-    return snap, pins

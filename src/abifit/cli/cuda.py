@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import TextIO
 
 from abifit.cli.options import Subparsers
-from abifit.cli.shared import clear_progress, gpu_option_targets, progress_to
+from abifit.cli.shared import clear_progress, session_of
 from abifit.cli.status import EXIT_OK, EXIT_PROBLEMS
-from abifit.commands.contexts import cache_root
-from abifit.host.environment import default_interpreter
 
 
 def configure(sub: Subparsers) -> None:
@@ -35,15 +32,13 @@ def configure(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.commands.cuda import cuda_report
+    from abifit.commands.cuda import CudaOptions, run_cuda
     from abifit.report.cuda import cuda_json, cuda_text
     from abifit.report.json import dumps
 
-    cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
+    options = CudaOptions(args.python, args.gpu, args.cache_dir, args.no_cache)
     try:
-        report = cuda_report(args.python or default_interpreter(os.environ),
-                             environ=dict(os.environ), cache_dir=cache, progress=progress_to(err),
-                             gpus=gpu_option_targets(args.gpu) if args.gpu else None)
+        report = run_cuda(options, session_of(args, err))
     finally:
         clear_progress(err)
     out.write(dumps(cuda_json(report)) + "\n" if args.json else cuda_text(report))

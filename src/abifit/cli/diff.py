@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import TextIO
 
 from abifit.cli.options import Subparsers
-from abifit.cli.shared import clear_progress, progress_to
+from abifit.cli.shared import clear_progress, session_of
 from abifit.cli.status import EXIT_OK, EXIT_PROBLEMS
-from abifit.commands.contexts import cache_root
-from abifit.host.environment import default_interpreter
 
 
 def configure(sub: Subparsers) -> None:
@@ -38,15 +35,13 @@ def configure(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.commands.diff import diff
+    from abifit.commands.diff import DiffOptions, run_diff
     from abifit.report.diff import diff_json, diff_text
     from abifit.report.json import dumps
 
-    cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
-    b = args.b or args.python or default_interpreter(os.environ)
+    options = DiffOptions(args.a, args.b, args.python, args.cache_dir, args.no_cache)
     try:
-        report = diff(args.a, b, cache_dir=cache, environ=dict(os.environ),
-                      progress=progress_to(err))
+        report = run_diff(options, session_of(args, err))
     finally:
         clear_progress(err)
     if not args.quiet and not args.json:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from abifit.cli.options import Subparsers, fail_on_option
-from abifit.cli.shared import clear_progress, doctor_index, gpu_option_targets, progress_to
+from abifit.cli.shared import clear_progress, session_of
 from abifit.cli.status import exit_status
-from abifit.commands.contexts import cache_root
+from abifit.commands.contexts import cache_root, gpu_targets
 from abifit.host.environment import InterpreterQuery, default_interpreter
 
 if TYPE_CHECKING:
@@ -56,17 +55,20 @@ def configure(sub: Subparsers) -> None:
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # the interpreter is asked for its facts while the command's modules are imported
     query = InterpreterQuery(args.python or default_interpreter(os.environ))
-    from abifit.commands.kept import ask, kept_printed
+    from abifit.commands.kept import DoctorOptions, ask, kept_printed
 
+    options = DoctorOptions(args.python, tuple(args.packages), args.verify, args.save_host,
+                            args.gpu, args.assume_driver, args.cache_dir, args.no_cache,
+                            args.no_index)
     cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
     environ = dict(os.environ)
-    asked = ask(query, environ, gpu_option_targets(args.gpu) if args.gpu else None)
+    asked = ask(query, environ, gpu_targets(args.gpu, environ) if args.gpu else None)
     if not args.verify and not args.save_host:  # a warm run prints what the kept run printed
-        kept = kept_printed(cache, asked, tuple(args.packages), offline=args.no_index,
+        kept = kept_printed(cache, asked, options.packages, offline=args.no_index,
                             assume_driver=args.assume_driver, environ=environ)
         if kept is not None:
             return _print_doctor(kept, args, out)
-    from abifit.commands.doctor import doctor
+    from abifit.commands.doctor import run_doctor
     from abifit.report.doctor import doctor_printed
 
     made: list[DoctorPrinted] = []
@@ -76,15 +78,12 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return made[-1]
 
     try:
-        report = doctor(query, args.packages,
-                        verify=args.verify, cache_dir=cache, environ=environ,
-                        progress=progress_to(err),
-                        remote=None if args.no_index else doctor_index(args),
-                        save_host=Path(args.save_host) if args.save_host else None,
-                        assume_driver=args.assume_driver, asked=asked, printed=printed)
+        report = run_doctor(options, session_of(args, err), query=query, asked=asked,
+                            printed=printed)
     finally:
         clear_progress(err)
     return _print_doctor(made[-1] if made else printed(report), args, out)
+
 
 
 def _print_doctor(printed: DoctorPrinted, args: argparse.Namespace, out: TextIO) -> int:

@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import functools
-import os
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from abifit.cli.options import Subparsers, index_options, positive
-from abifit.cli.shared import args_cache, clear_progress, facts_of, progress_to, remote_context
+from abifit.cli.shared import clear_progress, index_options_of, session_of
 from abifit.cli.status import EXIT_OK, EXIT_PROBLEMS
-from abifit.commands.contexts import cache_root, python_version_of, standing_in
 from abifit.errors import UsageError
-from abifit.host.environment import default_interpreter
 
 if TYPE_CHECKING:
-    from abifit.commands.explain import ExtensionFits, SymbolHistory
-    from abifit.remote.wheels import RemoteContext
+    pass
 
 
 def configure(sub: Subparsers) -> None:
@@ -55,8 +49,7 @@ def configure(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.commands.explain import explain
-    from abifit.formats.errortext import read_clues
+    from abifit.commands.explain import ExplainOptions, run_explain
     from abifit.report.explain import explain_json, explain_text
     from abifit.report.json import dumps
 
@@ -67,39 +60,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         raise UsageError("explain: give the error text as an argument, or '-' and pipe it in",
                          "abifit explain \"$(cat error.log)\"")
-    clues = read_clues(text)
-    if not clues:
-        raise UsageError("explain: no loader or CUDA error message abifit recognises in the "
-                         "text (undefined symbol, cannot open shared object file, version ... "
-                         "not found, no kernel image, ...)")
-    cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
-    python = args.python or default_interpreter(os.environ)
-    progress = progress_to(err)
+    options = ExplainOptions(text, args.python, tuple(args.standing_in), args.releases,
+                             index_options_of(args))
     try:
-        history, fits = _release_seams(args, python, progress)
-        report = explain(clues, python, environ=dict(os.environ), cache_dir=cache,
-                         progress=progress, history=history, fits=fits,
-                         standing_in=standing_in(args.standing_in))
+        report = run_explain(options, session_of(args, err))
     finally:
         clear_progress(err)
     out.write(dumps(explain_json(report)) + "\n" if args.json else explain_text(report))
     return EXIT_PROBLEMS if report.problems else EXIT_OK
-
-
-def _release_seams(args: argparse.Namespace, python: str, progress: Callable[[str], None],
-                   ) -> tuple[SymbolHistory | None, ExtensionFits | None]:
-    """`explain`'s seams to the releases on the index (`history.release_seams`), for the
-    environment's Python unless --python-version says otherwise; none with --no-cache."""
-    from abifit.commands.history import release_seams
-
-    cache = args_cache(args)
-    if cache is None:
-        return None, None
-
-    @functools.cache
-    def remote() -> RemoteContext:
-        if not args.python_version:
-            args.python_version = python_version_of(facts_of(python))
-        return remote_context(args)()
-
-    return release_seams(remote, cache.root, args.releases, progress)

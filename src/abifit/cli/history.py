@@ -7,10 +7,9 @@ from typing import TextIO
 
 from abifit.cli.options import Subparsers, index_options, positive
 from abifit.cli.shared import (
-    args_cache,
     clear_progress,
-    progress_to,
-    remote_context,
+    index_options_of,
+    session_of,
     transfer_line,
     transfer_of,
 )
@@ -43,20 +42,19 @@ def configure(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.commands.history import history, history_store
+    from abifit.commands.history import HistoryOptions, run_history
     from abifit.report.history import history_json, history_text
     from abifit.report.json import dumps
 
-    store = history_store(args_cache(args))
-    remote = remote_context(args)
+    options = HistoryOptions(args.symbol, args.package, args.versions, args.jobs,
+                             index_options_of(args))
+    session = session_of(args, err)
     try:
-        report = history(args.symbol, args.package, args.versions, remote(), store,
-                         progress_to(err), args.jobs)
+        report = run_history(options, session)
     finally:
         clear_progress(err)
-        store.close()
-    transfer = transfer_of(remote)
+    transfer = transfer_of(session.opened[0])
     out.write(dumps(history_json(report, transfer)) + "\n" if args.json
               else history_text(report))
-    transfer_line(err, transfer, args, remote)
+    transfer_line(err, transfer, args, session.opened[0])
     return EXIT_OK if report.found else EXIT_PROBLEMS

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TextIO
 
 from abifit.cli.options import Parser, Subparsers, index_options, output_options, positive
-from abifit.cli.shared import clear_progress, progress_to, remote_context
+from abifit.cli.shared import clear_progress, index_options_of, session_of
 from abifit.cli.status import EXIT_ERROR, EXIT_OK
 from abifit.commands.contexts import cache_root
 
@@ -64,10 +64,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     with open_store(root) as store:
         report: IndexReport
         if args.action == "add":
-            remote = remote_context(args)
+            session = session_of(args, err)
+            remote = session.index(index_options_of(args))
             try:
                 report = index_add(args.requirements, args.versions, remote(), store,
-                                   progress_to(err), args.jobs)
+                                   session.progress, args.jobs)
             finally:
                 clear_progress(err)
         elif args.action == "export":

@@ -8,10 +8,8 @@ from typing import TextIO
 from abifit.cli.options import Subparsers, index_options
 from abifit.cli.shared import (
     clear_progress,
-    facts_of,
-    gpu_option_targets,
-    progress_to,
-    remote_context,
+    index_options_of,
+    session_of,
     transfer_line,
     transfer_of,
 )
@@ -48,23 +46,21 @@ def configure(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.commands.contexts import symbol_filter
-    from abifit.commands.inspect import inspect
+    from abifit.commands.inspect import InspectOptions, run_inspect
     from abifit.report.inspect import inspect_json, inspect_text
     from abifit.report.json import dumps
 
-    flt = symbol_filter(args.symbols, args.match)
-    remote = remote_context(args)
-    gpus = gpu_option_targets(args.gpu)
+    options = InspectOptions(tuple(args.targets), args.symbols, args.match, args.gpu,
+                             args.python, index_options_of(args))
+    session = session_of(args, err)
     try:
-        report = inspect(args.targets, flt, facts_of(args.python), progress_to(err), remote,
-                         gpus[0] if gpus else None)
+        report = run_inspect(options, session)
     finally:
         clear_progress(err)
-    transfer = transfer_of(remote)
+    transfer = transfer_of(session.opened[0])
     out.write(dumps(inspect_json(report, transfer)) + "\n" if args.json
               else inspect_text(report))
-    transfer_line(err, transfer, args, remote)
+    transfer_line(err, transfer, args, session.opened[0])
     for obj in report.objects:
         if obj.error is not None:
             err.write(f"error: {obj.error}\n")

@@ -10,11 +10,9 @@ from abifit.cli.options import Subparsers, host_options, index_options, positive
 from abifit.cli.shared import (
     clear_progress,
     command_line,
-    gpu_option_targets,
-    host_platform,
-    linux_targets,
-    progress_to,
-    remote_context,
+    host_options_of,
+    index_options_of,
+    session_of,
     transfer_line,
     transfer_of,
     writable,
@@ -52,26 +50,23 @@ def configure(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.commands.matrix import matrix
+    from abifit.commands.matrix import MatrixOptions, run_matrix
     from abifit.report.json import dumps
     from abifit.report.matrix import matrix_html, matrix_json, matrix_text
 
-    linux_targets(args)
     writable(args.html, "--html")
-    host = host_platform(args)
-    remote = remote_context(args)
+    options = MatrixOptions(args.extension, args.against, args.versions, args.gpu, args.jobs,
+                            host_options_of(args), index_options_of(args))
+    session = session_of(args, err)
     try:
-        gpus = gpu_option_targets(args.gpu)
-        report = matrix(args.extension, args.against, remote(), remote().target, host,
-                        progress_to(err), args.jobs, args.python, versions=args.versions,
-                        gpu=gpus[0] if gpus else None)
+        report = run_matrix(options, session)
     finally:
         clear_progress(err)
-    transfer = transfer_of(remote)
+    transfer = transfer_of(session.opened[0])
     if args.html:
         Path(args.html).write_text(matrix_html(report, command_line(args)), "utf-8")
     out.write(dumps(matrix_json(report, transfer)) + "\n" if args.json else matrix_text(report))
-    transfer_line(err, transfer, args, remote)
+    transfer_line(err, transfer, args, session.opened[0])
     if report.cells and all(c.error for c in report.cells):
         return EXIT_ERROR  # no host release could be checked
     return EXIT_OK if report.fits else EXIT_PROBLEMS

@@ -11,12 +11,9 @@ from abifit.cli.options import Subparsers, host_options, index_options, positive
 from abifit.cli.shared import (
     clear_progress,
     command_line,
-    gpu_option_targets,
-    host_platform,
-    linux_targets,
-    pin_files,
-    progress_to,
-    remote_context,
+    host_options_of,
+    index_options_of,
+    session_of,
     transfer_line,
     transfer_of,
     writable,
@@ -67,7 +64,7 @@ def configure(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from abifit.commands.check import target_markers
-    from abifit.commands.resolve import resolve
+    from abifit.commands.resolve import ResolveOptions, run_resolve
     from abifit.report.json import dumps
     from abifit.report.resolve import (
         constraints_txt,
@@ -79,21 +76,17 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
 
     output_format = _lock_format(args.output, args.format)
-    linux_targets(args)
     writable(args.output, "-o")
     writable(args.html, "--html")
-    host = host_platform(args)
-    remote = remote_context(args)
-    gpus = gpu_option_targets(args.gpu)
-    requirements = [*args.requirements,
-                    *(r for pins in pin_files(args.requirement_files, remote(), err,
-                                               "resolved") for r in pins.requirements)]
+    options = ResolveOptions(tuple(args.requirements), tuple(args.withs),
+                             tuple(args.requirement_files), args.cuda, args.gpu, args.jobs,
+                             host_options_of(args), index_options_of(args))
+    session = session_of(args, err)
     try:
-        report = resolve(requirements, args.withs, remote(), host, progress_to(err),
-                         cuda=args.cuda, gpu=gpus[0] if gpus else None, executable=args.python,
-                         jobs=args.jobs)
+        report = run_resolve(options, session)
     finally:
         clear_progress(err)
+    remote = session.opened[0]
     transfer = transfer_of(remote)
     if not args.quiet and not args.json:
         err.writelines(f"note: {n}\n" for n in report.notes)
@@ -109,6 +102,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     out.write(dumps(resolve_json(report, transfer)) + "\n" if args.json else resolve_text(report))
     transfer_line(err, transfer, args, remote)
     return EXIT_OK if report.found else EXIT_PROBLEMS
+
 
 
 def _lock_format(path: str | None, given: str | None) -> str:

@@ -1,40 +1,56 @@
-"""What several commands share: the cache, the index, progress, the target and host."""
+"""What several commands' modules share: their options and session from the arguments, progress,
+the transfer line, output files."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import platform
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from abifit.commands.contexts import index_context, interpreter_facts, open_cache, python_version_of
+from abifit.commands.contexts import HostOptions, IndexOptions, Session
 from abifit.errors import UsageError
-from abifit.host.environment import InterpreterFacts
-from abifit.remote.cache import Cache
 from abifit.report.terminal import Terminal
 
 if TYPE_CHECKING:
-    from abifit.formats.pins import Pins
-    from abifit.host.profile import HostProfile
     from abifit.remote.wheels import RemoteContext
-    from abifit.sim.gpu import GpuTarget
 
 
-def args_cache(args: argparse.Namespace) -> Cache | None:
-    return open_cache(args.cache_dir, os.environ, enabled=not getattr(args, "no_cache", False),
-                      refresh=getattr(args, "refresh", False))
+def index_options_of(args: argparse.Namespace) -> IndexOptions:
+    """The index options a command was given (`options.index_options`); those a command does
+    not take keep their defaults."""
+    return IndexOptions(
+        python_version=getattr(args, "python_version", None),
+        platforms=tuple(getattr(args, "platform", None) or ()),
+        implementation=getattr(args, "implementation", "cp"),
+        index_url=getattr(args, "index_url", None),
+        extra_index_urls=tuple(getattr(args, "extra_index_url", ())),
+        find_links=tuple(getattr(args, "find_links", ())),
+        no_index=getattr(args, "no_index", False),
+        prereleases=getattr(args, "pre", False),
+        cache_dir=args.cache_dir,
+        no_cache=getattr(args, "no_cache", False),
+        refresh=getattr(args, "refresh", False),
+        offline=getattr(args, "offline", False),
+        deadline_s=getattr(args, "deadline", None),
+        max_download=getattr(args, "max_download", None))
 
 
-def remote_context(args: argparse.Namespace) -> Callable[[], RemoteContext]:
-    return index_context(lambda: args_cache(args), os.environ, offline=args.offline,
-                         index_url=args.index_url, extra_index_urls=args.extra_index_url,
-                         find_links=args.find_links, python_version=args.python_version,
-                         platforms=args.platform, implementation=args.implementation,
-                         prereleases=args.pre, no_index=getattr(args, "no_index", False),
-                         deadline_s=args.deadline, max_download=args.max_download)
+def host_options_of(args: argparse.Namespace) -> HostOptions:
+    """`--host`, `--assume-driver` and `--python` (`options.host_options`)."""
+    return HostOptions(args.host, args.assume_driver, args.python)
+
+
+def session_of(args: argparse.Namespace, err: TextIO) -> Session:
+    """A command's session: this process's environment, progress on `err` when it shows
+    progress, warnings on `err`."""
+
+    def warn(message: str) -> None:
+        err.write(f"warning: {message}\n")
+
+    return Session(os.environ, progress_to(err), warn)
 
 
 def progress_to(stream: TextIO) -> Callable[[str], None]:
@@ -82,28 +98,6 @@ def transfer_line(err: TextIO, transfer: dict[str, int] | None, args: argparse.N
     err.write("; ".join(parts) + "\n")
 
 
-def facts_of(python: str | None) -> Callable[[], InterpreterFacts]:
-    return interpreter_facts(python, os.environ)
-
-
-def gpu_option_targets(option: str | None) -> tuple[GpuTarget, ...]:
-    """The GPUs `--gpu` names: one it spells out, or this machine's with 'auto'."""
-    if option is None:
-        return ()
-    from abifit.commands.gpus import detect_targets
-    from abifit.sim.gpu import parse_gpu_option
-
-    if option == "auto":
-        found, reason = detect_targets(dict(os.environ))
-        if not found:
-            raise UsageError(f"--gpu auto: no GPU found on this machine ({reason})")
-        return found
-    try:
-        return (parse_gpu_option(option),)
-    except ValueError as e:
-        raise UsageError(f"--gpu {option}: {e}") from e
-
-
 def transfer_of(remote: Callable[[], RemoteContext]) -> dict[str, int] | None:
     info = remote.cache_info()  # type: ignore[attr-defined]
     if info.currsize == 0:
@@ -116,65 +110,12 @@ def transfer_of(remote: Callable[[], RemoteContext]) -> dict[str, int] | None:
     return {"bytes_fetched": t.bytes_fetched, "requests": t.requests, "wheel_bytes": wheel_bytes}
 
 
-def doctor_index(args: argparse.Namespace) -> Callable[[], RemoteContext]:
-    """The index doctor asks which wheel ships a missing library: pip's configuration, the
-    target environment's Python on this machine's platform."""
-    return index_context(lambda: args_cache(args), os.environ,
-                         python_version=python_version_of(facts_of(args.python)))
-
-
-def host_of(args: argparse.Namespace) -> HostProfile:
-    from abifit.host.profile import host_profile
-
-    return host_profile(args.host, args.assume_driver, dict(os.environ))
-
-
-def host_platform(args: argparse.Namespace) -> HostProfile:
-    """The host of a check; without --platform, a preset or a saved profile of a known glibc
-    sets the target platform to its manylinux tag (the wheels pip would choose there)."""
-    host = host_of(args)
-    tag = host.platform_tag(platform.machine()) if not args.platform else None
-    if tag is not None:
-        args.platform = [tag]
-    return host
-
-
-def pin_files(paths: Sequence[str], remote: RemoteContext, err: TextIO,
-               done: str) -> list[Pins]:
-    """The pins of each `-r` file that the target gets (markers evaluated for it), each entry
-    that cannot be `done` (checked, resolved) said on `err`."""
-    from abifit.commands.check import target_markers
-    from abifit.formats.pins import read_pins
-
-    out = []
-    for path in paths:
-        pins = read_pins(path, target_markers(remote.target))
-        for entry in pins.skipped:
-            err.write(f"warning: {path}: not {done}: {entry}\n")
-        out.append(pins)
-    return out
-
-
 def command_line(args: argparse.Namespace) -> str:
     """The command as it was given (for the pages: what made them), quoted for a shell."""
     import shlex
 
     return shlex.join(["abifit", *getattr(args, "argv", [])])
 
-
-LINUX_PLATFORMS = ("manylinux", "musllinux", "linux_")
-
-
-def linux_targets(args: argparse.Namespace) -> None:
-    """Refuse a target platform abifit does not check (Windows, macOS, ...): its extension
-    modules are not ELF files, and saying `fits` for them would be a guess."""
-    for tag in getattr(args, "platform", None) or ():
-        if not tag.startswith(LINUX_PLATFORMS):
-            kind = ("Windows" if tag.startswith("win") else
-                    "macOS" if tag.startswith("macosx") else "this platform")
-            raise UsageError(f"not checked: --platform {tag}: abifit checks Linux (ELF) "
-                             f"extension modules only, so it cannot say whether a {kind} "
-                             "stack fits (give a manylinux, musllinux or linux_ tag)")
 
 
 def writable(path: str | None, what: str) -> None:

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 from typing import TextIO
 
 from abifit.cli.options import Subparsers
-from abifit.cli.shared import clear_progress, doctor_index, progress_to, writable
+from abifit.cli.shared import clear_progress, session_of, writable
 from abifit.cli.status import EXIT_OK
-from abifit.commands.contexts import cache_root
-from abifit.host.environment import default_interpreter
 
 
 def configure(sub: Subparsers) -> None:
@@ -46,22 +42,15 @@ def configure(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.commands.snapshot import snapshot
-    from abifit.formats.snapshot import is_lock_name
+    from abifit.commands.snapshot import SnapshotOptions, run_snapshot
     from abifit.report.json import dumps
     from abifit.report.snapshot import requirements_text, snapshot_json, snapshot_text
 
-    cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
     writable(args.output, "-o")
-    if args.output and not is_lock_name(Path(args.output).name):
-        err.write(f"warning: {args.output}: installers that read PEP 751 locks look for a file "
-                  "named pylock.toml or pylock.NAME.toml\n")
+    options = SnapshotOptions(args.python, args.output, args.ld_so_conf, args.ld_so_cache,
+                              args.cache_dir, args.no_cache, args.no_index)
     try:
-        report = snapshot(args.python or default_interpreter(os.environ),
-                          Path(args.output) if args.output else None, cache_dir=cache,
-                          environ=dict(os.environ), progress=progress_to(err),
-                          remote=None if args.no_index else doctor_index(args),
-                          ld_so_conf=args.ld_so_conf, ld_so_cache=args.ld_so_cache)
+        report = run_snapshot(options, session_of(args, err))
     finally:
         clear_progress(err)
     if not args.quiet and not args.json:

@@ -6,7 +6,12 @@ import argparse
 from typing import TextIO
 
 from abifit.cli.options import Subparsers, index_options
-from abifit.cli.shared import clear_progress, progress_to, remote_context, transfer_of
+from abifit.cli.shared import (
+    clear_progress,
+    index_options_of,
+    session_of,
+    transfer_of,
+)
 from abifit.cli.status import EXIT_OK
 
 
@@ -30,15 +35,16 @@ def configure(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.commands.variants import variants
+    from abifit.commands.variants import VariantsOptions, run_variants
     from abifit.report.json import dumps
     from abifit.report.variants import variants_json, variants_text
 
-    remote = remote_context(args)
+    session = session_of(args, err)
     try:
-        report = variants(args.release, remote(), progress_to(err), every=args.every)
+        report = run_variants(VariantsOptions(args.release, args.every, index_options_of(args)),
+                              session)
     finally:
         clear_progress(err)
-    out.write(dumps(variants_json(report, transfer_of(remote))) + "\n" if args.json
+    out.write(dumps(variants_json(report, transfer_of(session.opened[0]))) + "\n" if args.json
               else variants_text(report))
     return EXIT_OK

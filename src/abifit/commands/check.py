@@ -33,6 +33,16 @@ from typing import TYPE_CHECKING, Protocol
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from abifit.commands.contexts import (
+    HostOptions,
+    IndexOptions,
+    Session,
+    for_host,
+    gpu_targets,
+    host_of,
+    linux_only,
+    pin_files,
+)
 from abifit.errors import AbifitError, FormatError, UsageError, WheelError
 from abifit.formats.elf import ElfImage, SymbolType, parse_elf
 from abifit.formats.pins import holds
@@ -72,6 +82,7 @@ if TYPE_CHECKING:
     from abifit.formats.fatbin import GpuCode
     from abifit.formats.numpyapi import NumpyUse
     from abifit.formats.pins import Pin
+    from abifit.formats.snapshot import Snapshot
     from abifit.remote.index import IndexFile, Target
     from abifit.remote.wheels import RemoteContext
 
@@ -1102,3 +1113,55 @@ def check(targets: Sequence[str | IndexFile], withs: Sequence[str | IndexFile],
     return CheckReport(str(target), tuple(wheels), tuple(notes), tuple(statuses),
                        tuple(findings), missing, host.assume_driver,
                        gpu_check.warnings if gpu_check else (), gpu_check, imports)
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """What `abifit check` is asked: the requirements and local .whl files (`targets`), the
+    packages to check them against (`withs`), the pins of lock and requirements files
+    (`requirement_files`, `-r`), the stack of a snapshot (`snapshot`), a GPU (`gpu`: sm_120,
+    9.0, 9.0@12.4, auto), the host and the index."""
+
+    targets: tuple[str, ...] = ()
+    withs: tuple[str, ...] = ()
+    requirement_files: tuple[str, ...] = ()
+    snapshot: str | None = None
+    gpu: str | None = None
+    host: HostOptions = field(default_factory=HostOptions)
+    index: IndexOptions = field(default_factory=IndexOptions)
+
+
+def run_check(options: CheckOptions, session: Session) -> CheckReport:
+    """`abifit check` as the command line and `abifit.check` run it: the targets' files
+    (a snapshot's and the locks' as they recorded them), checked on the host for the index's
+    target Python and platform (a snapshot's Python unless the index options name one)."""
+    linux_only(options.index)
+    index = options.index
+    snap: Snapshot | None = None
+    recorded: list[Pin] = []
+    if options.snapshot is not None:
+        from abifit.commands.snapshot import read_snapshot, snapshot_pins
+
+        snap = read_snapshot(options.snapshot)
+        recorded, skipped = snapshot_pins(snap)
+        for entry in skipped:
+            session.warn(f"{options.snapshot}: not checked: {entry}")
+        if not index.python_version and snap.python_version:
+            index = replace(index, python_version=".".join(snap.python_version.split(".")[:2]))
+    host = host_of(options.host, session.environ)
+    remote = session.index(for_host(index, host))
+    targets: list[str | IndexFile] = list(options.targets)
+    if recorded:  # the wheels the snapshot recorded, not whatever the index serves now
+        targets += locked_targets(recorded, remote())
+    for pins in pin_files(options.requirement_files, remote(), session.warn, "checked"):
+        targets += locked_targets(pins.pins, remote())  # each the file the lock names
+    gpus = gpu_targets(options.gpu, session.environ)
+    report = check(targets, options.withs, remote(), remote().target, host, session.progress,
+                   options.host.python,
+                   skip_pure=bool(options.requirement_files or options.snapshot),
+                   gpu=gpus[0] if gpus else None)
+    if snap is None:
+        return report
+    from abifit.commands.snapshot import with_recorded_fixes
+
+    return with_recorded_fixes(report, snap)

@@ -1,6 +1,8 @@
 """What a command runs with, built from plain options: the cache, the package index, the facts of
-an interpreter. The command line (`abifit.cli`) and the library API (`abifit.check`,
-`abifit.doctor`, `abifit.inspect`) build them here, the same way.
+an interpreter, the host. The command line (`abifit.cli`) and the library API (`abifit.check`,
+`abifit.doctor`, ...) give each command one options value (`CheckOptions`, ...; the index's part
+`IndexOptions`, the host's `HostOptions`) and a `Session`, and the command builds the rest here,
+so that the two faces cannot build them differently.
 
 Each builder returns a function that builds its value on first call and returns that value
 afterwards, so that a command that never needs the index or the interpreter never reads pip's
@@ -22,7 +24,88 @@ from abifit.host.environment import InterpreterFacts, default_interpreter, query
 from abifit.remote.cache import Cache, default_cache_dir
 
 if TYPE_CHECKING:
+    from abifit.formats.pins import Pins
+    from abifit.host.profile import HostProfile
     from abifit.remote.wheels import RemoteContext
+    from abifit.sim.gpu import GpuTarget
+
+
+@dataclass(frozen=True)
+class IndexOptions:
+    """Where wheels come from, for which interpreter and platform, and what the cache keeps:
+    the index options of the commands that read an index (`--python-version` ...
+    `--max-download`). Empty values are pip's configuration and this machine's."""
+
+    python_version: str | None = None
+    platforms: tuple[str, ...] = ()
+    implementation: str = "cp"
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    no_index: bool = False
+    prereleases: bool = False
+    cache_dir: str | None = None
+    no_cache: bool = False
+    refresh: bool = False
+    offline: bool = False
+    deadline_s: float | None = None
+    max_download: int | None = None
+
+
+@dataclass(frozen=True)
+class HostOptions:
+    """The machine a check is for (`--host`, `--assume-driver`) and the interpreter that starts
+    the simulated process (`--python`); none given: this machine and this interpreter."""
+
+    host: str | None = None
+    assume_driver: str | None = None
+    python: str | None = None
+
+
+def _quiet(_message: str) -> None:
+    """Progress that goes nowhere."""
+
+
+class Session:
+    """What a command runs in, given by the face that runs it: the environment variables, where
+    progress and warnings go, and the index contexts the command opened (the command line
+    reports their transfer; `close` ends their connections)."""
+
+    def __init__(self, environ: Mapping[str, str], progress: Callable[[str], None] = _quiet,
+                 warn: Callable[[str], None] | None = None) -> None:
+        self.environ = dict(environ)
+        self.progress = progress
+        self.warn = warn or warn_on_stderr
+        self.opened: list[Callable[[], RemoteContext]] = []
+
+    def cache(self, options: IndexOptions) -> Cache | None:
+        return open_cache(options.cache_dir, self.environ, enabled=not options.no_cache,
+                          refresh=options.refresh)
+
+    def index(self, options: IndexOptions,
+              python_version: Callable[[], str] | None = None) -> Callable[[], RemoteContext]:
+        """The index `options` say (for `python_version`'s Python when they give none),
+        made when first called."""
+        made = index_context(lambda: self.cache(options), self.environ,
+                             offline=options.offline, index_url=options.index_url,
+                             extra_index_urls=options.extra_index_urls,
+                             find_links=options.find_links,
+                             python_version=options.python_version or python_version,
+                             platforms=options.platforms or None,
+                             implementation=options.implementation,
+                             prereleases=options.prereleases, no_index=options.no_index,
+                             deadline_s=options.deadline_s, max_download=options.max_download)
+        self.opened.append(made)
+        return made
+
+    def close(self) -> None:
+        """Note what the runs read in the symbol store, and end the connections opened."""
+        finish_runs()
+        for made in self.opened:
+            if made.cache_info().currsize:  # type: ignore[attr-defined]
+                client = made().client
+                if client is not None:
+                    client.close()
 
 
 class SymbolSelection(Enum):
@@ -197,4 +280,69 @@ def standing_in(requirements: Sequence[str]) -> dict[str, str]:
         if len(pinned) != 1 or "*" in pinned[0]:
             raise UsageError(f"--with {text!r}: give one release, as NAME==VERSION")
         out[canonicalize_name(requirement.name)] = pinned[0]
+    return out
+
+
+def host_of(options: HostOptions, environ: Mapping[str, str]) -> HostProfile:
+    from abifit.host.profile import host_profile
+
+    return host_profile(options.host, options.assume_driver, dict(environ))
+
+
+def for_host(index: IndexOptions, host: HostProfile) -> IndexOptions:
+    """The index options of a check on `host`: without platforms of their own, a preset or a
+    saved profile of a known glibc sets the target platform to its manylinux tag (the wheels
+    pip would choose there)."""
+    import platform
+
+    tag = host.platform_tag(platform.machine()) if not index.platforms else None
+    return index if tag is None else replace(index, platforms=(tag,))
+
+
+LINUX_PLATFORMS = ("manylinux", "musllinux", "linux_")
+
+
+def linux_only(index: IndexOptions) -> None:
+    """Refuse a target platform abifit does not check (Windows, macOS, ...): its extension
+    modules are not ELF files, and saying `fits` for them would be a guess."""
+    for tag in index.platforms:
+        if not tag.startswith(LINUX_PLATFORMS):
+            kind = ("Windows" if tag.startswith("win") else
+                    "macOS" if tag.startswith("macosx") else "this platform")
+            raise UsageError(f"not checked: --platform {tag}: abifit checks Linux (ELF) "
+                             f"extension modules only, so it cannot say whether a {kind} "
+                             "stack fits (give a manylinux, musllinux or linux_ tag)")
+
+
+def gpu_targets(option: str | None, environ: Mapping[str, str]) -> tuple[GpuTarget, ...]:
+    """The GPUs `--gpu` names: one it spells out, or this machine's with 'auto'."""
+    if option is None:
+        return ()
+    from abifit.commands.gpus import detect_targets
+    from abifit.sim.gpu import parse_gpu_option
+
+    if option == "auto":
+        found, reason = detect_targets(dict(environ))
+        if not found:
+            raise UsageError(f"--gpu auto: no GPU found on this machine ({reason})")
+        return found
+    try:
+        return (parse_gpu_option(option),)
+    except ValueError as e:
+        raise UsageError(f"--gpu {option}: {e}") from e
+
+
+def pin_files(paths: Sequence[str], remote: RemoteContext, warn: Callable[[str], None],
+              done: str) -> list[Pins]:
+    """The pins of each `-r` file that the target gets (markers evaluated for it), each entry
+    that cannot be `done` (checked, resolved) said to `warn`."""
+    from abifit.commands.check import target_markers
+    from abifit.formats.pins import read_pins
+
+    out = []
+    for path in paths:
+        pins = read_pins(path, target_markers(remote.target))
+        for entry in pins.skipped:
+            warn(f"{path}: not {done}: {entry}")
+        out.append(pins)
     return out

@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from abifit.commands.doctor import GpuReads, check_gpu_codes
 from abifit.formats.elf import ElfImage
@@ -25,6 +26,9 @@ from abifit.remote.cache import GPU_BUCKET
 from abifit.sim.cuda import cuda_findings
 from abifit.sim.findings import Finding, FindingKind
 from abifit.sim.gpu import GpuCheck, GpuTarget, gpu_targets
+
+if TYPE_CHECKING:
+    from abifit.commands.contexts import Session
 
 Progress = Callable[[str], None]
 
@@ -126,3 +130,27 @@ def cuda_report(
     return CudaReport(facts.executable, facts.version, stack, runtime_sonames(needed, provided),
                       tuple(findings), tuple(w for c in checks for w in c.warnings), checks,
                       gpu_reason)
+
+
+@dataclass(frozen=True)
+class CudaOptions:
+    """What `abifit cuda` is asked: the environment's interpreter (`python`), the GPU to
+    compare with instead of this machine's (`gpu`), and the cache."""
+
+    python: str | None = None
+    gpu: str | None = None
+    cache_dir: str | None = None
+    no_cache: bool = False
+
+
+def run_cuda(options: CudaOptions, session: Session) -> CudaReport:
+    """`abifit cuda` as the command line and `abifit.cuda` run it."""
+    from abifit.commands.contexts import cache_root, gpu_targets
+    from abifit.host.environment import default_interpreter
+
+    return cuda_report(options.python or default_interpreter(session.environ),
+                       environ=session.environ,
+                       cache_dir=None if options.no_cache else cache_root(options.cache_dir,
+                                                                          session.environ),
+                       progress=session.progress,
+                       gpus=gpu_targets(options.gpu, session.environ) if options.gpu else None)

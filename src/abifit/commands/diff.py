@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -35,6 +36,9 @@ from abifit.host.cudastack import cuda_major_of_soname
 from abifit.sim.findings import Finding
 from abifit.sim.process import Progress
 from abifit.sim.verdict import costs
+
+if TYPE_CHECKING:
+    from abifit.commands.contexts import Session
 
 
 class SideKind(Enum):
@@ -332,3 +336,26 @@ def diff(a: str, b: str, *, cache_dir: Path | None, environ: Mapping[str, str],
                 spec.endswith(".toml") and os.path.basename(spec) != "uv.lock"):
             sides[n] = read_file_side(spec, markers)
     return compare(sides[0], sides[1])
+
+
+@dataclass(frozen=True)
+class DiffOptions:
+    """What `abifit diff` is asked: two sides, each a snapshot file, an environment (an
+    interpreter or a venv directory) or a lock or requirements file; without `b`, the
+    environment of `python` (default: the active one)."""
+
+    a: str
+    b: str | None = None
+    python: str | None = None
+    cache_dir: str | None = None
+    no_cache: bool = False
+
+
+def run_diff(options: DiffOptions, session: Session) -> DiffReport:
+    """`abifit diff` as the command line and `abifit.diff` run it."""
+    from abifit.commands.contexts import cache_root
+    from abifit.host.environment import default_interpreter
+
+    b = options.b or options.python or default_interpreter(session.environ)
+    return diff(options.a, b, cache_dir=None if options.no_cache else cache_root(
+        options.cache_dir, session.environ), environ=session.environ, progress=session.progress)

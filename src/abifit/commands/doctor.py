@@ -20,7 +20,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from abifit.commands.kept import DoctorAsked, DoctorPrinted, ask, doctor_key, doctor_runs
+from abifit.commands.kept import (
+    DoctorAsked,
+    DoctorOptions,
+    DoctorPrinted,
+    ask,
+    doctor_key,
+    doctor_runs,
+)
 from abifit.commands.plans import (
     ParseAhead,
     Survey,
@@ -48,6 +55,7 @@ from abifit.host.environment import (
     Distribution,
     InterpreterFacts,
     InterpreterQuery,
+    default_interpreter,
     list_distributions,
 )
 from abifit.host.ldconfig import HostFacts
@@ -113,7 +121,7 @@ from abifit.sim.process import (
 from abifit.sim.verdict import verdict
 
 if TYPE_CHECKING:
-
+    from abifit.commands.contexts import Session
     from abifit.remote.wheelfiles import LibrarySearch
     from abifit.remote.wheels import RemoteContext
 
@@ -866,3 +874,29 @@ def _save_host(path: Path, host: HostFacts, executable: str, results: Sequence[L
         raise UsageError(f"--save-host {path}: {e.strerror or e}") from e
     return (f"host profile saved to {path}: {len(snapshot.libraries)} system libraries, "
             f"{len(data):,} bytes")
+
+
+def run_doctor(options: DoctorOptions, session: Session, *,
+               query: InterpreterQuery | None = None, asked: DoctorAsked | None = None,
+               printed: Callable[[DoctorReport], DoctorPrinted] | None = None) -> DoctorReport:
+    """`abifit doctor` as the command line and `abifit.doctor` run it; `query` is the query of
+    the interpreter's facts when one was started, `asked` and `printed` those of `doctor`."""
+    from abifit.commands.contexts import (
+        IndexOptions,
+        cache_root,
+        gpu_targets,
+        interpreter_facts,
+        python_version_of,
+    )
+
+    python = query or options.python or default_interpreter(session.environ)
+    remote = None if options.no_index else session.index(
+        IndexOptions(cache_dir=options.cache_dir, no_cache=options.no_cache),
+        python_version_of(interpreter_facts(options.python, session.environ)))
+    return doctor(python, list(options.packages), verify=options.verify,
+                  cache_dir=None if options.no_cache else cache_root(options.cache_dir,
+                                                                     session.environ),
+                  environ=session.environ, progress=session.progress,
+                  gpus=gpu_targets(options.gpu, session.environ) if options.gpu else None,
+                  remote=remote, save_host=Path(options.save_host) if options.save_host else None,
+                  assume_driver=options.assume_driver, asked=asked, printed=printed)

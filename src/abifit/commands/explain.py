@@ -20,11 +20,19 @@ import functools
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from abifit.commands.contexts import (
+    IndexOptions,
+    Session,
+    cache_root,
+    interpreter_facts,
+    python_version_of,
+    standing_in,
+)
 from abifit.errors import UsageError
 from abifit.formats.errortext import (
     BusError,
@@ -734,3 +742,46 @@ def _cuda_majors(clue: CudaMajorMismatch, env: TargetEnvironment) -> Explanation
         findings=findings, provider=f"a torchvision build for CUDA {clue.torch_cuda}",
         fix=f"`pip install --force-reinstall {pin}torchvision --index-url {index}`",
         notes=tuple(notes))
+
+
+@dataclass(frozen=True)
+class ExplainOptions:
+    """What `abifit explain` is asked: the text of an error, the environment's interpreter
+    (`python`), the releases that stand in for the installed ones (`withs`, NAME==VERSION),
+    how many releases up to them are searched for a symbol's definitions (`releases`; through
+    the symbol store, not with the index options' `no_cache`) and the index."""
+
+    text: str
+    python: str | None = None
+    withs: tuple[str, ...] = ()
+    releases: int = 6
+    index: IndexOptions = field(default_factory=IndexOptions)
+
+
+NO_CLUE = ("explain: no loader or CUDA error message abifit recognises in the text (undefined "
+           "symbol, cannot open shared object file, version ... not found, no kernel image, "
+           "...)")
+
+
+def run_explain(options: ExplainOptions, session: Session) -> ExplainReport:
+    """`abifit explain` as the command line and `abifit.explain` run it: UsageError when the
+    text holds no message abifit recognises."""
+    from abifit.commands.history import release_seams
+    from abifit.formats.errortext import read_clues
+    from abifit.host.environment import default_interpreter
+
+    clues = read_clues(options.text)
+    if not clues:
+        raise UsageError(NO_CLUE)
+    python = options.python or default_interpreter(session.environ)
+    cache = session.cache(options.index)
+    history, fits = None, None
+    if cache is not None:
+        remote = session.index(options.index,
+                               python_version_of(interpreter_facts(python, session.environ)))
+        history, fits = release_seams(remote, cache.root, options.releases, session.progress)
+    return explain(clues, python, environ=session.environ,
+                   cache_dir=None if options.index.no_cache else cache_root(
+                       options.index.cache_dir, session.environ),
+                   progress=session.progress, history=history, fits=fits,
+                   standing_in=standing_in(options.withs))

@@ -16,12 +16,13 @@ import fnmatch
 import re
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
 from packaging.utils import canonicalize_name
 
+from abifit.commands.contexts import IndexOptions, Session
 from abifit.errors import AbifitError, UsageError
 from abifit.formats.demangle import compare_signatures, demangle, parse_signature
 from abifit.remote.cache import Cache
@@ -385,3 +386,28 @@ def release_seams(remote: Callable[[], RemoteContext], store_root: Path, release
             extension, package, version, owns, remote(), store, progress, newest=releases))
 
     return defining, fitting
+
+
+@dataclass(frozen=True)
+class HistoryOptions:
+    """What `abifit history` is asked: a symbol (mangled, demangled or a glob), the package
+    whose releases to read (`package`, `--in`), which releases (`versions`, a specifier), and
+    the index; `jobs` releases are read at a time."""
+
+    symbol: str
+    package: str
+    versions: str | None = None
+    jobs: int = 4
+    index: IndexOptions = field(default_factory=IndexOptions)
+
+
+def run_history(options: HistoryOptions, session: Session) -> HistoryReport:
+    """`abifit history` as the command line and `abifit.history` run it: the releases read are
+    kept in the symbol store of the cache directory."""
+    store = history_store(session.cache(options.index))
+    remote = session.index(options.index)
+    try:
+        return history(options.symbol, options.package, options.versions, remote(), store,
+                       session.progress, options.jobs)
+    finally:
+        store.close()

@@ -11,12 +11,20 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from abifit.commands.contexts import SymbolFilter, SymbolSelection
+from abifit.commands.contexts import (
+    IndexOptions,
+    Session,
+    SymbolFilter,
+    SymbolSelection,
+    gpu_targets,
+    interpreter_facts,
+    symbol_filter,
+)
 from abifit.errors import FormatError, UsageError
 from abifit.formats.elf import (
     SHN_UNDEF,
@@ -371,3 +379,27 @@ def inspect(
         objects = [replace(o, gpu=object_coverage(o.gpu_code, gpu)) if o.gpu_code else o
                    for o in objects]
     return InspectReport(tuple(targets), tuple(objects), flt.selection, flt.match, gpu)
+
+
+@dataclass(frozen=True)
+class InspectOptions:
+    """What `abifit inspect` is asked: the targets (a .so or executable, a directory, a .whl,
+    an installed distribution of `python`'s environment, a requirement), which symbols to list
+    (`symbols`: none, defined, undefined, all; `match`: a glob), a GPU to check kernels for,
+    and the index."""
+
+    targets: tuple[str, ...] = ()
+    symbols: str | None = None
+    match: str | None = None
+    gpu: str | None = None
+    python: str | None = None
+    index: IndexOptions = field(default_factory=IndexOptions)
+
+
+def run_inspect(options: InspectOptions, session: Session) -> InspectReport:
+    """`abifit inspect` as the command line and `abifit.inspect` run it."""
+    flt = symbol_filter(options.symbols, options.match)
+    remote = session.index(options.index)
+    gpus = gpu_targets(options.gpu, session.environ)
+    return inspect(list(options.targets), flt, interpreter_facts(options.python, session.environ),
+                   session.progress, remote, gpus[0] if gpus else None)

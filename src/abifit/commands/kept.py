@@ -18,6 +18,27 @@ from abifit.host.ldconfig import HostFacts, probe_host
 from abifit.host.runcache import RunCache, run_key
 from abifit.sim.gpu import GpuTarget
 
+
+@dataclass(frozen=True)
+class DoctorOptions:
+    """What `abifit doctor` is asked: the environment's interpreter (`python`; default:
+    $VIRTUAL_ENV, $CONDA_PREFIX, python3 on PATH), only the modules of some distributions or
+    import packages (`packages`), to load each module for real too (`verify`), where to save
+    this host's profile (`save_host`), the GPU to check for instead of this machine's (`gpu`),
+    the NVIDIA driver taken as present (`assume_driver`), the cache, and whether to ask the
+    index which wheel ships a missing library (not with `no_index`)."""
+
+    python: str | None = None
+    packages: tuple[str, ...] = ()
+    verify: bool = False
+    save_host: str | None = None
+    gpu: str | None = None
+    assume_driver: bool = False
+    cache_dir: str | None = None
+    no_cache: bool = False
+    no_index: bool = False
+
+
 # what a kept whole run holds changes with the model, not only with releases
 RUN_FORMAT = "verdict-1"
 

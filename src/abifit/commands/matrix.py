@@ -21,6 +21,15 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from abifit import __version__
+from abifit.commands.contexts import (
+    HostOptions,
+    IndexOptions,
+    Session,
+    for_host,
+    gpu_targets,
+    host_of,
+    linux_only,
+)
 from abifit.commands.pairs import (
     SYMBOL_KINDS,
     Cell,
@@ -218,3 +227,30 @@ def _prefetch(extension: str | IndexFile, ctx: RemoteContext, progress: Progress
         for member in source.members():
             progress(f"{wheel.filename}: {member.path}")
             source.prefetch_view(member)
+
+
+@dataclass(frozen=True)
+class MatrixOptions:
+    """What `abifit matrix` is asked: the extension (a requirement; each release `versions`
+    selects), the host package whose releases it is checked against (`against`), a GPU, the
+    host and the index; `jobs` cells are checked at a time."""
+
+    extension: str
+    against: str
+    versions: str | None = None
+    gpu: str | None = None
+    jobs: int = 4
+    host: HostOptions = field(default_factory=HostOptions)
+    index: IndexOptions = field(default_factory=IndexOptions)
+
+
+def run_matrix(options: MatrixOptions, session: Session,
+               clock: Clock | None = None) -> MatrixReport:
+    """`abifit matrix` as the command line and `abifit.matrix` run it."""
+    linux_only(options.index)
+    host = host_of(options.host, session.environ)
+    remote = session.index(for_host(options.index, host))
+    gpus = gpu_targets(options.gpu, session.environ)
+    return matrix(options.extension, options.against, remote(), remote().target, host,
+                  session.progress, options.jobs, options.host.python,
+                  versions=options.versions, gpu=gpus[0] if gpus else None, clock=clock)

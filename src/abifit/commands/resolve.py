@@ -43,6 +43,16 @@ from resolvelib.providers import AbstractProvider
 from resolvelib.structs import RequirementInformation
 
 from abifit.commands.check import check, requires_dist, target_markers
+from abifit.commands.contexts import (
+    HostOptions,
+    IndexOptions,
+    Session,
+    for_host,
+    gpu_targets,
+    host_of,
+    linux_only,
+    pin_files,
+)
 from abifit.commands.pairwise import PairJudge, PairVerdict, describe, is_native
 from abifit.errors import AbifitError, UsageError
 from abifit.formats.pins import holds
@@ -1020,3 +1030,34 @@ def _loaded_driver() -> str | None:
             return parse_proc_driver_version(f.read())[0]
     except (OSError, ValueError, AbifitError):
         return None
+
+
+@dataclass(frozen=True)
+class ResolveOptions:
+    """What `abifit resolve` is asked: the requirements (with those of each `-r` file), the
+    packages to keep whatever their metadata says (`withs`), the CUDA major of the wheels
+    (`cuda`), a GPU the set must run on (`gpu`), the host and the index; `jobs` pairs are
+    checked at a time."""
+
+    requirements: tuple[str, ...] = ()
+    withs: tuple[str, ...] = ()
+    requirement_files: tuple[str, ...] = ()
+    cuda: int | None = None
+    gpu: str | None = None
+    jobs: int = 4
+    host: HostOptions = field(default_factory=HostOptions)
+    index: IndexOptions = field(default_factory=IndexOptions)
+
+
+def run_resolve(options: ResolveOptions, session: Session) -> ResolveReport:
+    """`abifit resolve` as the command line and `abifit.resolve` run it."""
+    linux_only(options.index)
+    host = host_of(options.host, session.environ)
+    remote = session.index(for_host(options.index, host))
+    gpus = gpu_targets(options.gpu, session.environ)
+    requirements = [*options.requirements,
+                    *(r for pins in pin_files(options.requirement_files, remote(), session.warn,
+                                              "resolved") for r in pins.requirements)]
+    return resolve(requirements, options.withs, remote(), host, session.progress,
+                   cuda=options.cuda, gpu=gpus[0] if gpus else None,
+                   executable=options.host.python, jobs=options.jobs)

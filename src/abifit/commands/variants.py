@@ -15,10 +15,11 @@ import operator
 import re
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import compress
 from typing import TYPE_CHECKING
 
+from abifit.commands.contexts import IndexOptions, Session
 from abifit.errors import FormatError, UsageError
 from abifit.formats.elf import ElfImage
 
@@ -244,3 +245,19 @@ def _finished(diffs: list[Pending], progress: Progress) -> list[MemberDiff]:
         progress(f"comparing {path}")
         out.append(compare(path, (ref, mine.result()), (other, theirs.result())))
     return out
+
+
+@dataclass(frozen=True)
+class VariantsOptions:
+    """What `abifit variants` is asked: one release (NAME==VERSION), its wheels for the index's
+    target or all of them (`every`, `--all`)."""
+
+    release: str
+    every: bool = False
+    index: IndexOptions = field(default_factory=IndexOptions)
+
+
+def run_variants(options: VariantsOptions, session: Session) -> VariantsReport:
+    """`abifit variants` as the command line and `abifit.variants` run it."""
+    remote = session.index(options.index)
+    return variants(options.release, remote(), session.progress, every=options.every)
