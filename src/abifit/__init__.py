@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from abifit.errors import AbifitError, FormatError, UsageError
+from abifit.version import __version__
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -59,8 +60,6 @@ if TYPE_CHECKING:
     from abifit.commands.variants import VariantsReport
     from abifit.formats.demangle import demangle
     from abifit.sim.findings import Effect, Verdict
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AbifitError",

@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import FrameType
 from typing import TextIO
 
-from abifit import __version__
 from abifit.cli import (
     cache,
     check,
@@ -49,6 +48,7 @@ from abifit.errors import AbifitError, UsageError
 from abifit.host.localfs import interpreter_problem
 from abifit.remote.cores import stop_workers
 from abifit.report.terminal import Style, Terminal
+from abifit.version import __version__
 
 
 def parser() -> argparse.ArgumentParser:

@@ -45,8 +45,9 @@ from abifit.commands.contexts import (
 )
 from abifit.errors import AbifitError, FormatError, UsageError, WheelError
 from abifit.formats.elf import ElfImage, SymbolType, parse_elf
+from abifit.formats.objects import ObjectSource
 from abifit.formats.pins import holds
-from abifit.formats.sources import FileSource, ObjectSource
+from abifit.formats.sources import FileSource
 from abifit.formats.wheel import Member, WheelArchive, is_elf_member, python_members
 from abifit.host.environment import Distribution, InterpreterFacts, interpreter_candidates
 from abifit.host.localfs import is_elf_file
@@ -1032,9 +1033,9 @@ def _result_key(wheels: Sequence[Wheel], target: Target, host: HostProfile,
     (a wheel whose index gives no hash, an unknown host). A wheel counts by what its views are
     cached under (`view_key`: its URL, size and sha256 on an index; its own sha256 here), and
     abifit's release and files (`runcache.fingerprint`)."""
-    from abifit import __version__
     from abifit.remote.index import IndexFile
     from abifit.remote.wheels import view_key
+    from abifit.version import __version__
 
     hashes = []
     for wheel in wheels:

@@ -49,7 +49,8 @@ from abifit.formats.fatbin import (
     read_gpu_code,
     zstd_available,
 )
-from abifit.formats.sources import FileSource, ObjectSource
+from abifit.formats.objects import ObjectSource
+from abifit.formats.sources import FileSource
 from abifit.host import observe
 from abifit.host.environment import (
     Distribution,
@@ -623,7 +624,7 @@ def _gpu_verdicts(path: str, image: Sectioned, targets: tuple[GpuTarget, ...],
 def _verdicts_key(targets: tuple[GpuTarget, ...]) -> str:
     """What a file's verdicts depend on besides its bytes: abifit's release, the GPUs and
     their drivers' CUDA releases, and whether zstd-compressed images can be opened here."""
-    from abifit import __version__
+    from abifit.version import __version__
 
     gpus = ",".join(f"{t.capability}@{t.driver_release or 'any'}" for t in targets)
     return f"{__version__};{gpus};zstd={zstd_available()}"
@@ -859,8 +860,8 @@ def _doctor(
 def _save_host(path: Path, host: HostFacts, executable: str, results: Sequence[LoadResult],
                roots: list[str], source: ObjectSource, progress: Progress) -> str:
     """Write this machine's host profile; the line that says so."""
-    from abifit import __version__
     from abifit.host.profile import dumps, snapshot_host
+    from abifit.version import __version__
 
     progress("saving the host profile")
     used = {r.path for result in results for r in result.resolutions

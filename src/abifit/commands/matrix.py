@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from abifit import __version__
 from abifit.commands.contexts import (
     HostOptions,
     IndexOptions,
@@ -42,6 +41,7 @@ from abifit.commands.pairs import (
 )
 from abifit.errors import UsageError
 from abifit.host.profile import HostProfile
+from abifit.version import __version__
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement

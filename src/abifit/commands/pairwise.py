@@ -284,8 +284,8 @@ class PairJudge:
         return PairVerdict(name, other, True, fits, () if fits else problems_of(report.findings))
 
     def _key(self, extension: IndexFile, host: IndexFile) -> str | None:
-        from abifit import __version__
         from abifit.remote.wheels import view_key
+        from abifit.version import __version__
 
         keys = (view_key(extension), view_key(host))
         if not all(keys) or not self.host.fingerprint:

@@ -96,7 +96,7 @@ def observe_stack(python: str, *, cache_dir: Path | None, environ: Mapping[str, 
                   cuda: bool = True) -> tuple[Snapshot, DoctorReport]:
     """`take_snapshot`, with doctor's report of the environment (its findings explain the
     modules that do not load)."""
-    from abifit import __version__
+    from abifit.version import __version__
 
     host = probe_host(environ, cache_path=ld_so_cache, conf_path=ld_so_conf)
     seen: list[tuple[Simulator, Simulation]] = []

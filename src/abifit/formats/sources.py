@@ -5,8 +5,7 @@ returns exactly `length` bytes or raises `FormatError`. Format readers (ELF, zip
 protocol, so the same code reads a local file, bytes in memory, a member inside a wheel, and later a
 member of a remote wheel.
 
-An `ObjectSource` is the same seam one level up: paths to parsed ELF images, for the loader
-simulation (`abifit.host.localfs.LocalObjects` on this machine, `VirtualTree` over wheels).
+The same seam one level up, paths to parsed ELF images, is `abifit.formats.objects`.
 """
 
 from __future__ import annotations
@@ -17,12 +16,9 @@ import weakref
 import zlib
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
+from typing import Protocol, TypeVar
 
 from abifit.errors import FormatError, WheelRefused
-
-if TYPE_CHECKING:
-    from abifit.formats.elf import ElfImage
 
 
 class ByteSource(Protocol):
@@ -35,32 +31,6 @@ class ByteSource(Protocol):
     def size(self) -> int: ...
 
     def read_at(self, offset: int, length: int) -> bytes: ...
-
-
-class ObjectSource(Protocol):
-    """Files as the loader simulation sees them, parsed: the I/O edge (this machine's file
-    system, a tree of wheels) gives one to the simulation."""
-
-    def is_file(self, path: str) -> bool: ...
-
-    def identity(self, path: str) -> str:
-        """The same value for two paths of one file (a resolved path, or device and inode)."""
-        ...
-
-    def image(self, path: str) -> ElfImage:
-        """The parsed ELF file; raises FormatError when it is not a readable ELF file."""
-        ...
-
-
-@runtime_checkable
-class RelocationSource(Protocol):
-    """An `ObjectSource` whose images may leave out the relocation tables, and that reads them
-    when asked (`abifit.host.localfs.LocalObjects`)."""
-
-    def relocated(self, path: str, image: ElfImage) -> ElfImage | None:
-        """The image of `path` with its relocations, when `image`, this source's image of it,
-        left them out; None otherwise."""
-        ...
 
 
 def check_range(source: ByteSource, offset: int, length: int) -> None:

@@ -1,6 +1,6 @@
 """The local file system as the loader simulation sees it, with a cache of parsed ELF views.
 
-`LocalObjects` is the `ObjectSource` (`abifit.formats.sources`) of this machine: it answers
+`LocalObjects` is the `ObjectSource` (`abifit.formats.objects`) of this machine: it answers
 whether a path is a file, which file a path is (device and inode), and the parsed ELF image of a
 path. Parsed images are kept in memory for the run and, when a cache directory is given, on
 disk, keyed by the path and checked against its size, mtime, device and inode, so a second run

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from abifit.errors import FormatError
 from abifit.formats.elf import DF_1_PIE, ElfImage, FileType, might_be_elf
-from abifit.formats.sources import ObjectSource
+from abifit.formats.objects import ObjectSource
 from abifit.host import observe
 from abifit.host.environment import (
     Distribution,

@@ -42,7 +42,7 @@ from pathlib import Path
 from abifit.errors import FormatError
 from abifit.formats.datacodec import OtherVersion, decode, frame, read_frame
 from abifit.formats.elf import ElfImage
-from abifit.formats.sources import ObjectSource
+from abifit.formats.objects import ObjectSource
 from abifit.host.ldconfig import (
     CpuFeatures,
     GlibcVersion,

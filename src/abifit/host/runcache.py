@@ -88,7 +88,7 @@ def fingerprint() -> str:
 
 def run_key(*parts: object) -> str:
     """The digest of what a run was given (values the data codec can write)."""
-    from abifit import __version__
+    from abifit.version import __version__
 
     return hashlib.sha256(encode((__version__, fingerprint(), parts))).hexdigest()
 

@@ -51,9 +51,9 @@ from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, TypeVar
 from urllib.parse import urljoin, urlsplit
 
-from abifit import __version__
 from abifit.errors import AbifitError, FormatError
 from abifit.formats.sources import Closing, check_range
+from abifit.version import __version__
 
 if TYPE_CHECKING:
     import ssl

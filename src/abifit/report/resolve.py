@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timezone
 
-from abifit import __version__
 from abifit.commands.resolve import Conflict, Pin, Rejection, ResolveReport, SetCheck, Why
 from abifit.errors import UsageError
 from abifit.formats.snapshot import LockedPackage, Snapshot, WheelFile, dumps, target_of
 from abifit.report import page
 from abifit.report.json import SCHEMA_VERSION, JsonObject
+from abifit.version import __version__
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 

@@ -54,7 +54,7 @@ from abifit.formats.elf import (
     SymbolType,
     Visibility,
 )
-from abifit.formats.sources import ObjectSource, RelocationSource
+from abifit.formats.objects import ObjectSource, RelocationSource
 
 DF_1_NODEFLIB = 0x800
 # how a load that kills the process is said (`crashes`): a file cut short inside what the

@@ -32,7 +32,7 @@ from abifit.errors import FormatError
 from abifit.formats.demangle import Names
 from abifit.formats.elf import ElfImage
 from abifit.formats.numpyapi import NumpyUse
-from abifit.formats.sources import ObjectSource
+from abifit.formats.objects import ObjectSource
 from abifit.host.environment import (
     Distribution,
     InterpreterFacts,

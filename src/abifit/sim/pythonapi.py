@@ -35,7 +35,7 @@ from abifit.formats.elf import (
     SymbolType,
     Visibility,
 )
-from abifit.formats.sources import ObjectSource
+from abifit.formats.objects import ObjectSource
 
 DATA = Path(__file__).parent.parent / "data"
 PATTERN = r"(?!PyInit_)_?Py[A-Za-z_]\w*|PY_TIMEOUT_MAX"
