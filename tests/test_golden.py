@@ -1,6 +1,7 @@
-"""Golden files for the report layer: what each command prints, as text and as JSON, for report
-values built by hand (no file system, network or host probe: the output is the same on every
-machine), compared byte for byte with the files under tests/golden/.
+"""Golden files for the report layer: what each command prints, as text and as JSON (and the
+pages, requirements files and locks some write), for report values built by hand (no file
+system, network or host probe: the output is the same on every machine), compared byte for byte
+with the files under tests/golden/.
 
 The values copy what the commands and the simulation produce (messages, derivations, hints,
 coverage reasons in their words), so that the goldens read as a user would see them. After an
@@ -12,20 +13,25 @@ passes silently), read the diff, and run again without the variable.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
+from unittest import mock
 
 import jsonschema
 import pytest
 
-from abifit.commands.check import CheckReport, Role, Wheel
+from abifit.commands.check import CheckReport, Role, Wheel, target_markers
 from abifit.commands.cuda import CudaReport, SonameUse
+from abifit.commands.diff import Change, ChangeKind, DiffReport
 from abifit.commands.doctor import DoctorReport, ImportCheck, Verification
 from abifit.commands.explain import ExplainReport, Explanation, Verdict, history_pointer
+from abifit.commands.history import Change as HistoryChange
+from abifit.commands.history import Form, HistoryReport
 from abifit.commands.index import IndexAddReport, IndexedWheel, IndexTransferReport
 from abifit.commands.inspect import (
     InspectReport,
@@ -35,6 +41,16 @@ from abifit.commands.inspect import (
     SymbolSelection,
 )
 from abifit.commands.matrix import Cell, MatrixReport
+from abifit.commands.resolve import (
+    Conflict,
+    Pin,
+    Rejection,
+    ResolveReport,
+    ResolveStats,
+    SetCheck,
+    Why,
+)
+from abifit.commands.snapshot import SnapshotReport
 from abifit.commands.variants import Group, MemberDiff, VariantsReport
 from abifit.formats.errortext import CudaMajorMismatch, UndefinedSymbol, UnsupportedArch
 from abifit.formats.fatbin import (
@@ -46,6 +62,19 @@ from abifit.formats.fatbin import (
     GpuCode,
     Variant,
 )
+from abifit.formats.snapshot import (
+    CudaRecord,
+    GpuRecord,
+    HostRecord,
+    LibraryDir,
+    LockedPackage,
+    ModuleRecord,
+    Needed,
+    Snapshot,
+    WheelFile,
+)
+from abifit.formats.snapshot import Toolkit as SnapshotToolkit
+from abifit.formats.snapshot import dumps as snapshot_toml
 from abifit.host.cudastack import (
     CudaStack,
     CudaSupportSource,
@@ -64,15 +93,27 @@ from abifit.host.cudastack import (
     ToolkitOrigin,
     VersionSource,
 )
+from abifit.remote.index import Target
 from abifit.remote.store import StoredPackage, StoreInfo
 from abifit.report.check import check_json, check_text
 from abifit.report.cuda import cuda_json, cuda_text
+from abifit.report.diff import diff_json, diff_text
 from abifit.report.doctor import doctor_json, doctor_text
 from abifit.report.explain import explain_json, explain_text
+from abifit.report.history import history_json, history_text
 from abifit.report.index import index_json, index_text
 from abifit.report.inspect import inspect_json, inspect_text
 from abifit.report.json import JsonObject, dumps
 from abifit.report.matrix import matrix_html, matrix_json, matrix_text
+from abifit.report.resolve import (
+    constraints_txt,
+    pylock_text,
+    requirements_txt,
+    resolve_html,
+    resolve_json,
+    resolve_text,
+)
+from abifit.report.snapshot import requirements_text, snapshot_json, snapshot_text
 from abifit.report.variants import variants_json, variants_text
 from abifit.sim.findings import Effect, Finding, FindingKind, Severity
 from abifit.sim.gpu import ComputeCapability, CoveredObject, GpuCheck, GpuTarget, ObjectCoverage
@@ -1251,19 +1292,428 @@ def index_import() -> IndexTransferReport:
 
 
 # ---------------------------------------------------------------------------------------------
+# resolve
+
+
+ABIFIT_VERSION = "0.1.0"  # the abifit a page or lock names: fixed, so that a release keeps them
+CHECKED_AT = "2025-10-20 14:05 UTC"
+PYTORCH = "https://download.pytorch.org/whl"
+C10_CHECK = "c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, {}, bool)"
+INT_LINE, UNSIGNED_LINE = C10_CHECK.format("int"), C10_CHECK.format("unsigned int")
+TO_UNSIGNED = "parameter 4: `int` → `unsigned int`"
+TO_INT = "parameter 4: `unsigned int` → `int`"
+NO_DRIVER_NOTE = ("no NVIDIA driver known for the host: CUDA builds were not checked against one "
+                  "(give --assume-driver VERSION)")
+
+
+def _sha256(text: str) -> str:
+    """A made-up sha256 (that of `text`): 64 hex digits, the same on every run."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _pypi(filename: str) -> str:
+    """A wheel's URL on PyPI, in the shape PyPI gives (the path made up)."""
+    digest = hashlib.blake2b(filename.encode("utf-8"), digest_size=32).hexdigest()
+    return (f"https://files.pythonhosted.org/packages/{digest[:2]}/{digest[2:4]}/{digest[4:]}/"
+            f"{filename}")
+
+
+def _pytorch(index: str, filename: str) -> str:
+    """A wheel's URL on one of PyTorch's indexes (`cu128`): the `+` of its local label quoted."""
+    return f"{PYTORCH}/{index}/{filename.replace('+', '%2B')}"
+
+
+def _pin(name: str, version: str, filename: str, url: str, role: str, *, native: bool = True,
+         cuda: str | None = None, newer: tuple[Rejection, ...] = ()) -> Pin:
+    return Pin(name, version, filename, url, _sha256(filename), role, native, cuda, newer)
+
+
+def _held(name: str, versions: tuple[str, ...], reason: str) -> tuple[Rejection, ...]:
+    """Newer releases a requirement excludes, each with the reason `newer_rejections` gives."""
+    return tuple(Rejection(name, v, Why.METADATA, reason) for v in versions)
+
+
+def _needs(extension: str, symbol: str, host: str, change: str) -> str:
+    """`pairwise.describe` of an undefined symbol with the nearest definition's change."""
+    return f"{extension} needs `{symbol}`, which {host} does not define ({change})"
+
+
+def resolve_found() -> ResolveReport:
+    """`resolve torch torchvision xformers --with 'numpy<2.3' --cuda 12 --gpu sm_120
+    --assume-driver 570.124.06` over PyPI and three PyTorch indexes: a set found in a second
+    resolution (the first set failed its whole-set check); the newer releases not chosen for
+    every reason (built for another CUDA major, too new for the driver, binaries that do not
+    load next to a pin, a pin's requirement, no kernel image for the GPU, the whole-set check,
+    the user's own `--with`), some grouped; dependencies held back by torch's pins; a note."""
+    tv, xf = "torchvision", "xformers"
+    torch_label, xformers_label = "torch 2.8.0+cu128", "xformers 0.0.32.post2"
+    torch_file = "torch-{}-cp311-cp311-manylinux_2_28_x86_64.whl"
+    tv_file = "torchvision-{}-cp311-cp311-manylinux_2_28_x86_64.whl"
+    numpy_file = "numpy-2.2.6-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+    xformers_file = "xformers-0.0.32.post2-cp39-abi3-manylinux_2_28_x86_64.whl"
+    cublas_file = "nvidia_cublas_cu12-12.8.4.1-py3-none-manylinux_2_27_x86_64.whl"
+    cudart_file = ("nvidia_cuda_runtime_cu12-12.8.90-py3-none-manylinux2014_x86_64."
+                   "manylinux_2_17_x86_64.whl")
+    triton_file = "triton-3.4.0-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"
+    driver = "the host's driver 570.124.06 supports CUDA up to 12.8"
+    torch_newer = (
+        Rejection("torch", "2.9.0+cu130", Why.CUDA,
+                  "torch 2.9.0+cu130 is built for CUDA 13.0, not CUDA 12 (--cuda)"),
+        *(Rejection("torch", v, Why.BINARY,
+                    _needs(xformers_label, INT_LINE, f"torch {v}", TO_UNSIGNED), xformers_label)
+          for v in ("2.9.0+cu128", "2.9.0")),
+        Rejection("torch", "2.8.0+cu129", Why.DRIVER,
+                  f"torch 2.8.0+cu129 is built for CUDA 12.9; {driver}"),
+    )
+    tv_newer = (
+        Rejection(tv, "0.24.0+cu130", Why.CUDA,
+                  "torchvision 0.24.0+cu130 is built for CUDA 13.0, not CUDA 12 (--cuda)"),
+        *(Rejection(tv, v, Why.METADATA, f"torchvision {v} requires torch==2.9.0", torch_label)
+          for v in ("0.24.0+cu128", "0.24.0")),
+        Rejection(tv, "0.23.0+cu129", Why.DRIVER,
+                  f"torchvision 0.23.0+cu129 is built for CUDA 12.9; {driver}"),
+    )
+    xformers_newer = (
+        Rejection(xf, "0.0.33.post1", Why.GPU,
+                  "xformers 0.0.33.post1 has no kernel image for sm_120: no kernel of xformers "
+                  f"xformers/_C.so runs on the GPU sm_120 (--gpu): '{NO_KERNEL_IMAGE}'"),
+        Rejection(xf, "0.0.33", Why.SET,
+                  f"xformers 0.0.33: xformers._C: `{UNSIGNED_LINE}` ({TO_INT})"),
+    )
+    requires = f"{torch_label} requires"
+    return ResolveReport(
+        target=TARGET, requirements=("torch", tv, xf), withs=("numpy<2.3",),
+        pins=(
+            _pin("filelock", "3.19.1", "filelock-3.19.1-py3-none-any.whl",
+                 _pypi("filelock-3.19.1-py3-none-any.whl"), "dependency", native=False),
+            _pin("numpy", "2.2.6", numpy_file, _pypi(numpy_file), "with",
+                 newer=_held("numpy", ("2.3.4", "2.3.3", "2.3.2", "2.3.1", "2.3.0"),
+                             "you asked for numpy<2.3")),
+            _pin("nvidia-cublas-cu12", "12.8.4.1", cublas_file, _pypi(cublas_file),
+                 "dependency", cuda="12",
+                 newer=_held("nvidia-cublas-cu12", ("12.9.1.4",),
+                             f"{requires} nvidia-cublas-cu12==12.8.4.1")),
+            _pin("nvidia-cuda-runtime-cu12", "12.8.90", cudart_file, _pypi(cudart_file),
+                 "dependency", cuda="12",
+                 newer=_held("nvidia-cuda-runtime-cu12", ("12.9.79",),
+                             f"{requires} nvidia-cuda-runtime-cu12==12.8.90")),
+            _pin("torch", "2.8.0+cu128", torch_file.format("2.8.0+cu128"),
+                 _pytorch("cu128", torch_file.format("2.8.0+cu128")), "requirement",
+                 cuda="12.8", newer=torch_newer),
+            _pin(tv, "0.23.0+cu128", tv_file.format("0.23.0+cu128"),
+                 _pytorch("cu128", tv_file.format("0.23.0+cu128")), "requirement", cuda="12.8",
+                 newer=tv_newer),
+            _pin("triton", "3.4.0", triton_file, _pypi(triton_file), "dependency",
+                 newer=_held("triton", ("3.5.1", "3.5.0"), f"{requires} triton==3.4.0")),
+            _pin(xf, "0.0.32.post2", xformers_file, _pypi(xformers_file), "requirement",
+                 newer=xformers_newer),
+        ),
+        conflict=None, set_check=SetCheck("fits", 31, 0),
+        stats=ResolveStats(pairs_checked=18, pairs_cached=4, pairs_unchecked=26,
+                           naive_pairs=2736, candidates_tried=14, resolutions=2),
+        notes=("triton 3.4.0: ignored an invalid requirement 'lit>=15.*; extra == \"tests\"'",),
+        cuda=12, driver="570.124.06", driver_cuda="12.8", gpu="sm_120",
+        index_urls=("https://pypi.org/simple", f"{PYTORCH}/cu128", f"{PYTORCH}/cu129",
+                    f"{PYTORCH}/cu130"),
+    )
+
+
+def resolve_conflict() -> ResolveReport:
+    """`resolve sgl-kernel==0.3.21 'torch>=2.9'`: sgl-kernel declares no torch, and its
+    binaries need the form of a c10 function that every torch the user allows changed: no set,
+    the derivation of the conflict; no driver known (the note says so)."""
+    return ResolveReport(
+        target=TARGET, requirements=("sgl-kernel==0.3.21", "torch>=2.9"), withs=(), pins=(),
+        conflict=Conflict(
+            ("you asked for sgl-kernel==0.3.21",
+             f"sgl-kernel 0.3.21 needs `{INT_LINE}`, which torch 2.10.0, 2.9.1 and 2.9.0 do not "
+             f"define ({TO_UNSIGNED})",
+             "you asked for torch>=2.9"),
+            ("sgl-kernel", "torch")),
+        set_check=None,
+        stats=ResolveStats(pairs_checked=3, pairs_cached=0, pairs_unchecked=0, naive_pairs=3,
+                           candidates_tried=4, resolutions=1),
+        notes=(NO_DRIVER_NOTE,), index_urls=("https://pypi.org/simple",),
+    )
+
+
+RESOLVE_MARKERS = target_markers(Target((3, 11), platforms=("manylinux_2_28_x86_64",)))
+RESOLVE_FOUND_COMMAND = (
+    "abifit resolve torch torchvision xformers --with 'numpy<2.3' --cuda 12 --gpu sm_120 "
+    "--assume-driver 570.124.06 --python-version 3.11 --platform manylinux_2_28_x86_64 "
+    f"--extra-index-url {PYTORCH}/cu128 --extra-index-url {PYTORCH}/cu129 "
+    f"--extra-index-url {PYTORCH}/cu130 --html resolve.html")
+RESOLVE_CONFLICT_COMMAND = ("abifit resolve sgl-kernel==0.3.21 'torch>=2.9' --python-version 3.11 "
+                            "--platform manylinux_2_28_x86_64 --html resolve.html")
+
+
+def _at_version(render: Callable[[], str]) -> Callable[[], str]:
+    """`render` with `abifit.report.resolve` naming abifit ABIFIT_VERSION: its page and its
+    PEP 751 lock name the running abifit (not a field of the report, as `matrix`'s is)."""
+    def rendered() -> str:
+        with mock.patch("abifit.report.resolve.__version__", ABIFIT_VERSION):
+            return render()
+
+    return rendered
+
+
+# ---------------------------------------------------------------------------------------------
+# history
+
+
+SET_DEVICE_INT, SET_DEVICE_NEW = "_ZN3c104cuda9SetDeviceEi", "_ZN3c104cuda9SetDeviceEab"
+
+
+def history_signature() -> HistoryReport:
+    """`history _ZN3c104cuda9SetDeviceEi --in torch --versions '>=2.4,<2.8'` (the name an
+    `undefined symbol` error gives): two forms of the function, the release where the first
+    gave way to the second and how its parameters changed; two releases read from the index
+    in this run, the others already in the store."""
+    releases = ("2.4.0", "2.4.1", "2.5.0", "2.5.1", "2.6.0", "2.7.0", "2.7.1")
+    libc10_cuda = ("torch/lib/libc10_cuda.so",)
+    return HistoryReport(
+        query=SET_DEVICE_INT, package="torch", releases=releases,
+        forms=(Form(SET_DEVICE_INT, "c10::cuda::SetDevice(int)", releases[:4], ("",),
+                    libc10_cuda),
+               Form(SET_DEVICE_NEW, "c10::cuda::SetDevice(signed char, bool)", releases[4:],
+                    ("",), libc10_cuda)),
+        changes=(HistoryChange("2.6.0", "2.5.1", SET_DEVICE_INT, SET_DEVICE_NEW,
+                               "same function c10::cuda::SetDevice; parameter 1: `int` → `signed "
+                               "char`; parameter 2 added: `bool`"),),
+        read=("2.7.0", "2.7.1"),
+    )
+
+
+def history_nowhere() -> HistoryReport:
+    """`history 'c10::cuda::SetDevice(signed char, bool)' --in torch`: the releases the store
+    holds (none read, nothing fetched) and none of them defines it."""
+    return HistoryReport(query="c10::cuda::SetDevice(signed char, bool)", package="torch",
+                         releases=("2.3.0", "2.3.1", "2.4.0", "2.4.1", "2.5.0", "2.5.1"),
+                         forms=(), changes=(), read=())
+
+
+# ---------------------------------------------------------------------------------------------
+# snapshot
+
+
+CUDA_LIB = "/usr/local/cuda-12.8/targets/x86_64-linux/lib"
+SYSTEM_LIB = "/lib/x86_64-linux-gnu"
+CUDA_CONF = "/etc/ld.so.conf.d/988_cuda-12.conf"
+NVIDIA_LIB = "/usr/local/nvidia/lib64"  # where a container's NVIDIA runtime puts libcuda.so.1
+UNRECORDED_NOTE = ("1 distribution(s) with no recorded wheel or source, locked as the directory "
+                   "they are installed in (an installer cannot fetch them again): mamba-ssm")
+
+
+def _torch_lib(*sonames: str, via: str = "DT_RUNPATH") -> tuple[Needed, ...]:
+    return tuple(Needed(s, f"torch/lib/{s}", via) for s in sonames)
+
+
+def _system(soname: str, via: str = "ld.so.cache") -> Needed:
+    return Needed(soname, f"{SYSTEM_LIB}/{soname}", via)
+
+
+def _wheel_from(index: str | None, filename: str, size: int) -> WheelFile:
+    """The wheel the index gives for an installed distribution (PyPI when `index` is None)."""
+    url = _pypi(filename) if index is None else _pytorch(index, filename)
+    return WheelFile(filename, _sha256(filename), url=url, size=size)
+
+
+def snapshot_stack() -> SnapshotReport:
+    """`snapshot -o pylock.toml` of a CUDA venv: four distributions whose wheels the index
+    gave, one built from a source directory, one whose origin nothing recorded (a note says
+    so); the ld.so.conf entries and the LD_LIBRARY_PATH directory that found libraries of the
+    stack; the driver, the toolkit loaded from, the GPU; four modules fingerprinted, one of
+    which does not load (built against an older torch)."""
+    torch_whl = "torch-2.8.0+cu128-cp311-cp311-manylinux_2_28_x86_64.whl"
+    numpy_whl = "numpy-2.2.6-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+    cudart_whl = ("nvidia_cuda_runtime_cu12-12.8.90-py3-none-manylinux2014_x86_64."
+                  "manylinux_2_17_x86_64.whl")
+    openblas = "libscipy_openblas64_-56d6093b.so"
+    libc_loaded = _system("libc.so.6", "already loaded")
+    cudart_loaded = Needed("libcudart.so.12", "nvidia/cuda_runtime/lib/libcudart.so.12",
+                           "already loaded")
+    modules = (
+        ModuleRecord(
+            "fused_ops._C", "fused-ops", "fused_ops/_C.cpython-311-x86_64-linux-gnu.so", True,
+            None,
+            (*_torch_lib("libc10.so", "libtorch_cpu.so", via="already loaded"), cudart_loaded,
+             Needed("libnvToolsExt.so.1", f"{CUDA_LIB}/libnvToolsExt.so.1", "ld.so.cache"),
+             Needed("libcuda.so.1", f"{NVIDIA_LIB}/libcuda.so.1", "LD_LIBRARY_PATH"),
+             _system("libstdc++.so.6"), _system("libgcc_s.so.1"), libc_loaded),
+            ("libstdc++.so.6:CXXABI_1.3", "libstdc++.so.6:GLIBCXX_3.4.29",
+             "libgcc_s.so.1:GCC_3.0", "libc.so.6:GLIBC_2.2.5", "libc.so.6:GLIBC_2.34"),
+            (("libc.so.6", 21), ("libc10.so", 37), ("libcuda.so.1", 4), ("libcudart.so.12", 11),
+             ("libgcc_s.so.1", 2), ("libnvToolsExt.so.1", 2), ("libpython3.11.so.1.0", 64),
+             ("libstdc++.so.6", 48), ("libtorch_cpu.so", 152)),
+            _sha256("fused_ops._C bindings"), numpy_headers=2, numpy_feature="1.23"),
+        ModuleRecord(
+            "numpy._core._multiarray_umath", "numpy",
+            "numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so", True, None,
+            (Needed(openblas, f"numpy.libs/{openblas}", "DT_RUNPATH"),
+             Needed("libgfortran-040039e1-0352e75f.so.5.0.0",
+                    "numpy.libs/libgfortran-040039e1-0352e75f.so.5.0.0", "DT_RUNPATH"),
+             Needed("libquadmath-96973f99-934c22de.so.0.0.0",
+                    "numpy.libs/libquadmath-96973f99-934c22de.so.0.0.0", "DT_RUNPATH"),
+             _system("libm.so.6"), libc_loaded),
+            ("libm.so.6:GLIBC_2.2.5", "libc.so.6:GLIBC_2.2.5", "libc.so.6:GLIBC_2.3.4",
+             "libc.so.6:GLIBC_2.14", "libc.so.6:GLIBC_2.17"),
+            (("libc.so.6", 94), ("libm.so.6", 53), ("libpython3.11.so.1.0", 822),
+             (openblas, 179)),
+            _sha256("numpy bindings")),
+        ModuleRecord(
+            "selective_scan_cuda", "mamba-ssm",
+            "selective_scan_cuda.cpython-311-x86_64-linux-gnu.so", False,
+            f"{SITE}/selective_scan_cuda.cpython-311-x86_64-linux-gnu.so: undefined symbol: "
+            f"{SET_DEVICE_INT}",
+            (*_torch_lib("libc10.so", "libc10_cuda.so", "libtorch_cpu.so", via="already loaded"),
+             cudart_loaded, _system("libstdc++.so.6", "already loaded"), libc_loaded),
+            ("libstdc++.so.6:GLIBCXX_3.4.29", "libc.so.6:GLIBC_2.2.5"),
+            (), hashlib.sha256(b"").hexdigest()),  # it binds nothing: the digest of no lines
+        ModuleRecord(
+            "torch._C", "torch", "torch/_C.cpython-311-x86_64-linux-gnu.so", True, None,
+            (*_torch_lib("libtorch_python.so", "libtorch.so", "libtorch_cpu.so",
+                         "libtorch_cuda.so", "libc10.so", "libc10_cuda.so"),
+             Needed("libcudart.so.12", "nvidia/cuda_runtime/lib/libcudart.so.12", "DT_RUNPATH"),
+             Needed("libcublas.so.12", "nvidia/cublas/lib/libcublas.so.12", "DT_RUNPATH"),
+             _system("libstdc++.so.6"), libc_loaded),
+            ("libc.so.6:GLIBC_2.2.5",), (("libc.so.6", 1), ("libtorch_python.so", 1)),
+            _sha256("torch._C bindings")),
+    )
+    return SnapshotReport(
+        Snapshot(
+            created_by=f"abifit {ABIFIT_VERSION}",
+            packages=(
+                LockedPackage("filelock", "3.19.1", _wheel_from(
+                    None, "filelock-3.19.1-py3-none-any.whl", 15_988)),
+                LockedPackage("fused-ops", "0.1.0", directory="/home/u/src/fused-ops"),
+                LockedPackage("mamba-ssm", "2.2.4", directory=SITE, recorded=False),
+                LockedPackage("numpy", "2.2.6", _wheel_from(None, numpy_whl, 16_836_010)),
+                LockedPackage("nvidia-cuda-runtime-cu12", "12.8.90",
+                              _wheel_from(None, cudart_whl, 954_765)),
+                LockedPackage("torch", "2.8.0+cu128", _wheel_from("cu128", torch_whl,
+                                                                  887_925_136)),
+            ),
+            requires_python="==3.11.*",
+            environments=("sys_platform == 'linux' and platform_machine == 'x86_64' and "
+                          "implementation_name == 'cpython' and python_version == '3.11'",),
+            python="bin/python", python_version="3.11.11",
+            host=HostRecord(
+                "x86_64", "2.35", "GLIBCXX_3.4.30",
+                ld_so_conf=(LibraryDir(SYSTEM_LIB, ("libgcc_s.so.1", "libm.so.6",
+                                                    "libstdc++.so.6"),
+                                       "/etc/ld.so.conf.d/x86_64-linux-gnu.conf", 3),
+                            LibraryDir(CUDA_LIB, ("libnvToolsExt.so.1",), CUDA_CONF, 1)),
+                ld_library_path=(LibraryDir(NVIDIA_LIB, ("libcuda.so.1",)),)),
+            cuda=CudaRecord("570.124.06", "12.8", (SnapshotToolkit("12.8.93",
+                                                                   "/usr/local/cuda-12.8"),),
+                            (GpuRecord("NVIDIA H100 80GB HBM3", "sm_90"),)),
+            modules=modules,
+        ),
+        written="pylock.toml", notes=(UNRECORDED_NOTE,),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# diff
+
+
+def diff_breaks() -> DiffReport:
+    """`diff cluster/pylock.toml /opt/venv`: a snapshot of a stack that worked on a cluster
+    node against an environment rebuilt here with torch for CUDA 13: two modules stop loading
+    (a c10 function whose signature changed, a CUDA 12 runtime no longer shipped; each with
+    doctor's explanation), modules that map another CUDA major, find a library elsewhere,
+    require new version nodes, bind differently; a module gone; a module new on B that does
+    not load; the host's glibc, libstdc++ and loader settings; the versions; a note."""
+    flash = f"{SITE}/flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so"
+    mamba = f"{SITE}/selective_scan_cuda.cpython-311-x86_64-linux-gnu.so"
+    conv = f"{SITE}/causal_conv1d_cuda.cpython-311-x86_64-linux-gnu.so"
+    libstdcxx = f"{SYSTEM_LIB}/libstdc++.so.6"
+    symbol = "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib"
+    found = "B's loader found nothing there"
+    return DiffReport(
+        a="cluster/pylock.toml", b="/opt/venv",
+        abi=(
+            Change(ChangeKind.STOPS_LOADING, "flash_attn_2_cuda", "loads",
+                   f"{flash}: undefined symbol: {symbol}",
+                   f"Because {flash} (flash_attn 2.8.3) needs `{INT_LINE}` and none of the 42 "
+                   "objects in its lookup scope defines it, the import fails.\n"
+                   f"Nearest definition, in {SITE}/torch/lib/libc10_cuda.so (torch "
+                   f"2.9.0+cu130): `{UNSIGNED_LINE}` — same function "
+                   f"c10::cuda::c10_cuda_check_implementation; {TO_UNSIGNED}.",
+                   breaks=True),
+            Change(ChangeKind.STOPS_LOADING, "selective_scan_cuda", "loads",
+                   "libcudart.so.12: cannot open shared object file: No such file or directory",
+                   f"Because {mamba} (mamba_ssm 2.2.4) needs libcudart.so.12 and the loader did "
+                   "not find it in the 4 places it looked (paths considered, in order, below), "
+                   "it does not load.\nNo file with that name was found on this machine.",
+                   breaks=True),
+            Change(ChangeKind.CUDA_MAJOR, "torch._C", "libcublas CUDA 12", "libcublas CUDA 13",
+                   "maps libcublas of another CUDA major"),
+            Change(ChangeKind.CUDA_MAJOR, "torch._C", "libcudart CUDA 12", "libcudart CUDA 13",
+                   "maps libcudart of another CUDA major"),
+            Change(ChangeKind.RESOLVED_ELSEWHERE, "torch._C", "/usr/lib64/libstdc++.so.6",
+                   libstdcxx, "libstdc++.so.6 is found elsewhere"),
+            Change(ChangeKind.MODULE_GONE, "torch._C_flatbuffer",
+                   "torch/_C_flatbuffer.cpython-311-x86_64-linux-gnu.so", None,
+                   "torch on B has no such module"),
+            Change(ChangeKind.CUDA_MAJOR, "torchvision._C", "libcudart CUDA 12",
+                   "libcudart CUDA 13", "maps libcudart of another CUDA major"),
+            Change(ChangeKind.VERSION_NODES, "torchvision._C", None,
+                   "libstdc++.so.6:CXXABI_1.3.11, libstdc++.so.6:GLIBCXX_3.4.22",
+                   "requires version nodes it did not"),
+            Change(ChangeKind.BINDINGS, "torchvision._C", _sha256("torchvision A")[:12],
+                   _sha256("torchvision B")[:12],
+                   "its undefined symbols bind differently (symbols per library: libc10.so "
+                   "212 -> 209; libtorch_cpu.so 1385 -> 1391)"),
+            Change(ChangeKind.STOPS_LOADING, "causal_conv1d_cuda", None,
+                   f"{libstdcxx}: version `GLIBCXX_3.4.32' not found (required by {conv})",
+                   f"Because {conv} (causal_conv1d 1.5.2) requires version GLIBCXX_3.4.32 and "
+                   f"the {libstdcxx} that the loader found does not define it, the import "
+                   "fails.\nThe newest GLIBCXX version it defines is GLIBCXX_3.4.30."),
+            Change(ChangeKind.HOST, "glibc", "2.28", "2.35"),
+            Change(ChangeKind.HOST, "libstdc++", "GLIBCXX_3.4.25", "GLIBCXX_3.4.30"),
+            Change(ChangeKind.HOST, "ld.so.conf", f"{CUDA_LIB} ({CUDA_CONF}:1)", None,
+                   f"found libnvToolsExt.so.1 on A; {found}"),
+            Change(ChangeKind.HOST, "LD_LIBRARY_PATH", NVIDIA_LIB, None,
+                   f"found libcuda.so.1 on A; {found}"),
+        ),
+        versions=(
+            Change(ChangeKind.ADDED, "causal-conv1d", None, "1.5.2"),
+            Change(ChangeKind.ADDED, "nvidia-cublas", None, "13.0.0.19"),
+            Change(ChangeKind.REMOVED, "nvidia-cublas-cu12", "12.8.4.1", None),
+            Change(ChangeKind.ADDED, "nvidia-cuda-runtime", None, "13.0.96"),
+            Change(ChangeKind.REMOVED, "nvidia-cuda-runtime-cu12", "12.8.90", None),
+            Change(ChangeKind.VERSION, "torch", "2.8.0+cu128", "2.9.0+cu130"),
+            Change(ChangeKind.VERSION, "torchvision", "0.23.0+cu128", "0.24.0+cu130"),
+            Change(ChangeKind.VERSION, "triton", "3.4.0", "3.5.0"),
+        ),
+        notes=("cluster/pylock.toml: no wheel or source recorded for mamba-ssm",),
+    )
+
+
+def diff_unchanged() -> DiffReport:
+    """`diff pylock.toml requirements.txt`: a snapshot against the requirements pinned from
+    it: the same versions; a lock without abifit's facts says nothing of loading (a note)."""
+    return DiffReport(a="pylock.toml", b="requirements.txt", abi=(), versions=(),
+                      notes=("requirements.txt: a lock without abifit's facts: versions only",))
+
+
+# ---------------------------------------------------------------------------------------------
 # The cases and the tests
 
 
 @dataclass(frozen=True)
 class Case:
     """One report: the stem of its golden files, the command whose schema its JSON follows,
-    and its renderings."""
+    and its renderings; `extra` holds the other files a command writes from it, each as (the
+    suffix of its golden file's name, the rendering): `.requirements.txt`, `.pylock.toml`."""
 
     name: str
     command: str
     text: Callable[[], str]
     json: Callable[[], JsonObject]
     html: Callable[[], str] | None = None
+    extra: tuple[tuple[str, Callable[[], str]], ...] = ()
 
 
 def explain_mixed() -> ExplainReport:
@@ -1345,6 +1795,29 @@ CASES = (
          lambda: index_json(index_info())),
     Case("index_import", "index", lambda: index_text(index_import()),
          lambda: index_json(index_import())),
+    Case("resolve_found", "resolve", lambda: resolve_text(resolve_found()),
+         lambda: resolve_json(resolve_found(), TRANSFER),
+         _at_version(lambda: resolve_html(resolve_found(), CHECKED_AT, RESOLVE_FOUND_COMMAND)),
+         extra=((".requirements.txt", lambda: requirements_txt(resolve_found())),
+                (".constraints.txt", lambda: constraints_txt(resolve_found())),
+                (".pylock.toml",
+                 _at_version(lambda: pylock_text(resolve_found(), RESOLVE_MARKERS))))),
+    Case("resolve_conflict", "resolve", lambda: resolve_text(resolve_conflict()),
+         lambda: resolve_json(resolve_conflict(), TRANSFER),
+         _at_version(lambda: resolve_html(resolve_conflict(), CHECKED_AT,
+                                          RESOLVE_CONFLICT_COMMAND))),
+    Case("history_signature", "history", lambda: history_text(history_signature()),
+         lambda: history_json(history_signature(), TRANSFER)),
+    Case("history_nowhere", "history", lambda: history_text(history_nowhere()),
+         lambda: history_json(history_nowhere(), None)),
+    Case("snapshot_stack", "snapshot", lambda: snapshot_text(snapshot_stack()),
+         lambda: snapshot_json(snapshot_stack()),
+         extra=((".requirements.txt", lambda: requirements_text(snapshot_stack().snapshot)),
+                (".pylock.toml", lambda: snapshot_toml(snapshot_stack().snapshot)))),
+    Case("diff_breaks", "diff", lambda: diff_text(diff_breaks()),
+         lambda: diff_json(diff_breaks())),
+    Case("diff_unchanged", "diff", lambda: diff_text(diff_unchanged()),
+         lambda: diff_json(diff_unchanged())),
 )
 
 
@@ -1360,6 +1833,7 @@ def _renderings() -> list[tuple[str, Callable[[], str]]]:
         out += [(f"{case.name}.txt", case.text), (f"{case.name}.json", _printed(case.json))]
         if case.html is not None:
             out.append((f"{case.name}.html", case.html))
+        out += [(f"{case.name}{suffix}", render) for suffix, render in case.extra]
     return out
 
 
