@@ -1665,6 +1665,10 @@ def diff_breaks() -> DiffReport:
                    _sha256("torchvision B")[:12],
                    "its undefined symbols bind differently (symbols per library: libc10.so "
                    "212 -> 209; libtorch_cpu.so 1385 -> 1391)"),
+            Change(ChangeKind.NUMPY_C_API, "scipy.linalg._flapack", "NumPy 1.x headers",
+                   "NumPy 2.x headers, NumPy 1.23 or newer",
+                   "it was built against another NumPy C API: which NumPy releases it imports "
+                   "beside changed"),
             Change(ChangeKind.STOPS_LOADING, "causal_conv1d_cuda", None,
                    f"{libstdcxx}: version `GLIBCXX_3.4.32' not found (required by {conv})",
                    f"Because {conv} (causal_conv1d 1.5.2) requires version GLIBCXX_3.4.32 and "

@@ -14,6 +14,7 @@ _LABEL = {
     ChangeKind.RESOLVED_ELSEWHERE: "found elsewhere",
     ChangeKind.VERSION_NODES: "version nodes",
     ChangeKind.BINDINGS: "bindings",
+    ChangeKind.NUMPY_C_API: "NumPy C API",
     ChangeKind.HOST: "host",
 }
 
