@@ -13,7 +13,9 @@ Two venvs with a real torch live under ~/.cache/abifit-tests (or $ABIFIT_TEST_CA
 A test that uses either venv without the `slow` marker stops the run at collection.
 
 The binaries the tests use are compiled from the sources under tests/fixtures/ by
-`fixtures.build.compile_c` (see tests/fixtures/build.py).
+`fixtures.build.compile_c` (see tests/fixtures/build.py). The fixtures several test modules use
+are here (`binaries`, `index_projects`, `loopback_index`, the torch venvs); the builders and
+paths they share are in tests/helpers.py.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import check_binaries
 from httpserver import LoopbackIndex, LoopbackServer, Projects, publish_index
 
 TORCH_VERSION = "2.13.0"
@@ -152,6 +155,13 @@ def torch_dir(torch_venv: Path) -> Path:
 def torch_cuda_venv(request: pytest.FixtureRequest) -> Path:
     """Root of the venv with torch's CUDA build and torchvision (see `--run-cuda`)."""
     return ensure_torch_cuda_venv(bool(request.config.getoption("--run-cuda")))
+
+
+@pytest.fixture(scope="module")
+def binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """The binaries of the check world (`helpers.check_binaries`), built once per test module
+    that uses them; a module may define its own (tests/commands/test_resolve.py does)."""
+    return check_binaries(tmp_path_factory.mktemp("check"))
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from abifit.commands.check import CheckReport
 from abifit.commands.doctor import DoctorReport
 from abifit.commands.inspect import InspectReport
 from fixtures.build import compile_c
-from test_check import make_wheel
+from helpers import make_wheel
 
 EXTENSION = """\
 int demo_answer(void) { return 42; }

@@ -28,10 +28,8 @@ from abifit.report.matrix import matrix_json
 from abifit.report.resolve import resolve_json
 from abifit.report.snapshot import snapshot_json
 from abifit.report.variants import variants_json
+from helpers import wheels
 from httpserver import LoopbackIndex, Projects
-from test_check import binaries, wheels
-
-__all__ = ["binaries"]  # the fixture test_check.py builds the wheels with
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 

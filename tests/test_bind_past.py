@@ -14,9 +14,9 @@ import pytest
 
 from abifit.cli import main
 from fixtures.build import compile_c
-from test_check import make_wheel
+from helpers import FIXTURES, make_wheel
 
-SOURCES = Path(__file__).parent / "fixtures" / "past"
+SOURCES = FIXTURES / "past"
 TAG = "cp310-abi3-linux_x86_64"
 
 

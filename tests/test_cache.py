@@ -12,9 +12,9 @@ import pytest
 
 from abifit.cli import main
 from abifit.remote.cache import BUCKETS, SYMBOLS_STORE, Cache, RootState
+from helpers import SCHEMAS
 
-SCHEMA = json.loads((Path(__file__).parent.parent / "src/abifit/report/schemas"
-                     / "cache.schema.json").read_text("utf-8"))
+SCHEMA = json.loads((SCHEMAS / "cache.schema.json").read_text("utf-8"))
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -4,11 +4,9 @@ built against 1.0, and an extension that links the NVIDIA driver directly."""
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import subprocess
-import zipfile
 from pathlib import Path
 
 import jsonschema
@@ -16,79 +14,15 @@ import pytest
 
 from abifit.cli import main
 from abifit.formats.pins import pylock_toml, requirements_txt, uv_lock
-from fixtures.build import STUBS, compile_c
+from fixtures.build import compile_c
+from helpers import CHECK_SOURCES, SCHEMAS, TARGET, make_wheel, run_cli, wheels
 from httpserver import LoopbackIndex, LoopbackServer, Projects, publish_index
 
-SOURCES = Path(__file__).parent / "fixtures" / "check"
-SCHEMAS = Path(__file__).parent.parent / "src/abifit/report/schemas"
 SCHEMA = json.loads((SCHEMAS / "check.schema.json").read_text("utf-8"))
 MATRIX_SCHEMA = json.loads((SCHEMAS / "matrix.schema.json").read_text("utf-8"))
 VARIANTS_SCHEMA = json.loads((SCHEMAS / "variants.schema.json").read_text("utf-8"))
-TAG = "py3-none-linux_x86_64"
-TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
-
-
-@pytest.fixture(scope="module")
-def binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    root = tmp_path_factory.mktemp("check")
-    host = "libhost.so"
-    built = {
-        "v1": compile_c(SOURCES / "host_v1.cpp", root / "v1" / host, cxx=True, soname=host),
-        "v2": compile_c(SOURCES / "host_v2.cpp", root / "v2" / host, cxx=True, soname=host),
-        "v2m": compile_c(SOURCES / "host_v2.cpp", root / "v2m" / host, cxx=True, soname=host,
-                         flags=["-DHOSTLIB_LOG"]),
-        "ext": compile_c(SOURCES / "ext.cpp", root / "_ops.abi3.so", cxx=True,
-                         flags=[f"-L{root / 'v1'}", "-Wl,-rpath,$ORIGIN/../hostpkg/lib"],
-                         libs=["-lhost"]),
-    }
-    stub = compile_c(STUBS / "libcuda_stub.c", root / "stub" / "libcuda.so.1",
-                     soname="libcuda.so.1")
-    built["drv"] = compile_c(SOURCES / "drv.c", root / "_drv.abi3.so", libs=[stub])
-    built["new_glibc"] = compile_c(SOURCES / "new_glibc.c", root / "_newglibc.abi3.so")
-    return {name: path.read_bytes() for name, path in built.items()}
-
-
-def make_wheel(name: str, version: str, files: dict[str, bytes], requires: tuple[str, ...] = (),
-               build: str | None = None, tag: str = TAG) -> tuple[str, bytes]:
-    dist = f"{name}-{version}.dist-info"
-    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-    metadata += "".join(f"Requires-Dist: {r}\n" for r in requires)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path, data in files.items():
-            zf.writestr(path, data)
-        zf.writestr(f"{dist}/METADATA", metadata)
-        zf.writestr(f"{dist}/WHEEL", f"Wheel-Version: 1.0\nTag: {tag}\n")
-    filename = "-".join([name, version, *([build] if build else []), *tag.split("-")]) + ".whl"
-    return filename, buffer.getvalue()
-
-
-def wheels(binaries: dict[str, bytes]) -> dict[str, list[tuple[str, bytes]]]:
-    """hostpkg 1.0 and 2.0 (three builds), extpkg built against 1.0, drvpkg and newglibc."""
-    init = {"hostpkg/__init__.py": b""}
-    return {
-        "hostpkg": [
-            make_wheel("hostpkg", "1.0", {**init, "hostpkg/lib/libhost.so": binaries["v1"]}),
-            make_wheel("hostpkg", "2.0", {**init, "hostpkg/lib/libhost.so": binaries["v2"]}),
-            make_wheel("hostpkg", "2.0", {**init, "hostpkg/lib/libhost.so": binaries["v2"]},
-                       build="1"),
-            make_wheel("hostpkg", "2.0", {**init, "hostpkg/lib/libhost.so": binaries["v2m"]},
-                       build="2"),
-        ],
-        "extpkg": [make_wheel("extpkg", "1.0", {"extpkg/__init__.py": b"",
-                                                "extpkg/_ops.abi3.so": binaries["ext"]},
-                              requires=("hostpkg==1.0",), tag="cp310-abi3-linux_x86_64")],
-        "drvpkg": [make_wheel("drvpkg", "1.0", {"drvpkg/__init__.py": b"",
-                                                "drvpkg/_drv.abi3.so": binaries["drv"]},
-                              tag="cp310-abi3-linux_x86_64")],
-        "newglibc": [make_wheel("newglibc", "1.0", {
-            "newglibc/__init__.py": b"", "newglibc/_newglibc.abi3.so": binaries["new_glibc"]},
-            tag="cp310-abi3-linux_x86_64")],
-        "anyhost": [make_wheel("anyhost", "1.0", {"anyhost/__init__.py": b""},
-                               requires=("hostpkg>=1.0",), tag="py3-none-any")],
-    }
 
 
 @pytest.fixture(scope="module")
@@ -97,22 +31,12 @@ def index_projects(binaries: dict[str, bytes]) -> Projects:
     return wheels(binaries)
 
 
-def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, cache: Path,
-        *args: str) -> tuple[int, str, str]:
-    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
-    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
-        monkeypatch.delenv(var, raising=False)
-    code = main([*args, *TARGET, "--cache-dir", str(cache)])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 def test_extension_fits_the_host_it_was_built_for(
         loopback_index: LoopbackIndex, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """extpkg requires hostpkg==1.0; checked alone, the dependency is resolved and it fits."""
-    code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--index-url",
-                          loopback_index.url, "--json")
+    code, out, _err = run_cli(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--index-url",
+                              loopback_index.url, "--json")
     doc = json.loads(out)
     jsonschema.validate(doc, SCHEMA)
     assert code == 0, out
@@ -129,8 +53,8 @@ def test_new_host_fails_naming_the_parameter(loopback_index: LoopbackIndex,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """With hostpkg 2.0 the symbol is undefined; the finding names it, demangled, with the
     parameter that changed, and a note says the metadata forbids this pairing."""
-    code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
-                          "hostpkg==2.0", "--index-url", loopback_index.url, "--json")
+    code, out, _err = run_cli(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
+                              "hostpkg==2.0", "--index-url", loopback_index.url, "--json")
     doc = json.loads(out)
     jsonschema.validate(doc, SCHEMA)
     assert code == 1
@@ -140,8 +64,8 @@ def test_new_host_fails_naming_the_parameter(loopback_index: LoopbackIndex,
     assert finding["symbol"] == "_ZN7hostlib10check_implEiPKcS1_ib"
     assert "parameter 4: `int` → `unsigned int`" in finding["explanation"]
     assert any("requires hostpkg==1.0" in n and "forbids" in n for n in doc["notes"])
-    code, text, _err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
-                           "hostpkg==2.0", "--index-url", loopback_index.url)
+    code, text, _err = run_cli(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
+                               "hostpkg==2.0", "--index-url", loopback_index.url)
     assert "hostlib::check_impl(int, char const*, char const*, int, bool)" in text
     verdict = text.rstrip().splitlines()[-1]
     assert verdict.startswith("fails: ")
@@ -155,8 +79,8 @@ def test_a_dependency_is_chosen_by_every_requirement_on_it(
     """anyhost (read first, as --with) asks for hostpkg>=1.0, whose newest is 2.0; extpkg then
     asks for hostpkg==1.0. The stack judged is the one both allow, hostpkg 1.0, as pip would
     install it: it fits, with no note of a forbidden pairing."""
-    code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
-                          "anyhost", "--index-url", loopback_index.url, "--json")
+    code, out, _err = run_cli(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
+                              "anyhost", "--index-url", loopback_index.url, "--json")
     doc = json.loads(out)
     jsonschema.validate(doc, SCHEMA)
     assert {(w["name"], w["version"]) for w in doc["wheels"]} == {
@@ -174,19 +98,19 @@ def test_a_check_is_not_simulated_twice(loopback_index: LoopbackIndex, tmp_path:
 
     args = ("check", "extpkg==1.0", "--with", "hostpkg==2.0", "--index-url", loopback_index.url,
             "--json")
-    code, first, _err = run(capsys, monkeypatch, tmp_path, *args)
+    code, first, _err = run_cli(capsys, monkeypatch, tmp_path, *args)
     assert code == 1
 
     def simulate_again(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("simulated a second time")
 
     monkeypatch.setattr(abifit.commands.check, "simulate", simulate_again)
-    code, second, _err = run(capsys, monkeypatch, tmp_path, *args)
+    code, second, _err = run_cli(capsys, monkeypatch, tmp_path, *args)
     assert code == 1
     strip = lambda doc: {k: v for k, v in json.loads(doc).items() if k != "transfer"}  # noqa: E731
     assert strip(second) == strip(first)
     assert len(list((tmp_path / "checks-v2").rglob("*"))) >= 1
-    code, _out, err = run(capsys, monkeypatch, tmp_path, *args, "--refresh")
+    code, _out, err = run_cli(capsys, monkeypatch, tmp_path, *args, "--refresh")
     assert code == 3 and "simulated a second time" in err  # the command line: a bug is exit 3
 
 
@@ -197,8 +121,8 @@ def test_local_wheel_target(loopback_index: LoopbackIndex, tmp_path: Path,
     filename = "extpkg-1.0-cp310-abi3-linux_x86_64.whl"
     path = tmp_path / filename
     path.write_bytes(loopback_index.files[filename])
-    code, out, _err = run(capsys, monkeypatch, tmp_path / "cache", "check", str(path),
-                          "--index-url", loopback_index.url, "--json")
+    code, out, _err = run_cli(capsys, monkeypatch, tmp_path / "cache", "check", str(path),
+                              "--index-url", loopback_index.url, "--json")
     assert code == 0 and json.loads(out)["verdict"] == "fits"
 
 
@@ -209,8 +133,8 @@ def test_driver_is_reported_apart(loopback_index: LoopbackIndex, tmp_path: Path,
     ABI fits but the driver is missing (exit 1); with --assume-driver it fits (exit 0)."""
     has_driver = b"libcuda.so.1" in subprocess.run(["/sbin/ldconfig", "-p"],
                                                    capture_output=True).stdout
-    code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "drvpkg==1.0", "--index-url",
-                          loopback_index.url, "--json")
+    code, out, _err = run_cli(capsys, monkeypatch, tmp_path, "check", "drvpkg==1.0", "--index-url",
+                              loopback_index.url, "--json")
     doc = json.loads(out)
     assert doc["findings"] == []
     if has_driver:
@@ -218,8 +142,8 @@ def test_driver_is_reported_apart(loopback_index: LoopbackIndex, tmp_path: Path,
     else:
         assert (code, doc["verdict"], doc["host_missing"]) == (
             1, "fits-but-host-lacks-driver", ["libcuda.so.1"])
-    code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "drvpkg==1.0", "--index-url",
-                          loopback_index.url, "--assume-driver", "580.95", "--json")
+    code, out, _err = run_cli(capsys, monkeypatch, tmp_path, "check", "drvpkg==1.0", "--index-url",
+                              loopback_index.url, "--assume-driver", "580.95", "--json")
     assert (code, json.loads(out)["verdict"]) == (0, "fits")
 
 
@@ -229,9 +153,9 @@ def test_matrix_singles_out_the_fitting_host(loopback_index: LoopbackIndex,
     """`matrix extpkg==1.0 --against hostpkg>=1`: 1.0 fits, 2.0 fails on the changed symbol;
     the HTML page holds both rows."""
     page = tmp_path / "m.html"
-    code, out, _err = run(capsys, monkeypatch, tmp_path, "matrix", "extpkg==1.0", "--against",
-                          "hostpkg>=1", "--index-url", loopback_index.url, "--json", "--html",
-                          str(page))
+    code, out, _err = run_cli(capsys, monkeypatch, tmp_path, "matrix", "extpkg==1.0", "--against",
+                              "hostpkg>=1", "--index-url", loopback_index.url, "--json", "--html",
+                              str(page))
     doc = json.loads(out)
     jsonschema.validate(doc, MATRIX_SCHEMA)
     assert code == 0
@@ -249,8 +173,8 @@ def test_variants_groups_identical_wheels(loopback_index: LoopbackIndex, tmp_pat
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """hostpkg 2.0 has two wheels with identical binaries and one whose library also calls
     puts: two groups, and the difference is told by needs."""
-    code, out, _err = run(capsys, monkeypatch, tmp_path, "variants", "hostpkg==2.0",
-                          "--index-url", loopback_index.url, "--json")
+    code, out, _err = run_cli(capsys, monkeypatch, tmp_path, "variants", "hostpkg==2.0",
+                              "--index-url", loopback_index.url, "--json")
     doc = json.loads(out)
     jsonschema.validate(doc, VARIANTS_SCHEMA)
     assert code == 0
@@ -277,7 +201,8 @@ def test_errors_are_one_line_with_exit_2(loopback_index: LoopbackIndex, tmp_path
                                          monkeypatch: pytest.MonkeyPatch, args: list[str],
                                          needle: str) -> None:
     """Unknown packages and versions and malformed requirements are an `error:` line, exit 2."""
-    code, out, err = run(capsys, monkeypatch, tmp_path, *args, "--index-url", loopback_index.url)
+    code, out, err = run_cli(capsys, monkeypatch, tmp_path, *args, "--index-url",
+                             loopback_index.url)
     assert code == 2 and out == ""
     assert err.startswith("error: ") and needle in err.splitlines()[0]
     assert "Traceback" not in err
@@ -288,8 +213,8 @@ def test_index_down_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[st
     """An index that refuses connections is one error line and exit 2."""
     with LoopbackServer() as server:
         url = server.url("/simple")
-    code, _out, err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--index-url",
-                          url)
+    code, _out, err = run_cli(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--index-url",
+                              url)
     assert code == 2 and err.startswith("error: ")
 
 
@@ -318,8 +243,8 @@ def test_check_from_a_requirements_file(loopback_index: LoopbackIndex, tmp_path:
     """`check -r FILE` checks every native wheel the file pins, with the pinned versions."""
     pins = tmp_path / "requirements.txt"
     pins.write_text("extpkg==1.0\nhostpkg==2.0\n")
-    code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "-r", str(pins),
-                          "--index-url", loopback_index.url, "--json")
+    code, out, _err = run_cli(capsys, monkeypatch, tmp_path, "check", "-r", str(pins),
+                              "--index-url", loopback_index.url, "--json")
     doc = json.loads(out)
     assert code == 1 and doc["verdict"] == "fails"
     assert {w["name"]: w["version"] for w in doc["wheels"]} == {"extpkg": "1.0", "hostpkg": "2.0"}
@@ -349,9 +274,9 @@ def test_check_against_a_saved_host_profile(loopback_index: LoopbackIndex,
     capsys.readouterr()
     args = ("check", "extpkg==1.0", "--with", "hostpkg==2.0", "--index-url", loopback_index.url,
             "--json")
-    code, here, _err = run(capsys, monkeypatch, tmp_path / "a", *args)
-    code_p, there, _err = run(capsys, monkeypatch, tmp_path / "b", *args, "--host",
-                              str(host_profile))
+    code, here, _err = run_cli(capsys, monkeypatch, tmp_path / "a", *args)
+    code_p, there, _err = run_cli(capsys, monkeypatch, tmp_path / "b", *args, "--host",
+                                  str(host_profile))
     here_doc, there_doc = json.loads(here), json.loads(there)
     jsonschema.validate(there_doc, SCHEMA)
     assert code == code_p == 1
@@ -359,8 +284,9 @@ def test_check_against_a_saved_host_profile(loopback_index: LoopbackIndex,
     assert [f["symbol"] for f in there_doc["findings"]] == [f["symbol"]
                                                              for f in here_doc["findings"]]
     assert any(n.startswith("host: a saved profile of an ELF64") for n in there_doc["notes"])
-    code, out, _err = run(capsys, monkeypatch, tmp_path / "c", "check", "drvpkg==1.0",
-                          "--index-url", loopback_index.url, "--json", "--host", str(host_profile))
+    code, out, _err = run_cli(capsys, monkeypatch, tmp_path / "c", "check", "drvpkg==1.0",
+                              "--index-url", loopback_index.url, "--json", "--host",
+                              str(host_profile))
     assert json.loads(out)["verdict"] in ("fits", "fits-but-host-lacks-driver")
 
 
@@ -384,8 +310,8 @@ def test_a_host_profile_that_is_not_one_is_refused(loopback_index: LoopbackIndex
                                                  "snapshot": Evil()})))
     for path, problem in ((bad, "not an abifit host profile"),
                           (evil, "a pickle, as abifit saved host profiles before format 2")):
-        code, out, err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0",
-                             "--index-url", loopback_index.url, "--host", str(path))
+        code, out, err = run_cli(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0",
+                                 "--index-url", loopback_index.url, "--host", str(path))
         assert code == 2 and out == ""
         assert err.startswith(f"error: {path}: {problem}") and err.count("\n") == 1, err
         assert "pwned" not in out + err
@@ -399,8 +325,8 @@ def test_manylinux_presets_check_symbol_versions(loopback_index: LoopbackIndex,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """A module that calls close_range (GLIBC_2.34) does not load on a manylinux_2_28 host
     and does on a manylinux_2_34 one; the finding names the version and libc.so.6."""
-    code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "newglibc==1.0",
-                          "--index-url", loopback_index.url, "--json", "--host", host)
+    code, out, _err = run_cli(capsys, monkeypatch, tmp_path, "check", "newglibc==1.0",
+                              "--index-url", loopback_index.url, "--json", "--host", host)
     doc = json.loads(out)
     jsonschema.validate(doc, SCHEMA)
     assert any(n.startswith(f"host: the {host.replace('manylinux2014', 'manylinux_2_17')} "
@@ -427,8 +353,8 @@ def test_this_machine_has_the_newer_glibc(loopback_index: LoopbackIndex, tmp_pat
                                           capsys: pytest.CaptureFixture[str],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """Without a preset, the module loads here (this machine's glibc is at least 2.34)."""
-    code, out, _err = run(capsys, monkeypatch, tmp_path, "check", "newglibc==1.0",
-                          "--index-url", loopback_index.url, "--json")
+    code, out, _err = run_cli(capsys, monkeypatch, tmp_path, "check", "newglibc==1.0",
+                              "--index-url", loopback_index.url, "--json")
     assert code == 0 and json.loads(out)["verdict"] == "fits"
 
 
@@ -449,16 +375,16 @@ def test_matrix_cells_read_a_shared_dependency_once(
     with LoopbackServer(delay_s=0.05) as server:
         publish_index(server, projects, sha256=False)
         dep_path = f"/files/{dep[0]}"
-        code, _out, _err = run(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
-                               "hostpkg==1.0", "--index-url", server.url("/simple"),
-                               "--no-cache")
+        code, _out, _err = run_cli(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
+                                   "hostpkg==1.0", "--index-url", server.url("/simple"),
+                                   "--no-cache")
         assert code == 0, _out
         once = server.count(path=dep_path)
         assert once > 0
         server.reset_counters()
-        code, out, _err = run(capsys, monkeypatch, tmp_path, "matrix", "extpkg==1.0",
-                              "--against", "hostpkg>=1", "--index-url", server.url("/simple"),
-                              "--no-cache", "--jobs", "2", "--json")
+        code, out, _err = run_cli(capsys, monkeypatch, tmp_path, "matrix", "extpkg==1.0",
+                                  "--against", "hostpkg>=1", "--index-url", server.url("/simple"),
+                                  "--no-cache", "--jobs", "2", "--json")
         assert code == 0, out
         doc = json.loads(out)
         jsonschema.validate(doc, MATRIX_SCHEMA)
@@ -495,7 +421,7 @@ def test_a_preset_has_the_libraries_its_policy_allows(
     zlib = Path("/lib/x86_64-linux-gnu/libz.so.1")
     if not zlib.exists():
         pytest.skip("no /lib/x86_64-linux-gnu/libz.so.1 on this machine")
-    so = compile_c(SOURCES / "zlib_user.c", tmp_path / "_z.abi3.so", libs=[zlib])
+    so = compile_c(CHECK_SOURCES / "zlib_user.c", tmp_path / "_z.abi3.so", libs=[zlib])
     name, data = make_wheel("zlibuser", "1.0", {"zlibuser/__init__.py": b"",
                                                 "zlibuser/_z.abi3.so": so.read_bytes()},
                             tag="cp310-abi3-linux_x86_64")

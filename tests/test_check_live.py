@@ -4,20 +4,14 @@ nvidia-* views read by the first test are not fetched again."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import jsonschema
 import pytest
+
+from helpers import run_live
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 
-PYPI = "https://pypi.org/simple"
-SCHEMAS = Path(__file__).parent.parent / "src/abifit/report/schemas"
-TARGET = ["--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "--index-url", PYPI]
 CHECK_FUNCTION = ("c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, "
                   "bool)")
 
@@ -27,25 +21,10 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("live-cache")
 
 
-def abifit(cache: Path, *args: str) -> tuple[int, dict[str, object]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env["PIP_CONFIG_FILE"] = "/dev/null"
-    done = subprocess.run([sys.executable, "-m", "abifit", *args, *TARGET, "--cache-dir",
-                           str(cache), "--json"], capture_output=True, text=True, env=env,
-                          timeout=1200)
-    if done.returncode == 2 and ("pypi.org" in done.stderr or "connect" in done.stderr.lower()):
-        pytest.skip(f"PyPI is not reachable: {done.stderr.strip()}")
-    assert done.returncode in (0, 1), done.stderr
-    doc: dict[str, object] = json.loads(done.stdout)
-    schema = json.loads((SCHEMAS / f"{doc['command']}.schema.json").read_text("utf-8"))
-    jsonschema.validate(doc, schema)
-    return done.returncode, doc
-
-
 def test_sgl_kernel_with_torch_2_10_fails_on_the_changed_parameter(cache: Path) -> None:
     """sgl-kernel 0.3.21 with torch 2.10.0: c10_cuda_check_implementation(int, ..., int, bool)
     is undefined, and the nearest definition changed its 4th parameter to unsigned int."""
-    code, doc = abifit(cache, "check", "sgl-kernel==0.3.21", "--with", "torch==2.10.0")
+    code, doc = run_live(cache, "check", "sgl-kernel==0.3.21", "--with", "torch==2.10.0")
     assert code == 1 and doc["verdict"] == "fails"
     findings = doc["findings"]
     assert isinstance(findings, list)
@@ -62,7 +41,7 @@ def test_sgl_kernel_with_torch_2_10_fails_on_the_changed_parameter(cache: Path) 
 def test_sgl_kernel_with_torch_2_9_1_fits_but_the_driver_is_apart(cache: Path) -> None:
     """With torch 2.9.1 the symbols fit; the driver's libcuda.so.1, absent on a machine without
     a GPU, is reported apart from symbol problems."""
-    code, doc = abifit(cache, "check", "sgl-kernel==0.3.21", "--with", "torch==2.9.1")
+    code, doc = run_live(cache, "check", "sgl-kernel==0.3.21", "--with", "torch==2.9.1")
     assert doc["findings"] == []
     if doc["host_missing"]:
         assert (code, doc["verdict"], doc["host_missing"]) == (
@@ -74,7 +53,7 @@ def test_sgl_kernel_with_torch_2_9_1_fits_but_the_driver_is_apart(cache: Path) -
 def test_matrix_finds_torch_2_9_as_the_only_fits(cache: Path) -> None:
     """`matrix sgl-kernel==0.3.21 --against 'torch>=2.8,<2.11'`: 2.9.0 and 2.9.1 fit, 2.8.0
     and 2.10.0 do not."""
-    code, doc = abifit(cache, "matrix", "sgl-kernel==0.3.21", "--against", "torch>=2.8,<2.11")
+    code, doc = run_live(cache, "matrix", "sgl-kernel==0.3.21", "--against", "torch>=2.8,<2.11")
     assert code == 0
     assert doc["fits"] == ["2.9.1", "2.9.0"]
     rows = doc["rows"]
@@ -93,7 +72,7 @@ def test_sgl_kernel_import_fails_with_the_users_error(cache: Path) -> None:
     """The seed case per import: `import sgl_kernel` fails with sgl-kernel's own ImportError
     (its run-time picked common_ops misses the int/unsigned int symbol), and
     `import sgl_kernel.flash_attn` with the message its guard raises."""
-    code, doc = abifit(cache, "check", "sgl-kernel==0.3.21", "--with", "torch==2.10.0")
+    code, doc = run_live(cache, "check", "sgl-kernel==0.3.21", "--with", "torch==2.10.0")
     verdicts = _imports(doc)
     assert code == 1
     assert verdicts["sgl_kernel"]["error"] == (
@@ -108,8 +87,8 @@ def test_torchaudio_loads_its_own_library_first(cache: Path, torch: str, fits: b
     """torchaudio 2.9.1 loads lib/libtorchaudio.so itself before _torchaudio: with the torch it
     pins it fits; with torch 2.10.0 `import torchaudio` fails with torch's OSError, caused by the
     torch symbols libtorchaudio.so needs (not by _torchaudio missing libtorchaudio.so)."""
-    code, doc = abifit(cache, "check", "torchaudio==2.9.1", "--with", f"torch=={torch}",
-                       "--assume-driver", "580")
+    code, doc = run_live(cache, "check", "torchaudio==2.9.1", "--with", f"torch=={torch}",
+                         "--assume-driver", "580")
     verdict = _imports(doc)["torchaudio"]
     assert (code == 0) == fits and verdict["loads"] is fits
     if not fits:
@@ -122,8 +101,8 @@ def test_torchaudio_loads_its_own_library_first(cache: Path, torch: str, fits: b
 def test_torchvision_import_shows_the_masked_error(cache: Path) -> None:
     """torchvision 0.24.1 with torch 2.10.0: `_C.so` misses the seed symbol, and the user sees
     torchvision's own `operator torchvision::nms does not exist`."""
-    code, doc = abifit(cache, "check", "torchvision==0.24.1", "--with", "torch==2.10.0",
-                       "--assume-driver", "580")
+    code, doc = run_live(cache, "check", "torchvision==0.24.1", "--with", "torch==2.10.0",
+                         "--assume-driver", "580")
     verdict = _imports(doc)["torchvision"]
     assert code == 1 and verdict["loads"] is False
     assert verdict["error"] == "RuntimeError: operator torchvision::nms does not exist"
@@ -142,7 +121,7 @@ def test_vllm_names_the_torch_symbols_past_the_missing_cudart(cache: Path) -> No
     """vllm 0.2.2 (built for CUDA 12) with torch 2.0.1 (CUDA 11.7): libcudart.so.12 is missing,
     and past it, counting nvidia-cuda-runtime-cu12's copy, 5 torch symbols are undefined (the
     same 5 `nm -D` finds: undefined in vllm's modules, defined by none of torch's libraries)."""
-    code, doc = abifit(cache, "check", "vllm==0.2.2", "--with", "torch==2.0.1")
+    code, doc = run_live(cache, "check", "vllm==0.2.2", "--with", "torch==2.0.1")
     findings = doc["findings"]
     assert isinstance(findings, list)
     assert code == 1

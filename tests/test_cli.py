@@ -18,8 +18,9 @@ import pytest
 from abifit.cli import main
 from abifit.report.json import SCHEMA_VERSION
 from fixtures.build import compile_c
+from helpers import FIXTURES
 
-SOURCES = Path(__file__).parent / "fixtures" / "inspect"
+SOURCES = FIXTURES / "inspect"
 LIBSTDCXX = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
 SCHEMA = json.loads(files("abifit").joinpath("report/schemas/inspect.schema.json").read_text())
 

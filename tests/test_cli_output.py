@@ -21,8 +21,8 @@ import pytest
 import abifit.commands.doctor
 from abifit.cli import main
 from fixtures.build import compile_c
+from helpers import CHECK_SOURCES, TARGET, make_wheel
 from httpserver import LoopbackIndex, LoopbackServer, Projects, publish_index
-from test_check import SOURCES, TARGET, make_wheel
 
 ESC = "\x1b["
 HOST_VERSIONS = ("1.0", "1.1", "1.2", "1.3", "1.4", "2.0")
@@ -167,10 +167,10 @@ def index_projects(tmp_path_factory: pytest.TempPathFactory) -> Projects:
     (root / "pad.bin").write_bytes(random.Random(16).randbytes(1 << 20))
     (root / "pad.cpp").write_text(  # read-only data, before the dynamic section
         f'__asm__(".section .rodata\\n.incbin \\"{root / "pad.bin"}\\"\\n.previous");\n')
-    v1 = compile_c([SOURCES / "host_v1.cpp", root / "pad.cpp"], root / "v1" / host, cxx=True,
+    v1 = compile_c([CHECK_SOURCES / "host_v1.cpp", root / "pad.cpp"], root / "v1" / host, cxx=True,
                    soname=host)
-    v2 = compile_c(SOURCES / "host_v2.cpp", root / "v2" / host, cxx=True, soname=host)
-    ext = compile_c(SOURCES / "ext.cpp", root / "_ops.abi3.so", cxx=True,
+    v2 = compile_c(CHECK_SOURCES / "host_v2.cpp", root / "v2" / host, cxx=True, soname=host)
+    ext = compile_c(CHECK_SOURCES / "ext.cpp", root / "_ops.abi3.so", cxx=True,
                     flags=[f"-L{root / 'v1'}", "-Wl,-rpath,$ORIGIN/../hostpkg/lib"],
                     libs=["-lhost"])
     init = {"hostpkg/__init__.py": b""}

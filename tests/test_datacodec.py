@@ -68,7 +68,8 @@ from abifit.remote.cache import (
 )
 from abifit.remote.http import HttpError
 from abifit.remote.index import IndexFile, parse_simple_json
-from test_check import binaries, index_projects, run  # noqa: F401 (fixtures)
+from helpers import run_cli, wheels
+from httpserver import Projects
 
 LIBZ = Path("/lib/x86_64-linux-gnu/libz.so.1")
 needs_libz = pytest.mark.skipif(not LIBZ.exists(), reason=f"needs {LIBZ}")
@@ -172,6 +173,12 @@ def test_real_values_round_trip(make: Callable[[], object]) -> None:
         assert not entries or back.facts.cache.by_soname(entries[0].soname)  # rebuilt index
 
 
+@pytest.fixture(scope="module")
+def index_projects(binaries: dict[str, bytes]) -> Projects:
+    """What `loopback_index` (conftest.py) serves to this module: the check world's wheels."""
+    return wheels(binaries)
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 def test_a_check_result_round_trips(loopback_index: object, tmp_path: Path,
                                     capsys: pytest.CaptureFixture[str],
@@ -184,12 +191,12 @@ def test_a_check_result_round_trips(loopback_index: object, tmp_path: Path,
                         lambda self, key, value: (stored.append(value), put(self, key, value)))
     url = loopback_index.url  # type: ignore[attr-defined]
     args = ("check", "extpkg==1.0", "--with", "hostpkg==2.0", "--index-url", url, "--json")
-    code, first, _err = run(capsys, monkeypatch, tmp_path, *args)
+    code, first, _err = run_cli(capsys, monkeypatch, tmp_path, *args)
     assert code == 1 and len(stored) == 1
     value = stored[0]
     assert isinstance(value, tuple) and value[1]  # findings
     assert same(decode(encode(value), "t"), value)
-    code, second, _err = run(capsys, monkeypatch, tmp_path, *args)
+    code, second, _err = run_cli(capsys, monkeypatch, tmp_path, *args)
     strip = lambda doc: {k: v for k, v in json.loads(doc).items() if k != "transfer"}  # noqa: E731
     assert code == 1 and strip(second) == strip(first) and len(stored) == 1
 

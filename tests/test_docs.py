@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DOCS = ROOT / "docs"
+from helpers import REPO
+
+DOCS = REPO / "docs"
 LINK = re.compile(r"\]\(([^)\s#]+)(#[^)\s]*)?\)")
 
 
@@ -17,17 +18,17 @@ def _relative_links(page: Path) -> list[str]:
 
 
 def test_the_readme_is_short_and_leads_to_every_page() -> None:
-    readme = ROOT / "README.md"
+    readme = REPO / "README.md"
     assert len(readme.read_text("utf-8").splitlines()) <= 250
-    linked = {(ROOT / link).resolve() for link in _relative_links(readme)}
+    linked = {(REPO / link).resolve() for link in _relative_links(readme)}
     pages = sorted(DOCS.glob("*.md"))
     assert pages, "docs/ holds no page"
     assert [p.name for p in pages if p.resolve() not in linked] == []
 
 
 def test_every_relative_link_names_a_file_that_is_there() -> None:
-    broken = [f"{page.relative_to(ROOT)}: {link}"
-              for page in [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *DOCS.glob("*.md")]
+    broken = [f"{page.relative_to(REPO)}: {link}"
+              for page in [REPO / "README.md", REPO / "ARCHITECTURE.md", *DOCS.glob("*.md")]
               for link in _relative_links(page) if not (page.parent / link).exists()]
     assert broken == []
 

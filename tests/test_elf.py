@@ -72,6 +72,7 @@ from elfbuilder import (
     locate_tables,
 )
 from fixtures.elf.build import MULTI_PATHS, NAMES, ORIGIN_LIB, cached_build, unavailable_reason
+from helpers import SRC
 
 SYSTEM_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/lib64")
 SYSTEM_LIBS = ("libc.so.6", "libm.so.6", "libstdc++.so.6")
@@ -936,7 +937,7 @@ def test_overlapping_names_do_not_multiply_memory() -> None:
         "except ElfError as e:\n"
         "    print('ElfError', e)\n"
     )
-    src = str(Path(__file__).resolve().parents[1] / "src")
+    src = str(SRC)
     env = {**os.environ, "PYTHONPATH": src}
     done = subprocess.run([sys.executable, "-c", script], input=data, capture_output=True,
                           timeout=60, env=env, check=False)

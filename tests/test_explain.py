@@ -20,12 +20,11 @@ import pytest
 
 from abifit.cli import main
 from fixtures.build import compile_c
-from test_unreadable import venv_with_package
+from helpers import FIXTURES, SCHEMAS, venv_with_package
 
-FIXTURES = Path(__file__).parent / "fixtures" / "explain"
+SOURCES = FIXTURES / "explain"
 SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
-SCHEMA = json.loads((Path(__file__).parent.parent / "src/abifit/report/schemas"
-                     / "explain.schema.json").read_text("utf-8"))
+SCHEMA = json.loads((SCHEMAS / "explain.schema.json").read_text("utf-8"))
 CXX_SYMBOL = "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib"
 
 
@@ -65,16 +64,16 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     root = tmp_path_factory.mktemp("explain")
     package = venv_with_package(root, "explpkg")
     build = root / "build"
-    compile_c(FIXTURES / "undef.c", package / f"_undef{SUFFIX}")
-    compile_c(FIXTURES / "cxx_undef.cpp", package / f"_cxx{SUFFIX}", cxx=True)
-    gone = compile_c(FIXTURES / "gone.c", build / "libexplgone.so", soname="libexplgone.so")
-    compile_c(FIXTURES / "needs.c", package / f"_needs{SUFFIX}", libs=[gone])
-    ver2 = compile_c(FIXTURES / "ver.c", build / "libexplver.so", soname="libexplver.so",
-                     flags=[f"-Wl,--version-script={FIXTURES / 'ver2.map'}"])
-    compile_c(FIXTURES / "usever.c", package / f"_usever{SUFFIX}", libs=[ver2],
+    compile_c(SOURCES / "undef.c", package / f"_undef{SUFFIX}")
+    compile_c(SOURCES / "cxx_undef.cpp", package / f"_cxx{SUFFIX}", cxx=True)
+    gone = compile_c(SOURCES / "gone.c", build / "libexplgone.so", soname="libexplgone.so")
+    compile_c(SOURCES / "needs.c", package / f"_needs{SUFFIX}", libs=[gone])
+    ver2 = compile_c(SOURCES / "ver.c", build / "libexplver.so", soname="libexplver.so",
+                     flags=[f"-Wl,--version-script={SOURCES / 'ver2.map'}"])
+    compile_c(SOURCES / "usever.c", package / f"_usever{SUFFIX}", libs=[ver2],
               rpath=["$ORIGIN"])
-    compile_c(FIXTURES / "ver.c", package / "libexplver.so", soname="libexplver.so",
-              flags=[f"-Wl,--version-script={FIXTURES / 'ver1.map'}"])
+    compile_c(SOURCES / "ver.c", package / "libexplver.so", soname="libexplver.so",
+              flags=[f"-Wl,--version-script={SOURCES / 'ver1.map'}"])
     record(package)
     messages = {n: _real_error(package / f"_{n}{SUFFIX}")
                 for n in ("undef", "cxx", "needs", "usever")}
@@ -355,7 +354,7 @@ def damaged(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     what `import dmgpkg._cut` does to the process (its return code)."""
     root = tmp_path_factory.mktemp("damaged")
     package = venv_with_package(root, "dmgpkg")
-    whole = compile_c(FIXTURES / "undef.c", root / "build" / f"_whole{SUFFIX}").read_bytes()
+    whole = compile_c(SOURCES / "undef.c", root / "build" / f"_whole{SUFFIX}").read_bytes()
     padded = bytearray(whole)
     padded[10] = 1  # EI_PAD
     (package / f"_pad{SUFFIX}").write_bytes(bytes(padded))

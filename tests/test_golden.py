@@ -118,8 +118,8 @@ from abifit.report.variants import variants_json, variants_text
 from abifit.sim.findings import Effect, Finding, FindingKind, Severity
 from abifit.sim.gpu import ComputeCapability, CoveredObject, GpuCheck, GpuTarget, ObjectCoverage
 from abifit.sim.process import ImportVerdict, ModuleStatus
+from helpers import GOLDEN
 
-GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("ABIFIT_UPDATE_GOLDEN") == "1"
 SCHEMAS = files("abifit").joinpath("report/schemas")
 

@@ -35,8 +35,8 @@ from abifit.sim.gpu import (
     summarize,
 )
 from fixtures.cuda import build as cuda_build
+from helpers import make_wheel
 from httpserver import LoopbackIndex, Projects
-from test_check import make_wheel
 
 SCHEMAS = files("abifit").joinpath("report/schemas")
 INSPECT_SCHEMA = json.loads(SCHEMAS.joinpath("inspect.schema.json").read_text("utf-8"))

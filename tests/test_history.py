@@ -18,12 +18,11 @@ import pytest
 from abifit.cli import main
 from abifit.commands.history import Form, changes_of, is_mangled, ranges
 from fixtures.build import compile_c
+from helpers import FIXTURES, SCHEMAS, make_wheel
 from httpserver import LoopbackIndex, Projects
-from test_check import make_wheel
 
-SOURCE = Path(__file__).parent / "fixtures" / "history" / "hostlib.cpp"
-SCHEMA = json.loads((Path(__file__).parent.parent / "src/abifit/report/schemas"
-                     / "history.schema.json").read_text())
+SOURCE = FIXTURES / "history" / "hostlib.cpp"
+SCHEMA = json.loads((SCHEMAS / "history.schema.json").read_text())
 TARGET = ("--python-version", "3.10", "--platform", "manylinux_2_28_x86_64")
 OLD = "_ZN3c104cuda10check_implEiPKcS2_ib"
 NEW = "_ZN3c104cuda10check_implEiPKcS2_jb"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from test_check_live import abifit
+from helpers import run_live
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 
@@ -26,7 +26,7 @@ def test_history_finds_the_change_at_2_10_within_the_byte_budget(cache: Path) ->
     """torch 2.9.0 and 2.9.1 define c10_cuda_check_implementation(int, ..., int, bool); 2.10.0
     takes an unsigned int: found by reading at most 3 % of the wheels' bytes, then by a query
     of the store that fetches nothing."""
-    code, doc = abifit(cache, "history", OLD, "--in", "torch", "--versions", ">=2.9.0,<2.11")
+    code, doc = run_live(cache, "history", OLD, "--in", "torch", "--versions", ">=2.9.0,<2.11")
     assert code == 0
     assert doc["releases"] == ["2.9.0", "2.9.1", "2.10.0"]
     assert {f["name"]: f["releases"] for f in doc["forms"]} == {  # type: ignore[attr-defined]
@@ -38,7 +38,7 @@ def test_history_finds_the_change_at_2_10_within_the_byte_budget(cache: Path) ->
     assert isinstance(transfer, dict)
     assert 0 < transfer["bytes_fetched"] <= 0.03 * transfer["wheel_bytes"]
 
-    code, doc = abifit(cache, "history", OLD, "--in", "torch", "--versions", ">=2.9.0,<2.11")
+    code, doc = run_live(cache, "history", OLD, "--in", "torch", "--versions", ">=2.9.0,<2.11")
     assert doc["read"] == []
     assert doc["transfer"] is None or doc["transfer"]["bytes_fetched"] == 0  # type: ignore[index]
 
@@ -47,7 +47,7 @@ def test_explain_the_seed_error_with_torch_2_10_standing_in(cache: Path) -> None
     """The pasted error, with torch==2.10.0 standing in for the environment: the function
     demangled, torch 2.9.0-2.9.1 defining it, the parameter that changed, and the fix; the
     releases come from the store the history test filled."""
-    code, doc = abifit(cache, "explain", SEED, "--with", "torch==2.10.0", "--releases", "3")
+    code, doc = run_live(cache, "explain", SEED, "--with", "torch==2.10.0", "--releases", "3")
     assert code == 0  # the object is not in this environment: explained, not confirmed
     [e] = doc["explanations"]  # type: ignore[misc]
     assert e["signature"] == ("c10::cuda::c10_cuda_check_implementation(int, char const*, "

@@ -18,11 +18,11 @@ import pytest
 from abifit.cli import main
 from abifit.remote.store import SymbolStore
 from fixtures.build import compile_c
+from helpers import FIXTURES, SCHEMAS
 from httpserver import LoopbackIndex, Projects
 
-SOURCES = Path(__file__).parent / "fixtures" / "store"
-SCHEMA = json.loads((Path(__file__).parent.parent / "src/abifit/report/schemas"
-                     / "index.schema.json").read_text("utf-8"))
+SOURCES = FIXTURES / "store"
+SCHEMA = json.loads((SCHEMAS / "index.schema.json").read_text("utf-8"))
 TAG = "py3-none-linux_x86_64"
 TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
 

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "src" / "abifit"
+from helpers import SRC
+
+PACKAGE = SRC / "abifit"
 LAYERS = ("version", "errors", "formats", "remote", "host", "sim", "commands", "report", "cli")
 RANK = {name: rank for rank, name in enumerate(LAYERS)}
 TOP = len(LAYERS)  # abifit/__init__.py and __main__.py

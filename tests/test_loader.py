@@ -35,8 +35,9 @@ from abifit.sim.loader import (
     Via,
 )
 from fixtures.build import STUBS, compile_c
+from helpers import FIXTURES
 
-SOURCES = Path(__file__).parent / "fixtures" / "loader"
+SOURCES = FIXTURES / "loader"
 CANNOT_OPEN = ": cannot open shared object file: No such file or directory"
 LOCAL, GLOBAL = False, True
 
@@ -106,7 +107,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "ver2/libver.so": ver2,
         "libver_user.so": lib("libver_user.so", "ver_user.c", libs=[ver2], rpath=["$ORIGIN"]),
         "libweak.so": lib("libweak.so", "weak.c"),
-        "_drv.so": lib("_drv.so", Path(__file__).parent / "fixtures" / "check" / "drv.c",
+        "_drv.so": lib("_drv.so", FIXTURES / "check" / "drv.c",
                        libs=[libcuda]),
     }
     return objects

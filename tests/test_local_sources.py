@@ -34,9 +34,8 @@ from abifit.remote.index import (
 )
 from abifit.remote.wheels import content_addressed, file_sha256
 from fixtures.build import compile_c
+from helpers import CHECK_SOURCES, big_library_source, make_wheel
 from httpserver import LoopbackIndex, Projects
-from test_check import SOURCES, make_wheel
-from test_remote import big_library_source
 
 TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
 EXT = "extpkg-1.0+cpu-cp310-abi3-linux_x86_64.whl"  # a `+` that file:// URLs spell %2B
@@ -50,9 +49,9 @@ def index_projects(tmp_path_factory: pytest.TempPathFactory) -> Projects:
     against 1.0; bigpkg, whose library is large enough to be read from its two ends."""
     root = tmp_path_factory.mktemp("local-sources")
     host = "libhost.so"
-    v1 = compile_c(SOURCES / "host_v1.cpp", root / "v1" / host, cxx=True, soname=host)
-    v2 = compile_c(SOURCES / "host_v2.cpp", root / "v2" / host, cxx=True, soname=host)
-    ext = compile_c(SOURCES / "ext.cpp", root / "_ops.abi3.so", cxx=True,
+    v1 = compile_c(CHECK_SOURCES / "host_v1.cpp", root / "v1" / host, cxx=True, soname=host)
+    v2 = compile_c(CHECK_SOURCES / "host_v2.cpp", root / "v2" / host, cxx=True, soname=host)
+    ext = compile_c(CHECK_SOURCES / "ext.cpp", root / "_ops.abi3.so", cxx=True,
                     flags=[f"-L{root / 'v1'}", "-Wl,-rpath,$ORIGIN/../hostpkg/lib"],
                     libs=["-lhost"])
     (root / "big.c").write_text(big_library_source(3000, 1_500_000))

@@ -22,15 +22,15 @@ import pytest
 
 from abifit.cli import main
 from abifit.formats.pins import holds, requirements_txt, uv_lock
+from helpers import make_wheel, with_record
 from httpserver import LoopbackIndex, LoopbackServer, publish_index
-from test_check import binaries, make_wheel  # noqa: F401  (the fixture of the binaries)
 
 UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
 pytestmark = pytest.mark.skipif(UV is None, reason="needs uv")
 
 
 @pytest.fixture(scope="module")
-def index(binaries: dict[str, bytes]) -> Iterator[LoopbackIndex]:  # noqa: F811
+def index(binaries: dict[str, bytes]) -> Iterator[LoopbackIndex]:
     def host(version: str, binary: str) -> tuple[str, bytes]:
         return make_wheel("hostpkg", version, {"hostpkg/__init__.py": b"",
                                                "hostpkg/lib/libhost.so": binaries[binary]})
@@ -126,7 +126,7 @@ def test_a_wrong_hash_is_refused(project: Path, index: LoopbackIndex, tmp_path: 
 
 
 def test_a_lock_is_judged_by_the_files_it_names(
-        project: Path, index: LoopbackIndex, binaries: dict[str, bytes],  # noqa: F811
+        project: Path, index: LoopbackIndex, binaries: dict[str, bytes],
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A uv.lock whose hostpkg 1.0 wheel URL points elsewhere on the host, at a file of that
     name built with hostpkg 2.0's library: the check reads the lock's URL, so the verdict is
@@ -184,17 +184,3 @@ def test_diff_reads_a_lock_for_the_environment_beside_it(
     assert code in (0, 1) and hostpkg == [], hostpkg
     assert not [c for c in doc["versions"] if c["subject"] == "extfree"]
 
-
-def with_record(wheel: bytes) -> bytes:
-    """The wheel with the RECORD pip wants to install it."""
-    import io
-    import zipfile
-
-    out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(wheel)) as zin, zipfile.ZipFile(out, "w") as zout:
-        names = zin.namelist()
-        for name in names:
-            zout.writestr(name, zin.read(name))
-        info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
-        zout.writestr(f"{info}/RECORD", "".join(f"{n},,\n" for n in [*names, f"{info}/RECORD"]))
-    return out.getvalue()

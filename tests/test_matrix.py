@@ -16,72 +16,27 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from abifit.cli import main
-from fixtures.build import compile_c
+from helpers import (
+    CHECK_IMPL_INT,
+    CHECK_IMPL_UNSIGNED,
+    MATRIX_GRID,
+    SCHEMAS,
+    matrix_binaries,
+    matrix_projects,
+    run_matrix,
+)
 from httpserver import LoopbackIndex, Projects
-from test_check import make_wheel
 
-SOURCES = Path(__file__).parent / "fixtures" / "matrix"
-SCHEMA = json.loads((Path(__file__).parent.parent / "src/abifit/report/schemas"
-                     / "matrix.schema.json").read_text("utf-8"))
-TARGET = ("--python-version", "3.11", "--platform", "linux_x86_64")
-GRID = ("matrix", "extpkg", "--versions", ">=1.0", "--against", "hostpkg>=1")
-CHECK_IMPL_INT = "hostlib::check_impl(int, char const*, char const*, int, bool)"
-CHECK_IMPL_UNSIGNED = "hostlib::check_impl(int, char const*, char const*, unsigned int, bool)"
+SCHEMA = json.loads((SCHEMAS / "matrix.schema.json").read_text("utf-8"))
 TO_UNSIGNED = "parameter 4: `int` → `unsigned int`"
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
 
-def build(root: Path) -> dict[str, bytes]:
-    """The host library in three builds and the extension built against 1.0 and 2.0."""
-    line = {"int": "-DLINE_TYPE=int", "unsigned": "-DLINE_TYPE=unsigned int"}
-    built = {
-        "v1": compile_c(SOURCES / "hostlib.cpp", root / "v1" / "libhost.so", cxx=True,
-                        soname="libhost.so", flags=[line["int"]]),
-        "v2": compile_c(SOURCES / "hostlib.cpp", root / "v2" / "libhost.so", cxx=True,
-                        soname="libhost.so", flags=[line["unsigned"]]),
-        "v3": compile_c(SOURCES / "hostlib.cpp", root / "v3" / "libhost.so.3", cxx=True,
-                        soname="libhost.so.3", flags=[line["unsigned"]]),
-    }
-    for version, (lib, kind) in {"1.0": ("v1", "int"), "2.0": ("v2", "unsigned")}.items():
-        built[f"ext{version}"] = compile_c(
-            SOURCES / "ext.cpp", root / f"ext{version}" / "_ops.abi3.so", cxx=True,
-            flags=[line[kind], f"-L{root / lib}", "-Wl,-rpath,$ORIGIN/../hostpkg/lib"],
-            libs=["-lhost"])
-    return {name: path.read_bytes() for name, path in built.items()}
-
-
-def projects(binaries: dict[str, bytes]) -> Projects:
-    init = {"hostpkg/__init__.py": b""}
-    lib = "hostpkg/lib/libhost.so"
-    return {
-        "hostpkg": [
-            make_wheel("hostpkg", "1.0", {**init, lib: binaries["v1"]}),
-            make_wheel("hostpkg", "2.0", {**init, lib: binaries["v2"]}),
-            make_wheel("hostpkg", "2.0+cu130", {**init, lib: binaries["v2"]}),
-            make_wheel("hostpkg", "3.0", {**init, lib + ".3": binaries["v3"]}),
-        ],
-        "extpkg": [make_wheel("extpkg", version, {"extpkg/__init__.py": b"",
-                                                  "extpkg/_ops.abi3.so": binaries[f"ext{version}"]},
-                              tag="cp310-abi3-linux_x86_64") for version in ("1.0", "2.0")],
-    }
-
-
 @pytest.fixture(scope="module")
 def index_projects(tmp_path_factory: pytest.TempPathFactory) -> Projects:
     """What `loopback_index` (conftest.py) serves to this module."""
-    return projects(build(tmp_path_factory.mktemp("matrix")))
-
-
-def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-        index: LoopbackIndex, cache: Path, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
-    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
-        monkeypatch.delenv(var, raising=False)
-    code = main([*args, *TARGET, "--index-url", index.url, "--cache-dir", str(cache)])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return matrix_projects(matrix_binaries(tmp_path_factory.mktemp("matrix")))
 
 
 def verdicts(doc: dict[str, object]) -> dict[tuple[str, str], str]:
@@ -104,7 +59,8 @@ def test_grid_of_extension_releases_by_host_releases(
     """Rows are extpkg's releases, newest first; columns hostpkg's releases with the +cu130
     variant apart; each extension fits the host release it was built against (and its variant),
     and fails on the others: missing symbols or the renamed soname."""
-    code, out, _err = run(capsys, monkeypatch, loopback_index, tmp_path, *GRID, "--json")
+    code, out, _err = run_matrix(capsys, monkeypatch, loopback_index, tmp_path, *MATRIX_GRID,
+                                 "--json")
     doc = json.loads(out)
     jsonschema.validate(doc, SCHEMA)
     assert code == 0
@@ -133,7 +89,8 @@ def test_a_failing_cell_names_the_parameter_that_changed(
     """extpkg 1.0 against hostpkg 2.0: both symbols demangled, each with the form hostpkg 2.0's
     libhost.so defines instead and the parameter that changed; the other way round, the change
     reads back."""
-    code, out, _err = run(capsys, monkeypatch, loopback_index, tmp_path, *GRID, "--json")
+    code, out, _err = run_matrix(capsys, monkeypatch, loopback_index, tmp_path, *MATRIX_GRID,
+                                 "--json")
     assert code == 0
     doc = json.loads(out)
     failing = cell(doc, "1.0", "2.0")
@@ -156,7 +113,7 @@ def test_text_is_a_grid_with_why_and_the_fitting_pairs(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The text grid: a header of host labels, a line per extension release with a mark and a
     short reason per cell, why each failing pair fails, then the fitting pairs last."""
-    code, out, _err = run(capsys, monkeypatch, loopback_index, tmp_path, *GRID)
+    code, out, _err = run_matrix(capsys, monkeypatch, loopback_index, tmp_path, *MATRIX_GRID)
     assert code == 0
     lines = out.splitlines()
     assert lines[0].startswith("extpkg 1.0..2.0 against hostpkg 1.0..3.0 (cp311 on ")
@@ -180,7 +137,8 @@ def test_a_second_grid_fetches_and_simulates_nothing(
     import abifit.commands.check
 
     server = loopback_index.server
-    code, first, _err = run(capsys, monkeypatch, loopback_index, tmp_path, *GRID, "--json")
+    code, first, _err = run_matrix(capsys, monkeypatch, loopback_index, tmp_path, *MATRIX_GRID,
+                                   "--json")
     assert code == 0
     wheels = [f for f in loopback_index.files if "hostpkg" in f or "extpkg" in f]
     assert sum(server.count(path=f"/files/{f}") for f in wheels) > 0
@@ -190,7 +148,8 @@ def test_a_second_grid_fetches_and_simulates_nothing(
 
     monkeypatch.setattr(abifit.commands.check, "simulate", simulate_again)
     server.reset_counters()
-    code, second, _err = run(capsys, monkeypatch, loopback_index, tmp_path, *GRID, "--json")
+    code, second, _err = run_matrix(capsys, monkeypatch, loopback_index, tmp_path, *MATRIX_GRID,
+                                    "--json")
     assert code == 0
     assert sum(server.count(path=f"/files/{f}") for f in wheels) == 0
     strip = ("transfer", "checked_at")
@@ -204,11 +163,11 @@ def test_no_release_in_the_spec_is_an_error(
         loopback_index: LoopbackIndex, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """--versions that selects no release, or is not a specifier: one error line, exit 2."""
-    code, out, err = run(capsys, monkeypatch, loopback_index, tmp_path, "matrix", "extpkg",
-                         "--versions", ">=9", "--against", "hostpkg>=1")
+    code, out, err = run_matrix(capsys, monkeypatch, loopback_index, tmp_path, "matrix", "extpkg",
+                                "--versions", ">=9", "--against", "hostpkg>=1")
     assert (code, out) == (2, "") and err.startswith("error:") and "extpkg" in err
-    code, out, err = run(capsys, monkeypatch, loopback_index, tmp_path, "matrix", "extpkg",
-                         "--versions", "latest", "--against", "hostpkg>=1")
+    code, out, err = run_matrix(capsys, monkeypatch, loopback_index, tmp_path, "matrix", "extpkg",
+                                "--versions", "latest", "--against", "hostpkg>=1")
     assert (code, out) == (2, "") and "--versions 'latest'" in err
 
 
@@ -218,8 +177,8 @@ def test_resolve_backtracks_over_a_host_that_ships_only_libraries(
     """hostpkg has no extension module, so no pair verdict covers it: the whole-set check finds
     extpkg 1.0 failing next to hostpkg 3.0 and 2.0, and since extpkg==1.0 is asked for, those
     hostpkg releases are the ones set aside, until 1.0 fits."""
-    code, out, err = run(capsys, monkeypatch, loopback_index, tmp_path / "cache", "resolve",
-                         "extpkg==1.0", "hostpkg", "--json")
+    code, out, err = run_matrix(capsys, monkeypatch, loopback_index, tmp_path / "cache", "resolve",
+                                "extpkg==1.0", "hostpkg", "--json")
     assert code == 0, err
     doc = json.loads(out)
     pins = {p["name"]: p for p in doc["pins"]}

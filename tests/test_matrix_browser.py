@@ -18,8 +18,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from helpers import (
+    CHECK_IMPL_INT,
+    CHECK_IMPL_UNSIGNED,
+    MATRIX_GRID,
+    matrix_binaries,
+    matrix_projects,
+    run_matrix,
+)
 from httpserver import LoopbackIndex, Projects
-from test_matrix import CHECK_IMPL_INT, CHECK_IMPL_UNSIGNED, GRID, build, projects, run
 
 if TYPE_CHECKING:
     from selenium.webdriver.remote.webdriver import WebDriver
@@ -49,7 +56,7 @@ def _missing() -> str | None:
 @pytest.fixture(scope="module")
 def index_projects(tmp_path_factory: pytest.TempPathFactory) -> Projects:
     """What `loopback_index` (conftest.py) serves to this module: test_matrix's wheels."""
-    return projects(build(tmp_path_factory.mktemp("matrix-browser")))
+    return matrix_projects(matrix_binaries(tmp_path_factory.mktemp("matrix-browser")))
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +97,8 @@ def test_the_page_renders_and_a_failing_cell_opens(
     from selenium.webdriver.common.by import By
 
     page = tmp_path / "matrix.html"
-    code, _out, _err = run(capsys, monkeypatch, loopback_index, tmp_path / "cache", *GRID,
-                           "--html", str(page))
+    code, _out, _err = run_matrix(capsys, monkeypatch, loopback_index, tmp_path / "cache",
+                                  *MATRIX_GRID, "--html", str(page))
     assert code == 0
     browser.get(page.as_uri())
     assert browser.title == "extpkg against hostpkg"
@@ -166,8 +173,8 @@ def test_the_resolve_page_renders_and_a_package_opens_to_its_rejections(
     from selenium.webdriver.common.by import By
 
     page = tmp_path / "resolve.html"
-    code, out, err = run(capsys, monkeypatch, loopback_index, tmp_path / "cache", "resolve",
-                         "extpkg==1.0", "hostpkg", "--html", str(page))
+    code, out, err = run_matrix(capsys, monkeypatch, loopback_index, tmp_path / "cache", "resolve",
+                                "extpkg==1.0", "hostpkg", "--html", str(page))
     assert code == 0, err
     browser.get(page.as_uri())
     assert browser.title == "abifit resolve extpkg==1.0 hostpkg"

@@ -26,8 +26,8 @@ from abifit.remote.http import HttpClient
 from abifit.remote.middle import dynamic_site, place
 from abifit.remote.wheels import ReadAhead, open_member
 from fixtures.build import compile_c
+from helpers import PATCHELF, big_library_source, library_wheel, same_view
 from httpserver import LoopbackServer
-from test_remote import PATCHELF, big_library_source, make_wheel, same_view
 
 MiB = 1 << 20
 OBJCOPY = shutil.which("objcopy") or "objcopy"
@@ -129,7 +129,7 @@ def test_dynamic_array_far_from_the_end_is_read_from_the_middle(far: dict[str, b
         dynstr = next(s for s in parse_layout(BytesSource(data)).sections if s.name == ".dynstr")
         assert dynstr.offset > site.offset + 20 * MiB
     assert behind > 12 * MiB  # the padding really lies between the array and the end
-    image, fetched = read_remote(make_wheel({name: data}), name)
+    image, fetched = read_remote(library_wheel({name: data}), name)
     same_view(image, parse_elf(BytesSource(data), relocations=False, sections=False))
     assert fetched < 0.8 * behind, (fetched, behind)  # a tail would take all of `behind`
 
@@ -138,7 +138,7 @@ def test_without_the_got_anchor_the_tail_is_read(far: dict[str, bytes]) -> None:
     """No window can be placed: the member is read with the tail as before, and still equals a
     local read (the bytes fetched then reach back to the dynamic array)."""
     data = far["libnoanchor.so"]
-    image, fetched = read_remote(make_wheel({"libnoanchor.so": data}), "libnoanchor.so")
+    image, fetched = read_remote(library_wheel({"libnoanchor.so": data}), "libnoanchor.so")
     same_view(image, parse_elf(BytesSource(data), relocations=False, sections=False))
     site = dynamic_site(parse_layout(BytesSource(data)))
     assert site is not None
@@ -146,7 +146,7 @@ def test_without_the_got_anchor_the_tail_is_read(far: dict[str, bytes]) -> None:
 
 
 def test_without_ranges_the_whole_wheel_is_read_once(far: dict[str, bytes]) -> None:
-    wheel = make_wheel({"libfar.so": far["libfar.so"]})
+    wheel = library_wheel({"libfar.so": far["libfar.so"]})
     image, fetched = read_remote(wheel, "libfar.so", mode="no_ranges")
     same_view(image, parse_elf(BytesSource(far["libfar.so"]), relocations=False,
                                sections=False))

@@ -15,8 +15,9 @@ import pytest
 from abifit.host.localfs import LocalObjects
 from abifit.host.natives import NativeFile, image_or_none, mark_plugins
 from fixtures.build import compile_c
+from helpers import FIXTURES
 
-SOURCES = Path(__file__).parent / "fixtures" / "natives"
+SOURCES = FIXTURES / "natives"
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

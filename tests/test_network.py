@@ -16,8 +16,8 @@ import pytest
 
 from abifit.cli import main
 from abifit.remote.network import bypassed, environment_proxies, redact, split_credentials
+from helpers import wheels
 from httpserver import ForwardProxy, LoopbackServer, publish_index
-from test_check import binaries, wheels  # noqa: F401  (the fixtures of the wheels)
 
 USER, PASSWORD = "alice", "s3cret-pa55"
 PROXY_ENV = ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTP_PROXY",
@@ -59,7 +59,7 @@ def cached_text(cache: Path) -> bytes:
 
 
 def test_credentials_in_the_index_url_are_sent_and_never_kept(
-        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,  # noqa: F811
+        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     """An index that wants a password, given in the URL: every request (pages and wheel
     ranges) carries it, the check fits, and neither the output nor the cache holds it."""
@@ -74,7 +74,7 @@ def test_credentials_in_the_index_url_are_sent_and_never_kept(
 
 
 def test_a_refused_password_is_said_and_never_shown(
-        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,  # noqa: F811
+        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     """A wrong password: exit 2, an error that says the credentials were refused, and the
     password nowhere in what is printed."""
@@ -89,7 +89,7 @@ def test_a_refused_password_is_said_and_never_shown(
 
 
 def test_a_netrc_gives_the_password(
-        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,  # noqa: F811
+        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """No credentials in the URL: those of the netrc file's entry for the host are sent."""
     netrc = tmp_path / "netrc"
@@ -103,7 +103,7 @@ def test_a_netrc_gives_the_password(
 
 
 def test_requests_go_through_the_proxy_of_the_environment(
-        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,  # noqa: F811
+        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """HTTP_PROXY set: the index page and the wheels' ranges are asked of the proxy, which
     asks the index; the verdict is the same."""
@@ -118,7 +118,7 @@ def test_requests_go_through_the_proxy_of_the_environment(
 
 
 def test_no_proxy_sends_requests_directly(
-        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,  # noqa: F811
+        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The index's host in NO_PROXY: nothing goes through the proxy."""
     with LoopbackServer() as server, ForwardProxy() as proxy:
@@ -131,7 +131,7 @@ def test_no_proxy_sends_requests_directly(
 
 
 def test_a_proxy_that_wants_credentials(
-        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,  # noqa: F811
+        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The proxy's credentials in HTTP_PROXY are sent to it as Proxy-Authorization; without
     them the proxy's 407 is said (exit 2), with no secret shown."""
@@ -148,7 +148,7 @@ def test_a_proxy_that_wants_credentials(
 
 
 def test_pips_retries_setting_is_followed(
-        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,  # noqa: F811
+        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """A wheel answered once with 503: retried by default (fits); with PIP_RETRIES=0, the
     503 is the error, as pip would give up."""
@@ -224,7 +224,7 @@ def https_server(certificates: dict[str, Path], client_cert: bool = False) -> Lo
 
 
 def test_pips_cert_and_trusted_host(
-        binaries: dict[str, bytes], certificates: dict[str, Path], clean_env: None,  # noqa: F811
+        binaries: dict[str, bytes], certificates: dict[str, Path], clean_env: None,
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     """An HTTPS index whose certificate a private authority signed: refused without pip's
@@ -245,7 +245,7 @@ def test_pips_cert_and_trusted_host(
 
 
 def test_pips_client_cert(
-        binaries: dict[str, bytes], certificates: dict[str, Path], clean_env: None,  # noqa: F811
+        binaries: dict[str, bytes], certificates: dict[str, Path], clean_env: None,
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     """An index that wants a client certificate: the handshake fails without pip's
@@ -277,7 +277,7 @@ def test_uvs_index_variables_when_pip_has_none() -> None:
 
 
 def test_no_index_and_find_links_as_pip_has_them(
-        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,  # noqa: F811
+        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """`--no-index -f DIR`: the wheels of a directory, no index asked (an index URL that
     answers nothing is configured, and not used); `-i` is --index-url."""
@@ -334,7 +334,7 @@ def test_uvs_configuration_files_when_pip_has_none(tmp_path: Path,
 
 
 def test_the_keyring_is_asked_after_a_401_as_pip_asks_it(
-        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,  # noqa: F811
+        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The index URL names the user only; the host answers 401, and the `keyring` command
     (`keyring get HOST USER`, pip's subprocess provider) gives the password: the check goes on
@@ -361,7 +361,7 @@ def test_the_keyring_is_asked_after_a_401_as_pip_asks_it(
 
 
 def test_pips_timeout_setting_is_followed(
-        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,  # noqa: F811
+        binaries: dict[str, bytes], clean_env: None, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """A wheel answered after 2 s: with PIP_TIMEOUT=0.5 and no retries the read times out
     (exit 2, saying so); with pip's defaults it is waited for."""

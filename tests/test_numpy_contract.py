@@ -29,10 +29,11 @@ from abifit.formats.numpyapi import read_numpy_use
 from abifit.formats.sources import FileSource
 from abifit.sim.numpyabi import api_version
 from conftest import CACHE, _create_venv, _pip_install, _python311
+from helpers import FIXTURES, SCHEMAS
 from venvs import clean_environ
 
-SOURCE = Path(__file__).parent / "fixtures" / "numpy" / "npmod.c"
-SCHEMA_DIR = Path(__file__).parent.parent / "src/abifit/report/schemas"
+SOURCE = FIXTURES / "numpy" / "npmod.c"
+SCHEMA_DIR = SCHEMAS
 SCHEMA = json.loads((SCHEMA_DIR / "doctor.schema.json").read_text("utf-8"))
 NUMPYS = ("1.23.5", "1.26.4", "2.2.6")
 
@@ -288,8 +289,8 @@ def on_index(files: dict[str, bytes], args: list[str], tmp_path: Path,
     numpy) and a numpy wheel of each release of `NUMPYS` holding its metadata only (the
     contract needs only numpy's release): the exit code and the document."""
     from abifit.cli import main
+    from helpers import make_wheel
     from httpserver import LoopbackServer, publish_index
-    from test_check import make_wheel
 
     tag = "cp311-cp311-linux_x86_64"
     name = next(iter(files)).split("/")[0]
@@ -380,8 +381,8 @@ def test_the_first_release_built_against_numpy2_is_named(
     from abifit.remote.http import HttpClient
     from abifit.remote.index import IndexConfig, PackageIndex, Target
     from abifit.remote.wheels import RemoteContext, cached_fetch
+    from helpers import make_wheel
     from httpserver import LoopbackServer, publish_index
-    from test_check import make_wheel
 
     include, suffix = python_build
     built = {major: compile_module("core", BUILDS["np1" if major == 1 else "np2"], numpy_sites,

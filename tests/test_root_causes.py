@@ -10,9 +10,9 @@ import pytest
 
 from abifit.cli import main
 from fixtures.build import compile_c
-from test_check import make_wheel
+from helpers import FIXTURES, make_wheel
 
-SOURCES = Path(__file__).parent / "fixtures" / "roots"
+SOURCES = FIXTURES / "roots"
 TAG = "cp310-abi3-linux_x86_64"
 
 

@@ -37,16 +37,15 @@ from abifit.formats.snapshot import (
     loads,
 )
 from fixtures.build import compile_c
+from helpers import FIXTURES, SCHEMAS, make_wheel
 from httpserver import LoopbackServer, publish_index
-from test_check import make_wheel
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-SOURCES = Path(__file__).parent / "fixtures" / "snapshot"
-SCHEMAS = Path(__file__).parent.parent / "src/abifit/report/schemas"
+SOURCES = FIXTURES / "snapshot"
 SHA = "ab" * 32
 
 MODULE = ModuleRecord(

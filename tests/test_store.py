@@ -20,8 +20,9 @@ from abifit.formats.sources import BytesSource
 from abifit.formats.storefile import decode_store, encode_store
 from abifit.remote.store import STORE_NAME, StoredObject, StoredSymbol, SymbolStore
 from fixtures.build import compile_c
+from helpers import FIXTURES, SRC
 
-SOURCES = Path(__file__).parent / "fixtures" / "store"
+SOURCES = FIXTURES / "store"
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
@@ -207,7 +208,7 @@ def test_two_processes_write_at_once(tmp_path: Path, libraries: dict[str, bytes]
     wheel of each is there after."""
     lib = tmp_path / "libf.so"
     lib.write_bytes(libraries["v1"])
-    src = str(Path(__file__).resolve().parent.parent / "src")
+    src = str(SRC)
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "c"), str(lib),
                                  str(n)], env={"PYTHONPATH": src}) for n in (1, 2)]
     assert [w.wait(timeout=120) for w in writers] == [0, 0]

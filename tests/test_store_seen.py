@@ -17,9 +17,10 @@ from abifit.cli import main
 from abifit.commands.index import open_store
 from abifit.remote.store import SymbolStore
 from fixtures.build import compile_c
+from helpers import FIXTURES
 from httpserver import LoopbackIndex, Projects
 
-SOURCES = Path(__file__).parent / "fixtures" / "seen"
+SOURCES = FIXTURES / "seen"
 TAG = "cp311-cp311-linux_x86_64"
 TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
 

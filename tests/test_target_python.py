@@ -25,9 +25,9 @@ from abifit.host.localfs import LocalObjects, is_elf_file
 from abifit.remote.index import Target
 from abifit.sim import pythonapi
 from fixtures.build import compile_c
-from test_check import make_wheel
+from helpers import FIXTURES, make_wheel
 
-SOURCE = Path(__file__).parent / "fixtures" / "target" / "ext312.c"
+SOURCE = FIXTURES / "target" / "ext312.c"
 FAKE_PYTHON = SOURCE.parent / "fakepython.c"
 needs_311 = pytest.mark.skipif(sys.version_info[:2] != (3, 11),
                                reason="the fixture needs a 3.12-only symbol absent from 3.11")

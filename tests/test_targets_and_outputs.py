@@ -80,7 +80,7 @@ def test_a_wheel_pip_would_refuse_on_the_target_is_not_judged(
     refuse it there ("not a supported wheel on this platform"), so the check says so (exit 2,
     naming the glibc its tag needs) instead of judging its modules; for manylinux_2_34 it is
     judged."""
-    from test_check import make_wheel
+    from helpers import make_wheel
 
     name, data = make_wheel("newglibc", "1.0", {"newglibc/__init__.py": b""},
                             tag="cp39-abi3-manylinux_2_34_x86_64")

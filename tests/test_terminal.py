@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from abifit.report.terminal import Style, Terminal, paint_line, styled, wrap_line
+from helpers import GOLDEN
 
-GOLDEN = Path(__file__).parent / "golden"
 TEXTS = sorted(GOLDEN.glob("*.txt"))
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

@@ -28,10 +28,10 @@ from abifit.errors import WheelRefused
 from abifit.formats.sources import BytesSource, InflateSource
 from abifit.remote.http import HttpClient, HttpError
 from fixtures.build import compile_c
+from helpers import FIXTURES, make_wheel
 from httpserver import LoopbackServer, Reply, Request
-from test_check import make_wheel
 
-FIXTURES = Path(__file__).parent / "fixtures" / "trust"
+SOURCES = FIXTURES / "trust"
 TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
 TAG = "cp310-abi3-linux_x86_64"
 MODULE = "trustpkg/_ops.abi3.so"
@@ -47,7 +47,7 @@ def _no_pip_config(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module")
 def modules(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     out = tmp_path_factory.mktemp("trust")
-    return {name: compile_c(FIXTURES / f"{name}.c", out / f"{name}.so").read_bytes()
+    return {name: compile_c(SOURCES / f"{name}.c", out / f"{name}.so").read_bytes()
             for name in ("good", "forged")}
 
 

@@ -15,23 +15,12 @@ import pytest
 
 from abifit.cli import main
 from fixtures.build import compile_c
-from test_check import make_wheel
+from helpers import FIXTURES, make_wheel, venv_with_package
 
-SOURCE = Path(__file__).parent / "fixtures" / "past" / "libprov.c"
+SOURCE = FIXTURES / "past" / "libprov.c"
 SUFFIX = ".cpython-311-x86_64-linux-gnu.so"
 needs_311 = pytest.mark.skipif(sys.version_info[:2] != (3, 11) or sys.platform != "linux",
                                reason="the venv is of this CPython 3.11 on Linux")
-
-
-def venv_with_package(root: Path, name: str) -> Path:
-    """A venv without pip under `root` and an empty package `name` in it; the package's
-    directory."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")],
-                   check=True)
-    package = next((root / "venv" / "lib").glob("python3*/site-packages")) / name
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    return package
 
 
 @pytest.fixture(scope="module")

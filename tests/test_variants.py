@@ -16,10 +16,10 @@ from abifit.cli import main
 from abifit.commands.variants import architecture, normalized
 from abifit.remote.index import Target
 from elfbuilder import ElfSpec, Sym, build_elf
+from helpers import SCHEMAS
 from httpserver import LoopbackIndex, Projects
 
-SCHEMA = json.loads((Path(__file__).parent.parent / "src/abifit/report/schemas"
-                     / "variants.schema.json").read_text("utf-8"))
+SCHEMA = json.loads((SCHEMAS / "variants.schema.json").read_text("utf-8"))
 EM_AARCH64 = 183
 
 CP311 = "multi-1.0-cp311-cp311-linux_x86_64.whl"

@@ -26,10 +26,11 @@ import pytest
 import abifit
 from abifit.cli import main
 from fixtures.build import compile_c
+from helpers import FIXTURES
 from httpserver import LoopbackIndex, Projects
 from venvs import clean_environ, venv_with_wheels
 
-SOURCES = Path(__file__).parent / "fixtures" / "resolve"
+SOURCES = FIXTURES / "resolve"
 TAG = "cp310-abi3-linux_x86_64"
 TARGET = ("--python-version", "3.11", "--platform", "linux_x86_64")
 GUARDED = b"try:\n    from . import _ops\nexcept ImportError:\n    _ops = None\n"

@@ -26,6 +26,7 @@ from abifit.remote.wheelfiles import (
     render_library_fix,
 )
 from abifit.remote.wheels import RemoteContext, cached_fetch
+from helpers import SRC
 from httpserver import LoopbackIndex, LoopbackServer, Projects
 
 TARGET = Target((3, 12), platforms=("manylinux_2_28_x86_64",))
@@ -244,7 +245,7 @@ def test_progress_names_each_wheel_read(loopback_index: LoopbackIndex) -> None:
 def test_shipped_table_agrees_with_soname_packages() -> None:
     """Every soname in data/soname_packages.json finds its package among the table's candidates;
     the ones without a package have a note."""
-    data = Path(__file__).parent.parent / "src/abifit/data/soname_packages.json"
+    data = SRC / "abifit/data/soname_packages.json"
     packages: dict[str, str | None] = json.loads(data.read_text("utf-8"))["sonames"]
     table = load_library_table()
     for soname, package in packages.items():

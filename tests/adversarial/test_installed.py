@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 from builders import Built, module_fixture, wheel  # noqa: F401  (the fixture)
 
-from test_check import make_wheel
-from test_locks import with_record
+from helpers import make_wheel, with_record
 from venvs import clean_environ, venv_with_wheels
 
 

@@ -25,8 +25,8 @@ from abifit.formats.storefile import CODEC_ZLIB, STORE_FORMAT, STORE_MAGIC
 from abifit.formats.storefile import HEADER as STORE_HEADER
 from abifit.host.profile import PROFILE_MAGIC, VERSION
 from abifit.remote.cache import ENTRY_FORMAT, ENTRY_MAGIC
+from helpers import make_wheel, wheels
 from httpserver import LoopbackServer, publish_index
-from test_check import binaries, make_wheel, wheels  # noqa: F401  (the fixture of the binaries)
 
 # what these commands take with honest inputs is well under 200 MB; unbounded, each of the
 # inputs below took gigabytes
@@ -91,7 +91,7 @@ def test_a_small_host_profile_cannot_take_gigabytes(kind: str, tmp_path: Path) -
 
 
 def test_planted_cache_entries_that_decode_to_millions_are_misses(
-        binaries: dict[str, bytes], tmp_path: Path) -> None:  # noqa: F811
+        binaries: dict[str, bytes], tmp_path: Path) -> None:
     """Every entry a check wrote replaced by a valid entry of 8 MiB of empty maps (each took
     over 600 MB unbounded): the check runs again with the same verdict, in bounded memory."""
     cache = tmp_path / "cache"

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers import wheels
 from httpserver import LoopbackServer, publish_index
-from test_check import binaries, wheels  # noqa: F401  (the fixture of the binaries)
 
 
 @pytest.mark.parametrize("planted", ["fifo", "directory"])
-def test_planted_entries_are_misses(planted: str, binaries: dict[str, bytes],  # noqa: F811
+def test_planted_entries_are_misses(planted: str, binaries: dict[str, bytes],
                                    tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
@@ -43,7 +43,7 @@ def test_planted_entries_are_misses(planted: str, binaries: dict[str, bytes],  #
 
 
 @pytest.mark.parametrize("value", [(1, 2, 3), {"a": 1}, "text", [None]])
-def test_entries_of_the_wrong_shape_are_misses(value: object, binaries: dict[str, bytes],  # noqa: F811
+def test_entries_of_the_wrong_shape_are_misses(value: object, binaries: dict[str, bytes],
                                                tmp_path: Path) -> None:
     """Every entry a check and an inspect wrote replaced by a valid entry of another shape:
     both run again with the same outcome, never an internal error. (A string is the shape of

