@@ -2,7 +2,7 @@
 
 A listing needs no decompression: every entry header says its kind, SM, variant and sizes. The
 layout below was found by examining what nvcc 13.0 (`fatbinary`) produces for known inputs, and is
-checked in tests/test_fatbin.py against `cuobjdump` on nvcc-built fixtures and on the CUDA
+checked in tests/formats/test_fatbin.py against `cuobjdump` on nvcc-built fixtures and on the CUDA
 libraries of a torch cu13 install. Little-endian throughout.
 
 Section `.nv_fatbin` (or `__nv_relfatbin`, the pre-linked fat binaries of `-rdc` objects):

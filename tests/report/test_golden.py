@@ -6,8 +6,8 @@ with the files under tests/golden/.
 The values copy what the commands and the simulation produce (messages, derivations, hints,
 coverage reasons in their words), so that the goldens read as a user would see them. After an
 intended change of the output, regenerate with `ABIFIT_UPDATE_GOLDEN=1 pytest
-tests/test_golden.py` (every comparison then writes its file and fails, so a regeneration never
-passes silently), read the diff, and run again without the variable.
+tests/report/test_golden.py` (every comparison then writes its file and fails, so a regeneration
+never passes silently), read the diff, and run again without the variable.
 """
 
 from __future__ import annotations

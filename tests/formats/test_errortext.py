@@ -1,8 +1,8 @@
 """Reading pasted error text for the loader's and CUDA's messages: every recognised form, with
 traceback noise, colour codes and terminal wraps around it.
 
-The loader's own texts are checked against the real loader in tests/test_explain.py; the GPU
-and CUDA texts here are the upstream ones:
+The loader's own texts are checked against the real loader in tests/commands/test_explain.py; the
+GPU and CUDA texts here are the upstream ones:
 - torch/cuda/__init__.py `_check_cubins` (torch 2.13.0): "{} with CUDA capability sm_{} is not
   compatible with the current PyTorch installation.\\nThe current PyTorch install supports CUDA
   capabilities {}." with `" ".join(get_arch_list())`;

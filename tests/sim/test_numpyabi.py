@@ -2,7 +2,8 @@
 and what `sim.numpyabi` predicts from them. The literals are those found in real wheels
 (pandas 2.0.3, shapely 2.0.2, matplotlib 3.7.2, pandas 2.2.3); the predictions are what real
 imports raised beside NumPy 2.0.2 and 1.26.4 (bench/numpy_pairs.py, and the fixture matrix of
-test_numpy_contract.py, which checks the C-API table against NumPy's own headers)."""
+tests/commands/test_numpy_contract.py, which checks the C-API table against NumPy's own
+headers)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The library API and the command line give equal JSON for every command on the same inputs:
 both build the command's one options value (`CheckOptions`, ...) and run `run_<command>`, so
 that what one face checks, the other checks alike. The index is a real loopback index serving
-the wheels of test_check.py (a host package whose 2.0 changes a parameter, an extension built
-against 1.0); the environments are this test run's own."""
+the wheels of the check world (helpers.wheels: a host package whose 2.0 changes a parameter, an
+extension built against 1.0); the environments are this test run's own."""
 
 from __future__ import annotations
 

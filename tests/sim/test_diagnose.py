@@ -2,7 +2,7 @@
 ..."), the hint, and the nearest definitions of a symbol whose signature changed.
 
 Pure: each test feeds a `LoadProblem` and a `Context` of plain functions; no file is read.
-tests/test_doctor_fixtures.py checks the same findings end to end against real imports.
+tests/commands/test_doctor_fixtures.py checks the same findings end to end against real imports.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """GPU code against a GPU, end to end: `inspect --gpu`, `doctor --gpu`, `cuda`, `check --gpu`.
 
 The objects are the nvcc-built fixtures of tests/fixtures/cuda (listing and coverage rules are
-tested against cuobjdump in test_fatbin.py); here they are put where users meet them: a file, an
-installed package in a fresh venv, a local wheel and a wheel on a loopback index.
+tested against cuobjdump in tests/formats/test_fatbin.py); here they are put where users meet
+them: a file, an installed package in a fresh venv, a local wheel and a wheel on a loopback
+index.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """The `matrix --html` page in a real headless browser: Debian's chromium, driven by Selenium
 through Debian's chromedriver.
 
-The page comes from a real grid (tests/test_matrix.py's wheels on a loopback index), loaded from
-a file:// URL. Where chromium, chromedriver or selenium is missing the test fails under CI (the
-`CI` variable set, as `.ci/run` runs: it installs them) and is skipped elsewhere, saying what to
-install. The screenshot of the page, with a failing cell open, is kept under the test's tmp
-directory; its path is printed.
+The page comes from a real grid (the wheels of helpers.matrix_projects, as in
+tests/commands/test_matrix.py, on a loopback index), loaded from a file:// URL. Where chromium,
+chromedriver or selenium is missing the test fails under CI (the `CI` variable set, as `.ci/run`
+runs: it installs them) and is skipped elsewhere, saying what to install. The screenshot of the
+page, with a failing cell open, is kept under the test's tmp directory; its path is printed.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _missing() -> str | None:
 
 @pytest.fixture(scope="module")
 def index_projects(tmp_path_factory: pytest.TempPathFactory) -> Projects:
-    """What `loopback_index` (conftest.py) serves to this module: test_matrix's wheels."""
+    """What `loopback_index` (conftest.py) serves to this module: the matrix grid's wheels."""
     return matrix_projects(matrix_binaries(tmp_path_factory.mktemp("matrix-browser")))
 
 

@@ -2,8 +2,9 @@
 variant sets a package picks one file from; the verdict of a set of findings.
 
 The simulations that feed it are tested against real loads and imports elsewhere
-(test_import_verdicts.py: a guarded module whose library is nowhere is a prerequisite, one
-loaded on use that misses a symbol degrades its package; test_check_live.py: real wheels)."""
+(tests/commands/test_import_verdicts.py: a guarded module whose library is nowhere is a
+prerequisite, one loaded on use that misses a symbol degrades its package;
+tests/commands/test_check_live.py: real wheels)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ and the loader search that follows from it (`sim.process.search_config`).
 A preset's loader is checked against the tables of `hwcaps_search` for a fixed CPU, whatever
 glibc this machine has; profiles are written and read back, including one that records no glibc
 release (its loader could not say), whose release then comes from its libc.so.6. What reading a
-profile refuses (pickles, bombs, crafted data) is in test_datacodec.py.
+profile refuses (pickles, bombs, crafted data) is in tests/formats/test_datacodec.py.
 """
 
 from __future__ import annotations
