@@ -22,6 +22,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+import referencing
+import referencing.jsonschema
 
 from abifit.cli import main
 from abifit.formats.elf import ElfImage
@@ -34,6 +36,23 @@ GOLDEN = TESTS / "golden"
 REPO = TESTS.parent
 SRC = REPO / "src"
 SCHEMAS = REPO / "src/abifit/report/schemas"
+
+
+def schema(command: str) -> dict[str, object]:
+    """The schema of a command's `--json` document (`error` for the error document)."""
+    loaded: dict[str, object] = json.loads((SCHEMAS / f"{command}.schema.json").read_text("utf-8"))
+    return loaded
+
+
+# what the documents' schemas share, at the name their `$ref`s give (docs/json.md)
+SCHEMA_REGISTRY = referencing.Registry().with_resource(
+    "common.schema.json",
+    referencing.jsonschema.DRAFT202012.create_resource(schema("common")))
+
+
+def validate(document: object, document_schema: object) -> None:
+    """`jsonschema.validate`, with the definitions the schemas share resolvable."""
+    jsonschema.validate(document, document_schema, registry=SCHEMA_REGISTRY)
 
 # ---------------------------------------------------------------------------------------------
 # The check world: a host package whose 2.0 changes a parameter from `int` to `unsigned int`,
@@ -275,6 +294,5 @@ def run_live(cache: Path, *args: str) -> tuple[int, dict[str, object]]:
         pytest.skip(f"PyPI is not reachable: {done.stderr.strip()}")
     assert done.returncode in (0, 1), done.stderr
     doc: dict[str, object] = json.loads(done.stdout)
-    schema = json.loads((SCHEMAS / f"{doc['command']}.schema.json").read_text("utf-8"))
-    jsonschema.validate(doc, schema)
+    validate(doc, schema(str(doc["command"])))
     return done.returncode, doc

@@ -12,13 +12,12 @@ import zipfile
 from importlib.resources import files
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from abifit.cli import main
-from abifit.report.json import SCHEMA_VERSION
+from abifit.report.json import SCHEMA_VERSIONS
 from fixtures.build import compile_c
-from helpers import FIXTURES
+from helpers import FIXTURES, validate
 
 SOURCES = FIXTURES / "inspect"
 LIBSTDCXX = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
@@ -45,7 +44,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 def json_of(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
     doc = json.loads(done.stdout)
-    jsonschema.validate(doc, SCHEMA)
+    validate(doc, SCHEMA)
     assert isinstance(doc, dict)
     return doc
 
@@ -95,7 +94,7 @@ def test_inspect_json_matches_schema_and_readelf() -> None:
     done = run("inspect", LIBSTDCXX, "--json")
     assert done.returncode == 0, done.stderr
     doc = json_of(done)
-    assert doc["schema_version"] == SCHEMA_VERSION == 3
+    assert doc["schema_version"] == SCHEMA_VERSIONS["inspect"] == 3
     (obj,) = doc["objects"]  # type: ignore[misc]
     readelf = subprocess.run(["readelf", "--dyn-syms", "-W", LIBSTDCXX], capture_output=True,
                              text=True, check=True).stdout

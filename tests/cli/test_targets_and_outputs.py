@@ -11,10 +11,10 @@ import time
 from importlib.resources import files
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from abifit.cli import main
+from helpers import validate
 
 ERROR_SCHEMA = json.loads(
     files("abifit").joinpath("report/schemas/error.schema.json").read_text("utf-8"))
@@ -38,7 +38,7 @@ def test_a_platform_that_is_not_checked_is_said_not_checked(
     assert code == 2
     assert f"error: not checked: --platform {platform}" in captured.err
     doc = json.loads(captured.out)
-    jsonschema.validate(doc, ERROR_SCHEMA)
+    validate(doc, ERROR_SCHEMA)
     assert doc["command"] == command[0] and doc["error"]["kind"] == "error"
     assert doc["error"]["message"].startswith("not checked:")
 
@@ -70,7 +70,7 @@ def test_an_error_of_the_work_itself_is_a_json_document_too(
     code = main(["check", "numpy===", "--offline", "--cache-dir", str(tmp_path), "--json"])
     captured = capsys.readouterr()
     doc = json.loads(captured.out)
-    jsonschema.validate(doc, ERROR_SCHEMA)
+    validate(doc, ERROR_SCHEMA)
     assert code == 2 and captured.err.startswith(f"error: {doc['error']['message']}")
 
 

@@ -9,13 +9,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from abifit.cli import main
 from abifit.formats.pins import pylock_toml, requirements_txt, uv_lock
 from fixtures.build import compile_c
-from helpers import CHECK_SOURCES, SCHEMAS, TARGET, make_wheel, run_cli, wheels
+from helpers import CHECK_SOURCES, SCHEMAS, TARGET, make_wheel, run_cli, validate, wheels
 from httpserver import LoopbackIndex, LoopbackServer, Projects, publish_index
 
 SCHEMA = json.loads((SCHEMAS / "check.schema.json").read_text("utf-8"))
@@ -38,7 +37,7 @@ def test_extension_fits_the_host_it_was_built_for(
     code, out, _err = run_cli(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--index-url",
                               loopback_index.url, "--json")
     doc = json.loads(out)
-    jsonschema.validate(doc, SCHEMA)
+    validate(doc, SCHEMA)
     assert code == 0, out
     assert doc["verdict"] == "fits"
     assert {(w["name"], w["version"], w["role"]) for w in doc["wheels"]} == {
@@ -56,7 +55,7 @@ def test_new_host_fails_naming_the_parameter(loopback_index: LoopbackIndex,
     code, out, _err = run_cli(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
                               "hostpkg==2.0", "--index-url", loopback_index.url, "--json")
     doc = json.loads(out)
-    jsonschema.validate(doc, SCHEMA)
+    validate(doc, SCHEMA)
     assert code == 1
     assert doc["verdict"] == "fails"
     finding = doc["findings"][0]
@@ -82,7 +81,7 @@ def test_a_dependency_is_chosen_by_every_requirement_on_it(
     code, out, _err = run_cli(capsys, monkeypatch, tmp_path, "check", "extpkg==1.0", "--with",
                               "anyhost", "--index-url", loopback_index.url, "--json")
     doc = json.loads(out)
-    jsonschema.validate(doc, SCHEMA)
+    validate(doc, SCHEMA)
     assert {(w["name"], w["version"]) for w in doc["wheels"]} == {
         ("extpkg", "1.0"), ("anyhost", "1.0"), ("hostpkg", "1.0")}
     assert (code, doc["verdict"]) == (0, "fits"), doc["findings"]
@@ -157,7 +156,7 @@ def test_matrix_singles_out_the_fitting_host(loopback_index: LoopbackIndex,
                               "hostpkg>=1", "--index-url", loopback_index.url, "--json", "--html",
                               str(page))
     doc = json.loads(out)
-    jsonschema.validate(doc, MATRIX_SCHEMA)
+    validate(doc, MATRIX_SCHEMA)
     assert code == 0
     assert doc["fits"] == ["1.0"]
     rows = {r["version"]: r for r in doc["rows"]}
@@ -176,7 +175,7 @@ def test_variants_groups_identical_wheels(loopback_index: LoopbackIndex, tmp_pat
     code, out, _err = run_cli(capsys, monkeypatch, tmp_path, "variants", "hostpkg==2.0",
                               "--index-url", loopback_index.url, "--json")
     doc = json.loads(out)
-    jsonschema.validate(doc, VARIANTS_SCHEMA)
+    validate(doc, VARIANTS_SCHEMA)
     assert code == 0
     groups = sorted(sorted(g["filenames"]) for g in doc["groups"])
     assert groups == [["hostpkg-2.0-1-py3-none-linux_x86_64.whl",
@@ -278,7 +277,7 @@ def test_check_against_a_saved_host_profile(loopback_index: LoopbackIndex,
     code_p, there, _err = run_cli(capsys, monkeypatch, tmp_path / "b", *args, "--host",
                                   str(host_profile))
     here_doc, there_doc = json.loads(here), json.loads(there)
-    jsonschema.validate(there_doc, SCHEMA)
+    validate(there_doc, SCHEMA)
     assert code == code_p == 1
     assert there_doc["modules"] == here_doc["modules"]
     assert [f["symbol"] for f in there_doc["findings"]] == [f["symbol"]
@@ -328,7 +327,7 @@ def test_manylinux_presets_check_symbol_versions(loopback_index: LoopbackIndex,
     code, out, _err = run_cli(capsys, monkeypatch, tmp_path, "check", "newglibc==1.0",
                               "--index-url", loopback_index.url, "--json", "--host", host)
     doc = json.loads(out)
-    jsonschema.validate(doc, SCHEMA)
+    validate(doc, SCHEMA)
     assert any(n.startswith(f"host: the {host.replace('manylinux2014', 'manylinux_2_17')} "
                             "preset") for n in doc["notes"]), doc["notes"]
     if fits:
@@ -387,7 +386,7 @@ def test_matrix_cells_read_a_shared_dependency_once(
                                   "--no-cache", "--jobs", "2", "--json")
         assert code == 0, out
         doc = json.loads(out)
-        jsonschema.validate(doc, MATRIX_SCHEMA)
+        validate(doc, MATRIX_SCHEMA)
         assert doc["fits"] == ["1.1", "1.0"]
         assert server.count(path=dep_path) == once
 

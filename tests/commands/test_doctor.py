@@ -9,12 +9,12 @@ import sys
 from importlib.resources import files
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from abifit.host.natives import module_name
 from abifit.sim.diagnose import newest_version
 from abifit.sim.loader import SearchConfig, expand_path
+from helpers import validate
 
 SCHEMA = json.loads(files("abifit").joinpath("report/schemas/doctor.schema.json").read_text())
 
@@ -33,7 +33,7 @@ def test_torch_environment_loads_and_json_validates(torch_venv: Path, tmp_path: 
     done = doctor("--python", str(torch_venv / "bin" / "python"), "--json", cache=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(done.stdout)
-    jsonschema.validate(doc, SCHEMA)
+    validate(doc, SCHEMA)
     modules = {m["module"]: m for m in doc["modules"]}
     assert modules["torch._C"]["loads"] is True
     assert doc["verdict"] == "fits" and doc["findings"] == []
@@ -143,7 +143,7 @@ def test_verify_agrees_on_torch(torch_venv: Path) -> None:
     """--verify loads each module for real; every prediction agrees with the real loader."""
     done = doctor("torch", "--python", str(torch_venv / "bin" / "python"), "--json", "--verify")
     doc = json.loads(done.stdout)
-    jsonschema.validate(doc, SCHEMA)
+    validate(doc, SCHEMA)
     assert doc["verification"], doc
     assert all(v["agrees"] and v["actual_loads"] for v in doc["verification"]), doc
     assert done.returncode == 0

@@ -23,11 +23,11 @@ from functools import cache
 from importlib.resources import files
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from abifit.host.ldconfig import GlibcVersion, hwcaps_search, parse_cpuinfo
 from fixtures.doctor import build
+from helpers import validate
 
 EXT = ".cpython-311-x86_64-linux-gnu.so"
 LD_ENV_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
@@ -311,6 +311,12 @@ def test_prediction_matches_real_import(
     assert out.returncode == (0 if out.real_loads else 1), out.doc
 
 
+def demangle_with_cxxfilt(symbol: str) -> str:
+    """What binutils' c++filt makes of a symbol."""
+    return subprocess.run(["c++filt", symbol], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def test_parameter_change_is_explained(venv: Venv,
                                        outcomes: dict[tuple[str, str], Outcome]) -> None:
     """An int -> unsigned int parameter change is named, with the host's nearest definition."""
@@ -322,6 +328,12 @@ def test_parameter_change_is_explained(venv: Venv,
     assert "parameter 4: `int` → `unsigned int`" in finding["explanation"]
     assert finding["nearest"][0].startswith(PARAM_SYMBOL[:-2] + "jb ")
     assert "hostpkg/lib/libhost_core.so" in finding["explanation"]
+    # the same, as fields: no reader has to take the prose apart
+    assert finding["demangled"] == demangle_with_cxxfilt(PARAM_SYMBOL)
+    nearest = finding["definitions"][0]
+    assert nearest["mangled"] == PARAM_SYMBOL[:-2] + "jb" and nearest["same_function"] is True
+    assert nearest["differences"] == ["parameter 4: `int` → `unsigned int`"]
+    assert nearest["path"].endswith("hostpkg/lib/libhost_core.so")
     assert out.module("ext_param")["prerequisites"] == ["hostpkg"]
 
 
@@ -356,6 +368,8 @@ def test_missing_library_has_trace_and_hint(venv: Venv,
     assert finding["library"] == "libnvrtc.so.13"
     assert finding["trace"], finding
     assert all("/libnvrtc.so.13  [" in t and t.endswith("not found]") for t in finding["trace"])
+    assert [s["path"] for s in finding["searched"]] == [t.split("  [")[0] for t in finding["trace"]]
+    assert {s["outcome"] for s in finding["searched"]} == {"not found"}
     hidden = str(venv.hidden_cuda / "libnvrtc.so.13")
     assert os.path.isfile(hidden)
     assert hidden not in finding["candidates"]  # a private toolkit dir is not a place it looks
@@ -501,7 +515,7 @@ def test_verify_agrees_everywhere(env: str, venv: Venv) -> None:
     """`doctor --verify` on the whole venv: every prediction agrees with the real loader."""
     code, doc, stderr = run_doctor(venv, "--verify", env=env)
     assert code in (0, 1) and doc, stderr
-    jsonschema.validate(doc, SCHEMA)
+    validate(doc, SCHEMA)
     verification = doc["verification"]
     assert isinstance(verification, list) and verification, stderr
     disagreeing = [f"{v['module']}: predicted {v['predicted_error'] or 'loads'}; real "

@@ -15,12 +15,11 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from abifit.cli import main
 from fixtures.build import compile_c
-from helpers import FIXTURES, SCHEMAS, venv_with_package
+from helpers import FIXTURES, SCHEMAS, validate, venv_with_package
 
 SOURCES = FIXTURES / "explain"
 SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
@@ -85,7 +84,7 @@ def _explain(venv: Venv, text: str, capsys: pytest.CaptureFixture[str],
     code = main(["explain", text, "--python", venv.python, "--json", "--no-cache", *extra])
     captured = capsys.readouterr()
     doc = json.loads(captured.out)
-    jsonschema.validate(doc, SCHEMA)
+    validate(doc, SCHEMA)
     return code, doc, captured.err
 
 

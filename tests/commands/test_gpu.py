@@ -16,7 +16,6 @@ import sys
 from importlib.resources import files
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 import abifit.commands.doctor as doctor_command
@@ -36,7 +35,7 @@ from abifit.sim.gpu import (
     summarize,
 )
 from fixtures.cuda import build as cuda_build
-from helpers import make_wheel
+from helpers import make_wheel, validate
 from httpserver import LoopbackIndex, Projects
 
 SCHEMAS = files("abifit").joinpath("report/schemas")
@@ -192,7 +191,7 @@ def test_inspect_shows_gpu_code_without_gpu(cuda: dict[str, Path],
     assert "1 x SASS sm_90a; PTX -" in out
     code, out, _ = run(capsys, "inspect", str(cuda["two_units"]), "--json")
     doc = json.loads(out)
-    jsonschema.validate(doc, INSPECT_SCHEMA)
+    validate(doc, INSPECT_SCHEMA)
     obj = doc["objects"][0]
     assert obj["gpu_code"]["sass"] == ["sm_80", "sm_90", "sm_90a"]
     assert obj["gpu"] is None and doc["gpu"] is None
@@ -205,7 +204,7 @@ def test_inspect_gpu_verdicts_and_exit_codes(cuda: dict[str, Path],
                        "--gpu", "sm_90", "--json")
     assert code == 0
     doc = json.loads(out)
-    jsonschema.validate(doc, INSPECT_SCHEMA)
+    validate(doc, INSPECT_SCHEMA)
     assert [o["gpu"]["verdict"] for o in doc["objects"]] == ["runs-sass", "runs-ptx-jit"]
     assert doc["gpu"]["arch"] == "sm_90"
     code, out, _ = run(capsys, "inspect", str(cuda["sass_mix"]), "--gpu", "10.0")
@@ -257,7 +256,7 @@ def test_doctor_gpu_no_kernel_image(gpu_venv: Path, capsys: pytest.CaptureFixtur
     code, out, _ = run(capsys, "doctor", "--python", str(gpu_venv), "--gpu", "10.0", "--json",
                        "--cache-dir", str(tmp_path))
     doc = json.loads(out)
-    jsonschema.validate(doc, DOCTOR_SCHEMA)
+    validate(doc, DOCTOR_SCHEMA)
     assert code == 1
     assert [f["kind"] for f in doc["findings"]] == ["no-kernel-image"]
     assert doc["findings"][0]["object"].endswith("gpupkg/libkernels.so")
@@ -291,7 +290,7 @@ def test_cuda_command_reports_environment_gpu_code(gpu_venv: Path,
     code, out, _ = run(capsys, "cuda", "--python", str(gpu_venv), "--gpu", "12.0", "--json",
                        "--cache-dir", str(tmp_path))
     doc = json.loads(out)
-    jsonschema.validate(doc, CUDA_SCHEMA)
+    validate(doc, CUDA_SCHEMA)
     assert code == 1
     assert doc["command"] == "cuda"
     assert {"toolkits", "driver", "gpus", "runtime_sonames", "findings"} <= set(doc)
@@ -356,7 +355,7 @@ def test_check_gpu_local_wheel(cuda: dict[str, Path], tmp_path: Path,
     code, out, _ = run(capsys, "check", str(wheel), "--gpu", "sm_120", "--json",
                        "--cache-dir", str(tmp_path / "c"), *TARGET)
     doc = json.loads(out)
-    jsonschema.validate(doc, CHECK_SCHEMA)
+    validate(doc, CHECK_SCHEMA)
     assert code == 0 and doc["verdict"] == "fits"
     assert doc["gpu"]["objects"][0]["coverage"]["verdict"] == "runs-sass"
     code, out, _ = run(capsys, "check", str(wheel), "--gpu", "sm_100",
@@ -376,7 +375,7 @@ def test_check_gpu_remote_wheel_reads_member_once(
             "--cache-dir", str(tmp_path), *TARGET]
     code, out, _ = run(capsys, *args)
     doc = json.loads(out)
-    jsonschema.validate(doc, CHECK_SCHEMA)
+    validate(doc, CHECK_SCHEMA)
     assert code == 1 and doc["verdict"] == "fails"
     assert [f["kind"] for f in doc["findings"]] == ["no-kernel-image"]
     # the loader's view (a prefix and a tail of the member), then the whole member once
@@ -411,7 +410,7 @@ def test_cuda_command_finds_the_nvcc_toolkit(gpu_venv: Path, capsys: pytest.Capt
     code, out, _ = run(capsys, "cuda", "--python", str(gpu_venv), "--gpu", "9.0", "--json",
                        "--cache-dir", str(tmp_path))
     doc = json.loads(out)
-    jsonschema.validate(doc, CUDA_SCHEMA)
+    validate(doc, CUDA_SCHEMA)
     assert code == 0
     assert doc["nvcc"]["version"] == version
     toolkit = next(t for t in doc["toolkits"] if t["root"] == doc["nvcc"]["root"])

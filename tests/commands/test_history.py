@@ -12,13 +12,12 @@ import json
 import subprocess
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from abifit.cli import main
 from abifit.commands.history import Form, changes_of, is_mangled, ranges
 from fixtures.build import compile_c
-from helpers import FIXTURES, SCHEMAS, make_wheel
+from helpers import FIXTURES, SCHEMAS, make_wheel, validate
 from httpserver import LoopbackIndex, Projects
 
 SOURCE = FIXTURES / "history" / "hostlib.cpp"
@@ -95,7 +94,7 @@ def test_history_finds_the_release_where_a_parameter_changed(
                           "--versions", ">=1.0", "--json")
     assert code == 0
     doc = json.loads(out)
-    jsonschema.validate(doc, SCHEMA)
+    validate(doc, SCHEMA)
     assert doc["releases"] == ["1.0", "1.1", "2.0"]
     assert doc["read"] == ["1.0", "1.1", "2.0"]
     forms = {f["name"]: f["releases"] for f in doc["forms"]}

@@ -22,10 +22,10 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 
 from fixtures.imports import build
+from helpers import validate
 from venvs import LOADER_ENV, clean_environ, venv_with_wheels
 
 Json = dict[str, object]
@@ -217,7 +217,7 @@ def test_imports_are_checked_while_the_modules_load(
 @pytest.mark.parametrize("name", JSON_RUNS)
 def test_documents_follow_the_schema(name: str, runs: dict[str, Run]) -> None:
     """Each --json document, with its imports and import checks, is valid for the schema."""
-    jsonschema.validate(runs[name].doc, SCHEMA)
+    validate(runs[name].doc, SCHEMA)
 
 
 def test_own_library_loaded_first_is_found_by_soname(venv: Venv, runs: dict[str, Run]) -> None:

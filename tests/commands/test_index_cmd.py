@@ -12,13 +12,12 @@ import sqlite3
 import zipfile
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from abifit.cli import main
 from abifit.remote.store import SymbolStore
 from fixtures.build import compile_c
-from helpers import FIXTURES, SCHEMAS
+from helpers import FIXTURES, SCHEMAS, validate
 from httpserver import LoopbackIndex, Projects
 
 SOURCES = FIXTURES / "store"
@@ -65,7 +64,7 @@ def add(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, cac
                          *TARGET, "--json")
     assert code == 0, err
     doc = json.loads(out)
-    jsonschema.validate(doc, SCHEMA)
+    validate(doc, SCHEMA)
     result = doc["result"]
     assert isinstance(result, dict)
     return result
@@ -129,11 +128,11 @@ def test_export_then_import_into_an_empty_cache(
     add(capsys, monkeypatch, here, loopback_index, "fpkg", "--versions", ">=1.0")
     code, out, err = run(capsys, monkeypatch, here, "export", str(file), "--json")
     assert code == 0, err
-    jsonschema.validate(json.loads(out), SCHEMA)
+    validate(json.loads(out), SCHEMA)
     code, out, err = run(capsys, monkeypatch, there, "import", str(file), "--json")
     assert code == 0, err
     doc = json.loads(out)
-    jsonschema.validate(doc, SCHEMA)
+    validate(doc, SCHEMA)
     assert (doc["result"]["wheels"], doc["result"]["skipped"]) == (2, 0)
     code, out, _err = run(capsys, monkeypatch, there, "import", str(file))
     assert (code, out) == (0, f"recorded 0 wheel(s) from {file} in "
@@ -144,7 +143,7 @@ def test_export_then_import_into_an_empty_cache(
     code, out, _err = run(capsys, monkeypatch, there, "info")
     assert code == 0 and out.startswith("fpkg ") and "2 release(s)" in out
     code, out, _err = run(capsys, monkeypatch, there, "info", "--json")
-    jsonschema.validate(json.loads(out), SCHEMA)
+    validate(json.loads(out), SCHEMA)
 
 
 def _sqlite_file(path: Path) -> bytes:

@@ -13,7 +13,6 @@ import json
 import shutil
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from helpers import (
@@ -24,6 +23,7 @@ from helpers import (
     matrix_binaries,
     matrix_projects,
     run_matrix,
+    validate,
 )
 from httpserver import LoopbackIndex, Projects
 
@@ -62,7 +62,7 @@ def test_grid_of_extension_releases_by_host_releases(
     code, out, _err = run_matrix(capsys, monkeypatch, loopback_index, tmp_path, *MATRIX_GRID,
                                  "--json")
     doc = json.loads(out)
-    jsonschema.validate(doc, SCHEMA)
+    validate(doc, SCHEMA)
     assert code == 0
     assert doc["extension"] == "extpkg" and doc["versions"] == ">=1.0"
     assert doc["extension_releases"] == ["2.0", "1.0"]

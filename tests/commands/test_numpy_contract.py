@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 
 from abifit.formats.elf import parse_elf
@@ -29,7 +28,7 @@ from abifit.formats.numpyapi import read_numpy_use
 from abifit.formats.sources import FileSource
 from abifit.sim.numpyabi import api_version
 from conftest import CACHE, _create_venv, _pip_install, _python311
-from helpers import FIXTURES, SCHEMAS
+from helpers import FIXTURES, SCHEMAS, validate
 from venvs import clean_environ
 
 SOURCE = FIXTURES / "numpy" / "npmod.c"
@@ -199,7 +198,7 @@ def doctors(environments: dict[str, str]) -> dict[str, dict[str, object]]:
             capture_output=True, text=True, env=clean_environ(), timeout=300, check=False)
         assert done.returncode in (0, 1), done.stderr
         out[version] = json.loads(done.stdout)
-        jsonschema.validate(out[version], SCHEMA)
+        validate(out[version], SCHEMA)
     return out
 
 
@@ -320,7 +319,7 @@ def test_check_judges_the_wheels_alike(version: str, modules: dict[str, Path],
              **{f"npfix/{p.name}": p.read_bytes() for p in modules.values()}}
     code, doc = on_index(files, ["check", "npfix==1.0", "--with", f"numpy=={version}"],
                          tmp_path, monkeypatch, capsys)
-    jsonschema.validate(doc, json.loads((SCHEMA_DIR / "check.schema.json").read_text("utf-8")))
+    validate(doc, json.loads((SCHEMA_DIR / "check.schema.json").read_text("utf-8")))
     statuses = {m["module"]: m for m in doc["modules"]}
     for module in BUILDS:
         real = real_import(environments[version], module)
@@ -339,7 +338,7 @@ def test_resolve_learns_the_numpy_a_set_needs(modules: dict[str, Path], tmp_path
     np1 = modules["np1"]
     files = {"npone/__init__.py": b"", f"npone/{np1.name}": np1.read_bytes()}
     code, doc = on_index(files, ["resolve", "npone", "numpy"], tmp_path, monkeypatch, capsys)
-    jsonschema.validate(doc, json.loads((SCHEMA_DIR / "resolve.schema.json").read_text("utf-8")))
+    validate(doc, json.loads((SCHEMA_DIR / "resolve.schema.json").read_text("utf-8")))
     pins = {p["name"]: p for p in doc["pins"]}
     assert code == 0 and pins["numpy"]["version"] == "1.26.4"
     [newer] = pins["numpy"]["newer"]

@@ -12,12 +12,11 @@ import json
 import shutil
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from abifit.cli import main
 from fixtures.build import compile_c
-from helpers import FIXTURES, SCHEMAS, make_wheel
+from helpers import FIXTURES, SCHEMAS, make_wheel, validate
 from httpserver import LoopbackIndex, LoopbackServer, Projects, publish_index
 
 SOURCES = FIXTURES / "resolve"
@@ -88,7 +87,7 @@ def resolved(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
     code, out, err = run(capsys, monkeypatch, index, cache, *args, "--json")
     assert code in (0, 1), err
     doc: dict[str, object] = json.loads(out)
-    jsonschema.validate(doc, SCHEMA)
+    validate(doc, SCHEMA)
     return code, doc
 
 

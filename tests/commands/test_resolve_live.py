@@ -10,11 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jsonschema
 import pytest
 from packaging.version import Version
 
-from helpers import SCHEMAS
+from helpers import SCHEMAS, validate
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 
@@ -40,7 +39,7 @@ def resolve(cache: Path, *args: str) -> tuple[int, dict[str, object]]:
         pytest.skip(f"PyPI is not reachable: {done.stderr.strip()}")
     assert done.returncode in (0, 1), done.stderr
     doc: dict[str, object] = json.loads(done.stdout)
-    jsonschema.validate(doc, SCHEMA)
+    validate(doc, SCHEMA)
     return done.returncode, doc
 
 

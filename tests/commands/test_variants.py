@@ -9,14 +9,13 @@ import json
 import zipfile
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from abifit.cli import main
 from abifit.commands.variants import architecture, normalized
 from abifit.remote.index import Target
 from elfbuilder import ElfSpec, Sym, build_elf
-from helpers import SCHEMAS
+from helpers import SCHEMAS, validate
 from httpserver import LoopbackIndex, Projects
 
 SCHEMA = json.loads((SCHEMAS / "variants.schema.json").read_text("utf-8"))
@@ -85,7 +84,7 @@ def _document(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatc
     code, out, err = run(capsys, monkeypatch, index, cache, "multi==1.0", "--json", *args)
     assert code == 0, err
     doc: dict[str, object] = json.loads(out)
-    jsonschema.validate(doc, SCHEMA)
+    validate(doc, SCHEMA)
     return doc
 
 

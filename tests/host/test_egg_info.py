@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from abifit.host.environment import (
@@ -36,6 +35,7 @@ from abifit.host.environment import (
 )
 from abifit.host.natives import NO_DISTRIBUTION, loose_files, scan_native_files, search_dirs
 from fixtures.build import ROOT, compile_c
+from helpers import validate
 
 EXT = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 SUFFIXES = (EXT, ".abi3.so", ".so")
@@ -277,7 +277,7 @@ def report(venv: Venv) -> Json:
     """`abifit doctor --json --verify` on the whole venv."""
     code, doc, err = run_doctor(venv, "--verify")
     assert code == 1 and doc, err  # debpkg and loosepkg fail
-    jsonschema.validate(doc, SCHEMA)
+    validate(doc, SCHEMA)
     return doc
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from helpers import REPO
 
 DOCS = REPO / "docs"
@@ -39,3 +41,33 @@ def test_every_page_has_one_title() -> None:
         outside_code = re.sub(r"```.*?```", "", text, flags=re.S)
         titles = re.findall(r"^# ", outside_code, flags=re.M)
         assert text.startswith("# ") and len(titles) == 1, page.name
+
+
+def test_the_json_page_lists_each_document_at_its_version() -> None:
+    """docs/json.md's table of versions is `SCHEMA_VERSIONS`, row for row."""
+    from abifit.report.json import SCHEMA_VERSIONS
+
+    rows = re.findall(r"^\| `(\w+)` \| (\d+) \|$", (DOCS / "json.md").read_text("utf-8"), re.M)
+    assert {name: int(version) for name, version in rows} == SCHEMA_VERSIONS
+    assert len(rows) == len(SCHEMA_VERSIONS)
+
+
+def test_the_json_page_validates_a_document_as_it_shows() -> None:
+    """The validation docs/json.md shows a user runs, with the installed schemas, on a document
+    abifit wrote (a `check` document with findings), and rejects a document with a field its
+    schema does not name."""
+    import copy
+    import json
+
+    import jsonschema
+
+    code = re.search(r"```python\n(.+?)```", (DOCS / "json.md").read_text("utf-8"), re.S)
+    assert code is not None
+    written = (REPO / "tests/golden/check_abi_fails.json").read_text("utf-8")
+    assert json.loads(written)["findings"], "the document holds no finding to check"
+    exec(compile(code.group(1), "docs/json.md", "exec"), {"output_of_abifit_check_json": written})
+    spoiled = copy.deepcopy(json.loads(written))
+    spoiled["findings"][0]["unnamed"] = 1
+    with pytest.raises(jsonschema.ValidationError):
+        exec(compile(code.group(1), "docs/json.md", "exec"),
+             {"output_of_abifit_check_json": json.dumps(spoiled)})

@@ -7,12 +7,11 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from abifit.cli import main
 from abifit.remote.cache import BUCKETS, SYMBOLS_STORE, Cache, RootState
-from helpers import SCHEMAS
+from helpers import SCHEMAS, validate
 
 SCHEMA = json.loads((SCHEMAS / "cache.schema.json").read_text("utf-8"))
 
@@ -63,7 +62,7 @@ def test_cache_info_json_validates(filled: Path, capsys: pytest.CaptureFixture[s
     cache.schema.json, with the directory, the totals and each bucket; nothing on stderr."""
     code, out, err = run(capsys, "info", "--json", "--cache-dir", str(filled))
     doc = json.loads(out)
-    jsonschema.validate(doc, SCHEMA)
+    validate(doc, SCHEMA)
     assert (code, err) == (0, "")
     assert (doc["command"], doc["path"], doc["state"]) == ("cache", str(filled), "directory")
     assert doc["entries"] == 3 and doc["bytes"] == sum(b["bytes"] for b in doc["buckets"])
@@ -98,7 +97,7 @@ def test_bad_cache_dir_is_a_warning(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert err == f"warning: {root}: {problem}; nothing is cached there\n"
     if json_flag:
         doc = json.loads(out)
-        jsonschema.validate(doc, SCHEMA)
+        validate(doc, SCHEMA)
         assert (doc["entries"], doc["bytes"]) == (0, 0)
         assert doc["state"] == ("missing" if problem == "no such directory"
                                 else "not-a-directory")

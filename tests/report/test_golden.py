@@ -20,9 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from unittest import mock
 
-import jsonschema
 import pytest
 
 from abifit.commands.check import CheckReport, Role, Wheel, target_markers
@@ -115,10 +113,17 @@ from abifit.report.resolve import (
 )
 from abifit.report.snapshot import requirements_text, snapshot_json, snapshot_text
 from abifit.report.variants import variants_json, variants_text
-from abifit.sim.findings import Effect, Finding, FindingKind, Severity
+from abifit.sim.findings import (
+    Effect,
+    Finding,
+    FindingKind,
+    NearestDefinition,
+    SearchStep,
+    Severity,
+)
 from abifit.sim.gpu import ComputeCapability, CoveredObject, GpuCheck, GpuTarget, ObjectCoverage
 from abifit.sim.process import ImportVerdict, ModuleStatus
-from helpers import GOLDEN
+from helpers import GOLDEN, validate
 
 UPDATE = os.environ.get("ABIFIT_UPDATE_GOLDEN") == "1"
 SCHEMAS = files("abifit").joinpath("report/schemas")
@@ -236,6 +241,18 @@ MMCV_SASS = "sm_50, sm_60, sm_70, sm_75, sm_80, sm_86"
 # doctor
 
 
+def _tried(path: str, via: str, owner: str | None = None) -> SearchStep:
+    """A path the loader's search for a library tried and found nothing at."""
+    return SearchStep(path, via, owner, "not found")
+
+
+def _near(mangled: str, text: str, path: str, owner: str, describe: str) -> NearestDefinition:
+    """A nearest definition as the diagnosis records it (`describe`: its one line)."""
+    head, *differences = describe.split("; ")
+    return NearestDefinition(mangled, text, path, owner, head.startswith("same function "),
+                             tuple(differences), describe)
+
+
 def doctor_problems() -> DoctorReport:
     """Twelve modules and plugins: five fail and break an import (torchvision's `_C` behind the
     error torchvision raises instead; torchaudio's own library, loaded with
@@ -278,11 +295,11 @@ def doctor_problems() -> DoctorReport:
             "The std::string ABIs differ: one side was built with -D_GLIBCXX_USE_CXX11_ABI=0 "
             "(the old ABI), the other with the cxx11 ABI.",
         ]),
-        symbol=old,
+        symbol=old, demangled=old_text,
         hint="torchvision 0.20.1 was built against another torch than the installed torch "
              "2.7.0 (it requires torch==2.5.1): install the torch release it was built for, or "
              "a torchvision release built for torch 2.7.0",
-        nearest=(f"{new}  {describe}",),
+        nearest=(_near(new, new_text, f"{SITE}/torch/lib/libc10.so", "torch 2.7.0", describe),),
         import_name="torchvision", reachability="always",
     )
     logger_old, logger_new = ("_ZN3c1013MessageLoggerC1EPKciib",
@@ -302,10 +319,13 @@ def doctor_problems() -> DoctorReport:
             f"{logger_describe}.",
         ]),
         symbol=logger_old,
+        demangled="c10::MessageLogger::MessageLogger(char const*, int, int, bool)",
         hint="torchaudio 2.5.1 was built against another torch than the installed torch 2.7.0 "
              "(it requires torch==2.5.1): install the torch release it was built for, or a "
              "torchaudio release built for torch 2.7.0",
-        nearest=(f"{logger_new}  {logger_describe}",),
+        nearest=(_near(logger_new,
+                       "c10::MessageLogger::MessageLogger(c10::SourceLocation, int, bool)",
+                       f"{SITE}/torch/lib/libc10.so", "torch 2.7.0", logger_describe),),
         import_name="torchaudio", reachability="always",
     )
     blocked = Finding(  # what sim.process makes of a module missing a library its package loads
@@ -332,10 +352,10 @@ def doctor_problems() -> DoctorReport:
              "/etc/ld.so.conf.d/abifit.conf && sudo ldconfig`, or "
              f"`export LD_LIBRARY_PATH={cuda118}:$LD_LIBRARY_PATH`",
         trace=(
-            "/usr/local/nvidia/lib64/libcudart.so.11.0  [LD_LIBRARY_PATH: not found]",
-            f"{SITE}/torch/lib/libcudart.so.11.0  [DT_RUNPATH of {mmcv}: not found]",
-            "/lib/x86_64-linux-gnu/libcudart.so.11.0  [system directory: not found]",
-            "/usr/lib/x86_64-linux-gnu/libcudart.so.11.0  [system directory: not found]",
+            _tried("/usr/local/nvidia/lib64/libcudart.so.11.0", "LD_LIBRARY_PATH"),
+            _tried(f"{SITE}/torch/lib/libcudart.so.11.0", "DT_RUNPATH", mmcv),
+            _tried("/lib/x86_64-linux-gnu/libcudart.so.11.0", "system directory"),
+            _tried("/usr/lib/x86_64-linux-gnu/libcudart.so.11.0", "system directory"),
         ),
         candidates=(f"{cuda118}/libcudart.so.11.0",),
         # mmcv imports its extension by a computed name (importlib.import_module("mmcv." +
@@ -352,7 +372,7 @@ def doctor_problems() -> DoctorReport:
             f"{libstdcxx} that the loader found does not define it, the import fails.",
             "The newest GLIBCXX version it defines is GLIBCXX_3.4.30.",
         ]),
-        library=libstdcxx, version="GLIBCXX_3.4.32",
+        library=libstdcxx, version="GLIBCXX_3.4.32", newest="GLIBCXX_3.4.30",
         hint="use a newer libstdc++.so.6 (for example from a newer toolchain or conda's "
              "libstdcxx-ng), or a build of the package made for this system",
         import_name="pyarrow", reachability="always",
@@ -380,10 +400,10 @@ def doctor_problems() -> DoctorReport:
         library="libtbb.so.12", hint="install the package that provides libtbb.so.12",
         effect=Effect.PREREQUISITE, prerequisite="TBB",
         trace=(
-            "/usr/local/nvidia/lib64/libtbb.so.12  [LD_LIBRARY_PATH: not found]",
-            f"/opt/venv/lib/libtbb.so.12  [DT_RUNPATH of {tbbpool}: not found]",
-            "/lib/x86_64-linux-gnu/libtbb.so.12  [system directory: not found]",
-            "/usr/lib/x86_64-linux-gnu/libtbb.so.12  [system directory: not found]",
+            _tried("/usr/local/nvidia/lib64/libtbb.so.12", "LD_LIBRARY_PATH"),
+            _tried("/opt/venv/lib/libtbb.so.12", "DT_RUNPATH", tbbpool),
+            _tried("/lib/x86_64-linux-gnu/libtbb.so.12", "system directory"),
+            _tried("/usr/lib/x86_64-linux-gnu/libtbb.so.12", "system directory"),
         ),
         import_name="numba", severity=Severity.INFO, reachability="on-use",
     )
@@ -399,11 +419,12 @@ def doctor_problems() -> DoctorReport:
             f"Nearest definition, in {SITE}/torch/lib/libc10_cuda.so (torch 2.7.0): "
             f"`c10::cuda::SetDevice(signed char, bool)` — {set_device_describe}.",
         ]),
-        symbol=set_device,
+        symbol=set_device, demangled="c10::cuda::SetDevice(int)",
         hint="xformers 0.0.28.post3 was built against another torch than the installed torch "
              "2.7.0 (it requires torch==2.5.1): install the torch release it was built for, or "
              "a xformers release built for torch 2.7.0",
-        nearest=(f"{set_device_new}  {set_device_describe}",),
+        nearest=(_near(set_device_new, "c10::cuda::SetDevice(signed char, bool)",
+                       f"{SITE}/torch/lib/libc10_cuda.so", "torch 2.7.0", set_device_describe),),
         import_name="xformers", severity=Severity.WARNING, reachability="guarded",
         effect=Effect.DEGRADES,
     )
@@ -550,8 +571,10 @@ def doctor_clean() -> DoctorReport:
         ]),
         library="libgomp.so.1", hint="install the package that provides libgomp.so.1",
         effect=Effect.PREREQUISITE, prerequisite="libgomp.so.1",
-        trace=("/lib/x86_64-linux-gnu/libgomp.so.1  [system directory: not found]",
-               "/usr/lib/x86_64-linux-gnu/libgomp.so.1  [system directory: not found]"),
+        trace=(
+            _tried("/lib/x86_64-linux-gnu/libgomp.so.1", "system directory"),
+            _tried("/usr/lib/x86_64-linux-gnu/libgomp.so.1", "system directory"),
+        ),
         import_name="numba", severity=Severity.INFO, reachability="on-use",
     )
     return DoctorReport(
@@ -627,11 +650,12 @@ def check_abi_fails() -> CheckReport:
             f"Nearest definition, in {WHEELS}/torch/lib/libc10_cuda.so (torch 2.6.0): "
             f"`c10::cuda::SetDevice(signed char, bool)` — {describe}.",
         ]),
-        symbol=old,
+        symbol=old, demangled="c10::cuda::SetDevice(int)",
         hint="flash_attn 2.7.4.post1 was built against another torch than the installed torch "
              "2.6.0: install the torch release it was built for, or a flash_attn release built "
              "for torch 2.6.0",
-        nearest=(f"{new}  {describe}",),
+        nearest=(_near(new, "c10::cuda::SetDevice(signed char, bool)",
+                       f"{WHEELS}/torch/lib/libc10_cuda.so", "torch 2.6.0", describe),),
         # a top-level extension module: its own import name (top_level.txt), always loaded
         import_name="flash_attn_2_cuda", reachability="always",
     )
@@ -647,9 +671,9 @@ def check_abi_fails() -> CheckReport:
         library="libcudart.so.11.0",
         hint="`pip install nvidia-cuda-runtime-cu11` provides libcudart.so.11.0",
         trace=(
-            f"{WHEELS}/torch/lib/libcudart.so.11.0  [DT_RPATH of {mamba}: not found]",
-            "/lib64/libcudart.so.11.0  [system directory: not found]",
-            "/usr/lib64/libcudart.so.11.0  [system directory: not found]",
+            _tried(f"{WHEELS}/torch/lib/libcudart.so.11.0", "DT_RPATH", mamba),
+            _tried("/lib64/libcudart.so.11.0", "system directory"),
+            _tried("/usr/lib64/libcudart.so.11.0", "system directory"),
         ),
         import_name="selective_scan_cuda", reachability="always",
     )
@@ -662,11 +686,12 @@ def check_abi_fails() -> CheckReport:
             f"Nearest definition, in {WHEELS}/torch/lib/libc10_cuda.so (torch 2.6.0): "
             f"`c10::cuda::SetDevice(signed char, bool)` — {describe}.",
         ]),
-        symbol=old,
+        symbol=old, demangled="c10::cuda::SetDevice(int)",
         hint="xformers 0.0.28.post3 was built against another torch than the installed torch "
              "2.6.0 (it requires torch==2.5.1): install the torch release it was built for, or "
              "a xformers release built for torch 2.6.0",
-        nearest=(f"{new}  {describe}",),
+        nearest=(_near(new, "c10::cuda::SetDevice(signed char, bool)",
+                       f"{WHEELS}/torch/lib/libc10_cuda.so", "torch 2.6.0", describe),),
         # xformers/_cpp_lib.py loads it under try/except and goes on without its C++ kernels
         import_name="xformers", severity=Severity.WARNING, reachability="guarded",
         effect=Effect.DEGRADES,
@@ -780,8 +805,10 @@ def _cupy_check(host_missing: tuple[str, ...], assumed_driver: str | None,
         ]),
         library="libnccl.so.2", hint="`pip install nvidia-nccl-cu12` provides libnccl.so.2",
         effect=Effect.PREREQUISITE, prerequisite="libnccl.so.2",
-        trace=("/lib64/libnccl.so.2  [system directory: not found]",
-               "/usr/lib64/libnccl.so.2  [system directory: not found]"),
+        trace=(
+            _tried("/lib64/libnccl.so.2", "system directory"),
+            _tried("/usr/lib64/libnccl.so.2", "system directory"),
+        ),
         import_name="cupy", severity=Severity.INFO, reachability="on-use",
     )
     return CheckReport(
@@ -1413,6 +1440,7 @@ def resolve_found() -> ResolveReport:
                            naive_pairs=2736, candidates_tried=14, resolutions=2),
         notes=("triton 3.4.0: ignored an invalid requirement 'lit>=15.*; extra == \"tests\"'",),
         cuda=12, driver="570.124.06", driver_cuda="12.8", gpu="sm_120",
+        abifit_version=ABIFIT_VERSION,
         index_urls=("https://pypi.org/simple", f"{PYTORCH}/cu128", f"{PYTORCH}/cu129",
                     f"{PYTORCH}/cu130"),
     )
@@ -1434,6 +1462,7 @@ def resolve_conflict() -> ResolveReport:
         stats=ResolveStats(pairs_checked=3, pairs_cached=0, pairs_unchecked=0, naive_pairs=3,
                            candidates_tried=4, resolutions=1),
         notes=(NO_DRIVER_NOTE,), index_urls=("https://pypi.org/simple",),
+        abifit_version=ABIFIT_VERSION,
     )
 
 
@@ -1445,16 +1474,6 @@ RESOLVE_FOUND_COMMAND = (
     f"--extra-index-url {PYTORCH}/cu130 --html resolve.html")
 RESOLVE_CONFLICT_COMMAND = ("abifit resolve sgl-kernel==0.3.21 'torch>=2.9' --python-version 3.11 "
                             "--platform manylinux_2_28_x86_64 --html resolve.html")
-
-
-def _at_version(render: Callable[[], str]) -> Callable[[], str]:
-    """`render` with `abifit.report.resolve` naming abifit ABIFIT_VERSION: its page and its
-    PEP 751 lock name the running abifit (not a field of the report, as `matrix`'s is)."""
-    def rendered() -> str:
-        with mock.patch("abifit.report.resolve.__version__", ABIFIT_VERSION):
-            return render()
-
-    return rendered
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1731,7 +1750,7 @@ def explain_mixed() -> ExplainReport:
                           ("torch",), 1, "sgl_kernel", "always")
     finding = Finding(
         kind=FindingKind.UNDEFINED_SYMBOL, object=path, module="sgl_kernel.common_ops",
-        message=error, symbol=symbol,
+        message=error, symbol=symbol, demangled=text,
         explanation=f"Because {path} (sgl-kernel 0.3.21) needs `{text}` and none of the 31 "
         "objects in its lookup scope defines it, the import fails.",
     )
@@ -1801,15 +1820,14 @@ CASES = (
          lambda: index_json(index_import())),
     Case("resolve_found", "resolve", lambda: resolve_text(resolve_found()),
          lambda: resolve_json(resolve_found(), TRANSFER),
-         _at_version(lambda: resolve_html(resolve_found(), CHECKED_AT, RESOLVE_FOUND_COMMAND)),
+         lambda: resolve_html(resolve_found(), CHECKED_AT, RESOLVE_FOUND_COMMAND),
          extra=((".requirements.txt", lambda: requirements_txt(resolve_found())),
                 (".constraints.txt", lambda: constraints_txt(resolve_found())),
                 (".pylock.toml",
-                 _at_version(lambda: pylock_text(resolve_found(), RESOLVE_MARKERS))))),
+                 lambda: pylock_text(resolve_found(), RESOLVE_MARKERS)))),
     Case("resolve_conflict", "resolve", lambda: resolve_text(resolve_conflict()),
          lambda: resolve_json(resolve_conflict(), TRANSFER),
-         _at_version(lambda: resolve_html(resolve_conflict(), CHECKED_AT,
-                                          RESOLVE_CONFLICT_COMMAND))),
+         lambda: resolve_html(resolve_conflict(), CHECKED_AT, RESOLVE_CONFLICT_COMMAND)),
     Case("history_signature", "history", lambda: history_text(history_signature()),
          lambda: history_json(history_signature(), TRANSFER)),
     Case("history_nowhere", "history", lambda: history_text(history_nowhere()),
@@ -1875,7 +1893,7 @@ def test_json_document_follows_its_schema(case: Case) -> None:
     """The JSON document, as printed and read back, validates against its command's schema."""
     document = json.loads(dumps(case.json()))
     assert document["command"] == case.command
-    jsonschema.validate(document, _schema(case.command))
+    validate(document, _schema(case.command))
 
 
 def test_every_golden_file_belongs_to_a_case() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 import pkgutil
+import re
 from dataclasses import replace
 from importlib.resources import files
 from pathlib import Path
@@ -19,12 +20,13 @@ from abifit.commands.variants import Group, MemberDiff, VariantsReport
 from abifit.remote.cache import BucketInfo, CacheInfo, RootState
 from abifit.report.cache import cache_json, cache_text
 from abifit.report.findings import problem_blocks
-from abifit.report.json import SCHEMA_VERSION, dumps
+from abifit.report.json import SCHEMA_VERSIONS, dumps
 from abifit.report.matrix import matrix_html, matrix_json, matrix_text
 from abifit.report.variants import variants_json, variants_text
 from abifit.sim.diagnose import Context, diagnose
 from abifit.sim.findings import Finding, FindingKind, Severity
 from abifit.sim.loader import LoadProblem, ProblemKind
+from helpers import validate
 
 SCHEMAS = files("abifit").joinpath("report/schemas")
 COMMANDS = ("inspect", "doctor", "check", "cuda", "matrix", "variants", "cache",
@@ -89,6 +91,41 @@ def test_every_json_renderer_has_a_schema() -> None:
     assert all(SCHEMAS.joinpath(f"{c}.schema.json").is_file() for c in COMMANDS)
 
 
+def test_every_document_has_a_version_of_its_own() -> None:
+    """`SCHEMA_VERSIONS` names every document (the commands' and the error's), and each
+    schema's title says the version it pins."""
+    assert sorted(SCHEMA_VERSIONS) == sorted([*COMMANDS, "error"])
+    for command, version in SCHEMA_VERSIONS.items():
+        title = schema(command)["title"]
+        assert isinstance(title, str) and title.endswith(f"schema_version {version}"), command
+
+
+def _definitions(node: object) -> list[str]:
+    """The JSON text of every definition (`$defs` entry) under `node`."""
+    if isinstance(node, dict):
+        own = [json.dumps(v, sort_keys=True) for v in node.get("$defs", {}).values()]
+        return own + [d for k, v in node.items() if k != "$defs" for d in _definitions(v)]
+    return [d for v in node for d in _definitions(v)] if isinstance(node, list) else []
+
+
+def test_shared_definitions_are_written_once() -> None:
+    """What several documents hold alike is defined in common.schema.json and referred to
+    there: no two schemas hold the same definition, and every reference to the common schema
+    names a definition it has."""
+    common = schema("common")
+    names = set(common["$defs"])  # type: ignore[call-overload]
+    seen: dict[str, str] = {}
+    for path in sorted(SCHEMAS.iterdir()):
+        doc = json.loads(path.read_text("utf-8"))
+        for definition in _definitions(doc):
+            if len(definition) > 200:  # a small enum or a string list may repeat
+                assert definition not in seen, f"{path.name} repeats {seen.get(definition)}'s"
+                seen[definition] = path.name
+        refs = re.findall(r'"common\.schema\.json#/\$defs/([a-z_]+)"', path.read_text("utf-8"))
+        assert set(refs) <= names, path.name
+    assert "finding" in names and "module" in names
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_schema_pins_the_version_and_the_command(command: str) -> None:
     """Every schema is a valid draft 2020-12 schema that pins schema_version to the one the
@@ -97,7 +134,7 @@ def test_schema_pins_the_version_and_the_command(command: str) -> None:
     jsonschema.Draft202012Validator.check_schema(doc)
     properties = doc["properties"]
     assert isinstance(properties, dict)
-    assert properties["schema_version"] == {"const": SCHEMA_VERSION}
+    assert properties["schema_version"] == {"const": SCHEMA_VERSIONS[command]}
     assert properties["command"] == {"const": command}
     assert doc["additionalProperties"] is False
     required = doc["required"]
@@ -109,10 +146,10 @@ def test_matrix_json_validates_and_holds_every_cell(transfer: dict[str, int] | N
     """The matrix document validates against matrix.schema.json; one row per cell, with its
     verdict, counts and first problem; `fits` lists the labels that fit."""
     doc = json.loads(dumps(matrix_json(MATRIX, transfer)))
-    jsonschema.validate(doc, schema("matrix"))
+    validate(doc, schema("matrix"))
     assert list(doc)[:2] == ["schema_version", "command"]
     assert (doc["schema_version"], doc["command"], doc["transfer"]) == (
-        SCHEMA_VERSION, "matrix", transfer)
+        SCHEMA_VERSIONS["matrix"], "matrix", transfer)
     assert [(r["version"], r["variant"], r["verdict"]) for r in doc["rows"]] == [
         ("2.0", "cu128", "fails"), ("2.0", "cu130", "fits"), ("1.0", "cu128", "fits"),
         ("0.9", "cu128", "error")]
@@ -133,7 +170,7 @@ def test_matrix_schema_rejects_an_unknown_verdict_or_field() -> None:
     extra = {**doc, "cells": []}
     for bad in (bad_verdict, extra):
         with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate(bad, schema("matrix"))
+            validate(bad, schema("matrix"))
 
 
 def test_matrix_text_is_an_aligned_table_then_the_fits() -> None:
@@ -177,10 +214,10 @@ def test_variants_json_validates_and_holds_groups_and_differences(
     """The variants document validates against variants.schema.json and carries the target,
     every group, every difference field by field, and the wheels the target left out."""
     doc = json.loads(dumps(variants_json(VARIANTS, transfer)))
-    jsonschema.validate(doc, schema("variants"))
+    validate(doc, schema("variants"))
     assert list(doc)[:2] == ["schema_version", "command"]
     assert (doc["schema_version"], doc["command"], doc["transfer"]) == (
-        SCHEMA_VERSION, "variants", transfer)
+        SCHEMA_VERSIONS["variants"], "variants", transfer)
     assert doc["target"] == "cp311 on linux_x86_64, linux_aarch64"
     assert doc["left_out"] == ["host-2.0-py3-none-macosx_11_0_arm64.whl",
                                "host-2.0-py3-none-win_amd64.whl"]
@@ -200,7 +237,7 @@ def test_variants_schema_rejects_an_unknown_only_in() -> None:
     assert isinstance(differences, list)
     bad = {**doc, "differences": [{**differences[0], "only_in": "both"}]}
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(bad, schema("variants"))
+        validate(bad, schema("variants"))
 
 
 def test_variants_text_lists_groups_then_each_difference() -> None:
@@ -247,7 +284,7 @@ def test_variants_with_all_has_no_target_and_leaves_none_out() -> None:
     assert lines[-1] == ("host 2.0: 4 wheel(s) compared in 3 group(s) of identical binaries; "
                          "none left out (--all)")
     doc = json.loads(dumps(variants_json(every, None)))
-    jsonschema.validate(doc, schema("variants"))
+    validate(doc, schema("variants"))
     assert (doc["target"], doc["left_out"]) == (None, [])
 
 
@@ -267,9 +304,9 @@ def test_cache_json_validates_and_totals_the_buckets() -> None:
     """The cache info document validates against cache.schema.json: the directory, what is
     there, the totals and each bucket."""
     doc = json.loads(dumps(cache_json(CACHE_INFO)))
-    jsonschema.validate(doc, schema("cache"))
+    validate(doc, schema("cache"))
     assert list(doc)[:2] == ["schema_version", "command"]
-    assert doc == {"schema_version": SCHEMA_VERSION, "command": "cache",
+    assert doc == {"schema_version": SCHEMA_VERSIONS["cache"], "command": "cache",
                    "path": "/home/u/.cache/abifit", "state": "directory",
                    "entries": 15, "bytes": 349_774,
                    "buckets": [{"name": "elf-v2", "entries": 12, "bytes": 345_678},
@@ -298,6 +335,7 @@ def _undefined(module: str, demangled: str, nearest: str, n: int) -> Finding:
     return Finding(
         kind=FindingKind.UNDEFINED_SYMBOL, object=f"/site/{module}.so", module=module,
         message=f"/site/{module}.so: undefined symbol: _Z{n}", symbol=f"_Z{n}",
+        demangled=demangled,
         explanation=(f"Because /site/{module}.so needs `{demangled}` and none of the 3 objects "
                      f"in its lookup scope defines it, the import fails.\n{nearest}\n{nearest}"),
         hint="rebuild it")

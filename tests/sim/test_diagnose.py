@@ -12,8 +12,9 @@ from dataclasses import replace
 import pytest
 
 from abifit.formats.demangle import demangler_available
+from abifit.report.findings import trace_line
 from abifit.sim.diagnose import Context, diagnose
-from abifit.sim.findings import FindingKind
+from abifit.sim.findings import FindingKind, SearchStep
 from abifit.sim.loader import Attempt, LoadProblem, ProblemKind, Resolution, Via
 
 EXT = "/site/extpkg/_ops.so"
@@ -61,8 +62,12 @@ def test_changed_parameter_is_the_nearest_definition() -> None:
         "scope defines it, the import fails.",
         f"Nearest definition, in {HOST} (hostpkg 2.0): `{NEW_TEXT}` — {CHANGE}.",
     ]
-    assert finding.nearest[0] == f"{NEW}  {CHANGE}"
-    assert [n.split("  ")[0] for n in finding.nearest] == [NEW, NO_ARGS]
+    assert finding.demangled == OLD_TEXT
+    first = finding.nearest[0]
+    assert (first.mangled, first.text, first.path, first.owner, first.same_function,
+            first.description) == (NEW, NEW_TEXT, HOST, "hostpkg 2.0", True, CHANGE)
+    assert "; ".join(first.differences) == first.change == CHANGE.split("; ", 1)[1]
+    assert [n.mangled for n in finding.nearest] == [NEW, NO_ARGS]
     assert finding.hint == f"rebuild {EXT} against {HOST}"
 
 
@@ -100,8 +105,9 @@ def test_string_abi_change_is_explained() -> None:
     assert finding.explanation.splitlines()[-1] == (
         "The std::string ABIs differ: one side was built with -D_GLIBCXX_USE_CXX11_ABI=0 (the old "
         "ABI), the other with the cxx11 ABI.")
-    assert finding.nearest[0].startswith(f"{new}  same function host::describe; parameter 1: ")
-    assert finding.nearest[0].endswith("; std::string ABI: old → cxx11")
+    assert finding.nearest[0].mangled == new
+    assert finding.nearest[0].description.startswith("same function host::describe; parameter 1: ")
+    assert finding.nearest[0].differences[-1] == "std::string ABI: old → cxx11"
 
 
 # --- missing versions ----------------------------------------------------------------------------
@@ -180,10 +186,15 @@ def test_missing_library_traces_the_search() -> None:
     assert (finding.kind, finding.library, finding.candidates) == (
         FindingKind.MISSING_LIBRARY, "libfoo.so.1", ())
     assert finding.trace == (
+        SearchStep("/site/extpkg/lib/libfoo.so.1", "DT_RUNPATH", EXT, "not found"),
+        SearchStep("/usr/lib/x86_64-linux-gnu/libfoo.so.1", "ld.so.cache", None, "not found"),
+        SearchStep("/lib/libfoo.so.1", "system directory", None, "not found"),
+    )
+    assert [trace_line(step) for step in finding.trace] == [
         f"/site/extpkg/lib/libfoo.so.1  [DT_RUNPATH of {EXT}: not found]",
         "/usr/lib/x86_64-linux-gnu/libfoo.so.1  [ld.so.cache: not found]",
         "/lib/libfoo.so.1  [system directory: not found]",
-    )
+    ]
     assert finding.explanation.splitlines() == [
         f"Because {EXT} (extpkg 1.0) needs libfoo.so.1 and the loader did not find it in the 3 "
         "places it looked (paths considered, in order, below), the import fails.",

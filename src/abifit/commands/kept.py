@@ -40,7 +40,7 @@ class DoctorOptions:
 
 
 # what a kept whole run holds changes with the model, not only with releases
-RUN_FORMAT = "verdict-1"
+RUN_FORMAT = "verdict-2"
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,6 @@ scope, the views read for the check), the parameter that changed
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -35,10 +34,6 @@ if TYPE_CHECKING:
 SYMBOL_KINDS = (FindingKind.UNDEFINED_SYMBOL, FindingKind.MISSING_VERSION)
 # told apart in a cell already (a module blocked by another is not a cause of its own)
 _TOLD = (*SYMBOL_KINDS, FindingKind.MISSING_LIBRARY, FindingKind.BLOCKED_BY)
-_SAME = "same function "
-# how the diagnosis names where a nearest definition is (`sim.diagnose._undefined_symbol`)
-_NEAREST_LINE = re.compile(r"^Nearest definition, in (?P<path>.+?)(?: \((?P<owner>[^()]+)\))?: "
-                           r"`(?P<text>.+)` — ", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,22 +110,17 @@ class Setting:
 
 
 def other_forms(finding: Finding) -> tuple[OtherForm, ...]:
-    """The other forms of the same function among a finding's nearest definitions (the
-    diagnosis writes each as `MANGLED  DESCRIPTION`, and where it is in its explanation), one
-    per demangled text."""
-    places = {m["text"]: (m["path"], (m["owner"] or "").split(" ", 1)[0])  # "torch 2.10.0"
-              for m in _NEAREST_LINE.finditer(finding.explanation)}
+    """The other forms of the same function among a finding's nearest definitions, one per
+    demangled text and change."""
     out: dict[tuple[str, str], OtherForm] = {}
-    for entry in finding.nearest:
-        mangled, _sep, description = entry.partition("  ")
-        if not description.startswith(_SAME):
+    for near in finding.nearest:
+        if not near.same_function:
             continue
-        change = description.split("; ", 1)[1] if "; " in description else description
-        text = demangle(mangled)
-        path, owner = places.get(text, ("", ""))
-        path = posixpath.normpath(path) if path else ""
+        path = posixpath.normpath(near.path) if near.path else ""
         where = path[len(SITE) + 1:] if path.startswith(SITE + "/") else path
-        out.setdefault((text, change), OtherForm(mangled, text, change, where, owner))
+        owner = (near.owner or "").split(" ", 1)[0]  # "torch 2.10.0"
+        out.setdefault((near.text, near.change),
+                       OtherForm(near.mangled, near.text, near.change, where, owner))
     return tuple(out.values())
 
 

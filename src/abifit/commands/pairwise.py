@@ -96,9 +96,7 @@ def problems_of(findings: tuple[Finding, ...]) -> tuple[Problem, ...]:
         if not costs(f) or f.kind is FindingKind.BLOCKED_BY:
             continue
         if f.kind in (FindingKind.UNDEFINED_SYMBOL, FindingKind.MISSING_VERSION) and f.symbol:
-            change = f.nearest[0].split("  ", 1)[-1] if f.nearest else None
-            if change and "; " in change:  # "same function f; parameter 4: ..."
-                change = change.split("; ", 1)[1]
+            change = f.nearest[0].change if f.nearest else None  # "parameter 4: ..."
             subject = f"`{demangle(f.symbol)}`" + (f" at version {f.version}" if f.version
                                                     else "")
             out.setdefault((f.kind.value, subject), Problem(f.kind.value, subject, change))

@@ -58,6 +58,7 @@ from abifit.errors import AbifitError, UsageError
 from abifit.formats.pins import holds
 from abifit.remote.cores import usable_cores
 from abifit.remote.index import IndexFile  # a field's type: its hint must evaluate (datacodec)
+from abifit.version import __version__
 
 if TYPE_CHECKING:
     from resolvelib.resolvers import Criterion
@@ -235,6 +236,7 @@ class ResolveReport:
     driver_cuda: str | None = None  # the newest CUDA that driver supports
     gpu: str | None = None
     index_urls: tuple[str, ...] = ()  # where the pinned wheels come from (for a lock file)
+    abifit_version: str = __version__  # the abifit that resolved it (its page and lock say)
 
     @property
     def found(self) -> bool:

@@ -611,12 +611,13 @@ class SignatureDiff:
             head = f"same function {self.new.qualified_name}"
         else:
             head = f"different function {self.new.qualified_name} (not {self.old.qualified_name})"
-        details = self._details()
+        details = self.differences()
         if details:
             return "; ".join([head, *details])
         return f"{head}; {'identical signature' if self.same_function else 'same parameters'}"
 
-    def _details(self) -> list[str]:
+    def differences(self) -> list[str]:
+        """Each difference `describe` lists, in its words."""
         details = [_describe_change(change) for change in self.parameter_changes]
         if self.old.is_function != self.new.is_function:
             details.append("function" if self.new.is_function else "not a function")
@@ -633,7 +634,7 @@ class SignatureDiff:
     @property
     def change_count(self) -> int:
         """Number of differences listed by `describe` (0 for identical signatures)."""
-        return len(self._details())
+        return len(self.differences())
 
 
 def _describe_change(change: ParameterChange) -> str:

@@ -11,14 +11,14 @@ from abifit.commands.cuda import CudaReport
 from abifit.host.cudastack import CudaStack, Toolkit
 from abifit.report.findings import finding_json, problem_blocks
 from abifit.report.gpu import gpu_check_json
-from abifit.report.json import SCHEMA_VERSION, JsonObject
+from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 
 
 def cuda_json(report: CudaReport) -> JsonObject:
     """The `--json` document of `abifit cuda`."""
     stack = report.stack
     return {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSIONS["cuda"],
         "command": "cuda",
         "verdict": "problems" if report.findings else "ok",
         "python": {"executable": report.python, "version": report.python_version},

@@ -4,7 +4,7 @@ then the verdict; `--json` prints the same report as one versioned document."""
 from __future__ import annotations
 
 from abifit.commands.diff import Change, ChangeKind, DiffReport
-from abifit.report.json import SCHEMA_VERSION, JsonObject
+from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 
 _LABEL = {
     ChangeKind.STOPS_LOADING: "does not load",
@@ -65,6 +65,6 @@ def diff_json(report: DiffReport) -> JsonObject:
         return {"kind": c.kind.value, "subject": c.subject, "before": c.before,
                 "after": c.after, "detail": c.detail, "breaks": c.breaks}
 
-    return {"schema_version": SCHEMA_VERSION, "command": "diff", "a": report.a, "b": report.b,
-            "breaks": len(report.breaks), "abi": [change(c) for c in report.abi],
+    return {"schema_version": SCHEMA_VERSIONS["diff"], "command": "diff", "a": report.a,
+            "b": report.b, "breaks": len(report.breaks), "abi": [change(c) for c in report.abi],
             "versions": [change(c) for c in report.versions], "notes": list(report.notes)}

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from abifit.report.doctor import module_json
 from abifit.report.findings import finding_json, finding_text
-from abifit.report.json import SCHEMA_VERSION, JsonObject
+from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 
 if TYPE_CHECKING:
     from abifit.commands.explain import ExplainReport, Explanation
@@ -30,7 +30,7 @@ _VERDICTS = {
 def explain_json(report: ExplainReport) -> JsonObject:
     """The `--json` document of `abifit explain`."""
     return {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSIONS["explain"],
         "command": "explain",
         "verdict": "problems" if report.problems else "ok",
         "python": {"executable": report.python, "version": report.python_version},

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from abifit.report.gpu import gpu_check_line
 from abifit.report.json import JsonObject
-from abifit.sim.findings import Effect, Finding, FindingKind
+from abifit.sim.diagnose import newest_sentence
+from abifit.sim.findings import Effect, Finding, FindingKind, SearchStep
 from abifit.sim.verdict import prerequisite_of
 
 if TYPE_CHECKING:
@@ -17,11 +17,24 @@ if TYPE_CHECKING:
 
 
 def finding_json(finding: Finding) -> JsonObject:
+    """A finding's JSON: its fields, `trace` and `nearest` as the lines the text shows, and the
+    same as records (`searched`, `definitions`)."""
     doc = asdict(finding)
-    for key in ("trace", "candidates", "nearest", "behind"):
+    doc["trace"] = [trace_line(step) for step in finding.trace]
+    doc["nearest"] = [f"{near.mangled}  {near.description}" for near in finding.nearest]
+    for key in ("candidates", "behind"):
         doc[key] = list(doc[key])
     doc["import"] = doc.pop("import_name")
+    doc["searched"] = [asdict(step) for step in finding.trace]
+    doc["definitions"] = [{**asdict(near), "differences": list(near.differences)}
+                          for near in finding.nearest]
     return doc
+
+
+def trace_line(step: SearchStep) -> str:
+    """A path the search tried, as the text shows it: `PATH  [VIA of OWNER: OUTCOME]`."""
+    owner = f" of {step.owner}" if step.owner else ""
+    return f"{step.path}  [{step.via}{owner}: {step.outcome}]"
 
 
 _OPTIONAL = {"guarded": "package code catches its failure and goes on without it",
@@ -62,7 +75,7 @@ def finding_text(finding: Finding) -> list[str]:
     lines += [f"  {line}" for line in dict.fromkeys(finding.explanation.splitlines())]
     if finding.trace:
         lines.append("  paths considered, in order:")
-        lines += [f"    {t}" for t in finding.trace]
+        lines += [f"    {trace_line(t)}" for t in finding.trace]
     if finding.hint:
         lines.append(f"  hint: {finding.hint}")
     return lines
@@ -72,7 +85,6 @@ def finding_text(finding: Finding) -> list[str]:
 # per library); the rest each on its own.
 _GROUPED = frozenset({FindingKind.UNDEFINED_SYMBOL})
 SHOWN = 5  # symbols or versions spelled out in a block; the others are counted (all in JSON)
-_NEEDS = re.compile(r"needs `(.+?)` and none of")
 
 
 def _group_key(finding: Finding) -> tuple[object, ...] | None:
@@ -107,11 +119,7 @@ def grouped(findings: Iterable[Finding]) -> list[list[Finding]]:
 
 def _what(finding: Finding) -> str:
     """The symbol a grouped finding is about, demangled."""
-    found = _NEEDS.search(finding.explanation)
-    return found.group(1) if found else (finding.symbol or finding.message)
-
-
-_NEWEST = re.compile(r"^The newest (\S+) version it defines is (\S+)\.$", re.M)
+    return finding.demangled or finding.symbol or finding.message
 
 
 def _listed(names: list[str]) -> str:
@@ -125,8 +133,7 @@ def _versions_text(group: list[Finding]) -> list[str]:
     first = group[0]
     versions = sorted({f.version or "" for f in group}, key=_version_key)
     modules = list(dict.fromkeys(f.module or f.object for f in group))
-    newest = dict.fromkeys(f"{m.group(2)}" for f in group
-                           for m in _NEWEST.finditer(f.explanation))
+    newest = dict.fromkeys(f.newest for f in group if f.newest)
     head = f"missing-version: {first.library}"
     lines = [_head(first, head),
              f"  lacks {_listed(versions)}"
@@ -136,8 +143,9 @@ def _versions_text(group: list[Finding]) -> list[str]:
     works = _works_without(first)
     if works:
         lines.append(works)
+    said = newest_sentence(first.newest) if first.newest else None  # shown in the head
     lines += [f"  {line}" for line in dict.fromkeys(first.explanation.splitlines())
-              if not _NEWEST.match(line)]
+              if line != said]
     if first.hint:
         lines.append(f"  hint: {first.hint}")
     return lines

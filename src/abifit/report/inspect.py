@@ -11,7 +11,7 @@ from dataclasses import asdict
 from abifit.commands.contexts import SymbolSelection
 from abifit.commands.inspect import InspectReport, ObjectReport, SymbolRow
 from abifit.report.gpu import target_json
-from abifit.report.json import SCHEMA_VERSION, JsonObject
+from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 
 _FILE_TYPES = {"DYN": "shared object", "EXEC": "executable", "REL": "relocatable object",
                "CORE": "core file"}
@@ -21,7 +21,7 @@ def inspect_json(report: InspectReport, transfer: dict[str, int] | None = None) 
     """The `--json` document of `abifit inspect`."""
     return {
         "transfer": transfer,
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSIONS["inspect"],
         "command": "inspect",
         "targets": list(report.targets),
         "symbols": report.symbols.value,

@@ -1,7 +1,9 @@
-"""The versioned JSON document every `--json` prints: its schema version and its serialisation.
+"""The versioned JSON documents `--json` prints: their schema versions and their serialisation.
 
-Each command's document has a schema beside this module, in `schemas/<command>.schema.json`;
-a document of schema version N validates against the schema whose `schema_version` is N.
+Each command's document has a schema beside this module, in `schemas/<command>.schema.json`,
+and a version of its own (`SCHEMA_VERSIONS`): a document of schema version N validates against
+the schema whose `schema_version` is N. What changes a version, and what may change without
+one, is the stability policy of docs/json.md.
 """
 
 from __future__ import annotations
@@ -9,7 +11,15 @@ from __future__ import annotations
 import json
 from json.encoder import encode_basestring_ascii
 
-SCHEMA_VERSION = 3
+# the schema version of each document, by its `command` ("error": the document of a command
+# that could not do its work); each began at 3, and each changes on its own (4: a finding's
+# symbol demangled, the newest version of a family, the paths searched and the nearest
+# definitions as records)
+SCHEMA_VERSIONS: dict[str, int] = {
+    "cache": 3, "check": 4, "cuda": 4, "diff": 3, "doctor": 4, "error": 3, "explain": 4,
+    "history": 3, "index": 3, "inspect": 3, "matrix": 3, "resolve": 3, "snapshot": 3,
+    "variants": 3,
+}
 
 JsonObject = dict[str, object]
 
@@ -17,7 +27,7 @@ JsonObject = dict[str, object]
 def error_json(command: str | None, message: str, kind: str) -> JsonObject:
     """The document `--json` prints when a command cannot do its work (exit 2, or 3 for a bug):
     `schemas/error.schema.json`."""
-    return {"schema_version": SCHEMA_VERSION, "command": command, "error": {
+    return {"schema_version": SCHEMA_VERSIONS["error"], "command": command, "error": {
         "kind": kind, "message": message}}
 
 

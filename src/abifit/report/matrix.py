@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from abifit.commands.matrix import Cell, MatrixReport
 from abifit.commands.pairs import MissingSymbol, labels
 from abifit.report import page
-from abifit.report.json import SCHEMA_VERSION, JsonObject
+from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 
 _MARK = {"fits": "✓ fits", "degraded": "◐", "fails": "✗", "error": "! error"}
 
@@ -147,7 +147,7 @@ def matrix_json(report: MatrixReport, transfer: dict[str, int] | None) -> JsonOb
     """The `--json` document of `abifit matrix`."""
     setting = report.setting
     return {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSIONS["matrix"],
         "command": "matrix",
         "extension": report.extension,
         "host": report.host,

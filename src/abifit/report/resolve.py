@@ -4,6 +4,7 @@ constraints file or a PEP 751 lock."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from datetime import datetime, timezone
 
@@ -11,8 +12,7 @@ from abifit.commands.resolve import Conflict, Pin, Rejection, ResolveReport, Set
 from abifit.errors import UsageError
 from abifit.formats.snapshot import LockedPackage, Snapshot, WheelFile, dumps, target_of
 from abifit.report import page
-from abifit.report.json import SCHEMA_VERSION, JsonObject
-from abifit.version import __version__
+from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 
@@ -122,7 +122,7 @@ def resolve_json(report: ResolveReport, transfer: dict[str, int] | None) -> Json
     """The `--json` document of `abifit resolve`."""
     s = report.stats
     return {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSIONS["resolve"],
         "command": "resolve",
         "target": report.target,
         "requirements": list(report.requirements),
@@ -162,11 +162,17 @@ def _index_lines(report: ResolveReport) -> list[str]:
     return [f"--index-url {urls[0]}", *(f"--extra-index-url {u}" for u in urls[1:])]
 
 
+def _made_by(report: ResolveReport) -> list[str]:
+    """The head of a lock file: the command that resolved it, quoted for a shell (a
+    requirement such as `numpy<2.3` holds characters a shell reads), and its target."""
+    words = [*report.requirements, *(w for with_ in report.withs for w in ("--with", with_))]
+    return [f"# abifit resolve {shlex.join(words)}", f"# for {report.target}"]
+
+
 def requirements_txt(report: ResolveReport) -> str:
     """The pinned set as a requirements file pip installs as is (`--hash` where the index gave
     one: pip then checks every wheel)."""
-    head = ["# abifit resolve " + " ".join(report.requirements)
-            + "".join(f" --with {w}" for w in report.withs), f"# for {report.target}"]
+    head = _made_by(report)
     hashed = all(p.sha256 for p in report.pins)
     lines = [f"{p.name}=={p.version}" + (f" --hash=sha256:{p.sha256}" if hashed else "")
              for p in report.pins]
@@ -175,8 +181,7 @@ def requirements_txt(report: ResolveReport) -> str:
 
 def constraints_txt(report: ResolveReport) -> str:
     """The pinned set as constraints (`pip install -c`, `uv pip install -c`)."""
-    head = ["# abifit resolve " + " ".join(report.requirements)
-            + "".join(f" --with {w}" for w in report.withs), f"# for {report.target}"]
+    head = _made_by(report)
     return "\n".join([*head, *(f"{p.name}=={p.version}" for p in report.pins)]) + "\n"
 
 
@@ -192,8 +197,8 @@ def pylock_text(report: ResolveReport, markers: Mapping[str, str]) -> str:
                                                                 url=p.url))
                      for p in report.pins)
     requires_python, environments = target_of(markers)
-    return dumps(Snapshot(f"abifit {__version__}", packages, requires_python=requires_python,
-                          environments=environments))
+    return dumps(Snapshot(f"abifit {report.abifit_version}", packages,
+                          requires_python=requires_python, environments=environments))
 
 
 # The page (`resolve --html`): the chosen set, each package's newer releases not chosen (a
@@ -217,7 +222,7 @@ def resolve_html(report: ResolveReport, checked_at: str | None = None,
     host = [("CUDA", f"{report.cuda}" if report.cuda is not None else "any"),
             ("NVIDIA driver", f"{report.driver} (CUDA up to {report.driver_cuda or '?'})"
              if report.driver else "assumed present"), ("GPU", report.gpu or "not checked")]
-    parts = [page.heading(title, when, __version__, lead, command),
+    parts = [page.heading(title, when, report.abifit_version, lead, command),
              page.target_box(None, [*checked, *host], target_text=report.target),
              page.legend((_CHOSEN, _REJECTED))]
     if report.conflict is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from abifit.commands.variants import MemberDiff, VariantsReport
-from abifit.report.json import SCHEMA_VERSION, JsonObject
+from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 
 _EXAMPLES = 5
 
@@ -63,7 +63,7 @@ def _difference_text(d: MemberDiff) -> list[str]:
 def variants_json(report: VariantsReport, transfer: dict[str, int] | None) -> JsonObject:
     """The `--json` document of `abifit variants`."""
     return {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSIONS["variants"],
         "command": "variants",
         "name": report.name,
         "version": report.version,

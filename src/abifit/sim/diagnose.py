@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from abifit.sim.findings import Finding, FindingKind
+from abifit.sim.findings import Finding, FindingKind, NearestDefinition, SearchStep
 from abifit.sim.loader import LoadProblem, ProblemKind, Resolution, crashes
 
 if TYPE_CHECKING:
@@ -47,14 +47,16 @@ def _label(path: str, ctx: Context) -> str:
     return f"{path} ({owner})" if owner else path
 
 
-def _trace(resolution: Resolution | None) -> tuple[str, ...]:
+def _trace(resolution: Resolution | None) -> tuple[SearchStep, ...]:
     if resolution is None:
         return ()
-    lines = []
-    for a in resolution.attempts:
-        owner = f" of {a.owner}" if a.owner else ""
-        lines.append(f"{a.path}  [{a.via.value}{owner}: {a.outcome}]")
-    return tuple(lines)
+    return tuple(SearchStep(a.path, a.via.value, a.owner, a.outcome)
+                 for a in resolution.attempts)
+
+
+def _definition(diff: SignatureDiff, path: str, ctx: Context) -> NearestDefinition:
+    return NearestDefinition(diff.new.mangled, diff.new.text, path, ctx.owner(path),
+                             diff.same_function, tuple(diff.differences()), diff.describe())
 
 
 FAILS = "the import fails"  # what a problem leads to, unless the caller knows better
@@ -94,13 +96,14 @@ def _numpy_c_api(problem: LoadProblem, module: str | None, ctx: Context,
                    version=problem.version, hint=hint)
 
 
-def _pretty(symbol: str) -> str:
+def _demangled(symbol: str) -> str | None:
+    """The demangled text of a C++ symbol; None for a C name."""
     from abifit.formats.demangle import (
         demangle,  # ctypes and libstdc++ only when a symbol is explained
     )
 
     text = demangle(symbol)
-    return f"`{text}`" if text != symbol else f"`{symbol}`"
+    return text if text != symbol else None
 
 
 def _undefined_symbol(
@@ -120,8 +123,9 @@ def _undefined_symbol(
                     near.append(diff)
         near = sorted(near, key=lambda d: (not d.same_function, d.change_count))[:3]
     holder = next((p for p in scope if symbol in ctx.exports(p)), None)
+    demangled = _demangled(symbol)
     lines = [
-        f"Because {_label(problem.object, ctx)} needs {_pretty(symbol)}"
+        f"Because {_label(problem.object, ctx)} needs `{demangled or symbol}`"
         + (f" at version {problem.version}" if problem.version else "")
         + f" and none of the {len(problem.scope)} objects in its lookup scope defines it, "
         + (f"{outcome} even once {_joined(problem.behind)} {_is(problem.behind)} found "
@@ -143,8 +147,8 @@ def _undefined_symbol(
     return Finding(
         kind=FindingKind(problem.kind.value), object=problem.object, message=problem.message,
         explanation="\n".join(lines), module=module, symbol=symbol, version=problem.version,
-        hint=hint, nearest=tuple(f"{d.new.mangled}  {d.describe()}" for d in near),
-        behind=problem.behind,
+        hint=hint, nearest=tuple(_definition(d, where[d.new.mangled], ctx) for d in near),
+        behind=problem.behind, demangled=demangled,
     )
 
 
@@ -177,6 +181,12 @@ def newest_version(names: Iterable[str], like: str) -> str | None:
     return best[1] if best else None
 
 
+def newest_sentence(newest: str) -> str:
+    """The sentence of a missing version's explanation that names the newest version of its
+    family the library defines (a report that shows `Finding.newest` apart leaves it out)."""
+    return f"The newest {newest.split('_')[0]} version it defines is {newest}."
+
+
 def _release(version: str) -> tuple[int, ...]:
     """GLIBC_2.35 -> (2, 35)."""
     return tuple(int(x) for x in version.split("_", 1)[1].split(".") if x.isdigit())
@@ -190,7 +200,7 @@ def _missing_version(problem: LoadProblem, module: str | None, ctx: Context,
     lines = [f"Because {_label(problem.object, ctx)} requires version {version} and the "
              f"{library} that the loader found does not define it, {outcome}."]
     if newest:
-        lines.append(f"The newest {newest.split('_')[0]} version it defines is {newest}.")
+        lines.append(newest_sentence(newest))
     soname = library.rsplit("/", 1)[-1]
     if version.startswith("GLIBC_") and newest:
         # the release is libc.so.6's newest node: libm's or libpthread's lag behind it
@@ -208,6 +218,7 @@ def _missing_version(problem: LoadProblem, module: str | None, ctx: Context,
     return Finding(
         kind=FindingKind(problem.kind.value), object=problem.object, message=problem.message,
         explanation="\n".join(lines), module=module, library=library, version=version, hint=hint,
+        newest=newest,
     )
 
 

@@ -101,8 +101,47 @@ class Verdict(str, Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class SearchStep:
+    """One path the loader's search for a library tried (`sim.loader.Attempt`): how it came to
+    it (`via`: rpath, runpath, LD_LIBRARY_PATH, ld.so.cache, ...; `owner`: the object whose
+    RPATH or RUNPATH named it), and what it found there."""
+
+    path: str
+    via: str
+    owner: str | None
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class NearestDefinition:
+    """A definition in a missing symbol's lookup scope that comes close to it
+    (`formats.demangle.nearest`): its mangled name and demangled `text`, the file that defines
+    it and the distribution that owns that file (`owner`: "torch 2.10.0"), whether it is the
+    same function, each difference of its signature, and all of that as one line
+    (`SignatureDiff.describe`)."""
+
+    mangled: str
+    text: str
+    path: str
+    owner: str | None
+    same_function: bool
+    differences: tuple[str, ...]
+    description: str
+
+    @property
+    def change(self) -> str:
+        """What differs, without the function's name ("parameter 4: `int` → `unsigned int`")."""
+        if self.differences:
+            return "; ".join(self.differences)
+        return "identical signature" if self.same_function else "same parameters"
+
+
+@dataclass(frozen=True, slots=True)
 class Finding:
-    """One problem found: data, never raised."""
+    """One problem found: data, never raised. Besides the `message` (the loader's words) and
+    the `explanation` (the derivation, for people), what a program needs is here as fields:
+    the symbol and its demangled text, the library and version, the newest version of that
+    family the library defines, the paths searched and the nearest definitions as records."""
 
     kind: FindingKind
     object: str
@@ -113,9 +152,9 @@ class Finding:
     library: str | None = None
     version: str | None = None
     hint: str | None = None
-    trace: tuple[str, ...] = ()
+    trace: tuple[SearchStep, ...] = ()  # the paths a library's search tried, in order
     candidates: tuple[str, ...] = ()
-    nearest: tuple[str, ...] = field(default=())
+    nearest: tuple[NearestDefinition, ...] = field(default=())
     import_name: str | None = None  # the import it breaks or concerns (`torchvision`)
     severity: Severity = Severity.ERROR
     reachability: str | None = None  # how that import reaches the object (sim.imports)
@@ -125,6 +164,9 @@ class Finding:
     # what the failure of the object costs, for findings about a file that does not load
     effect: Effect | None = None
     prerequisite: str | None = None  # with effect `prerequisite`: what to install (`FFmpeg`)
+    demangled: str | None = None  # the symbol's demangled text, where it is a C++ name
+    # a missing version: the newest version of its family the library defines (GLIBCXX_3.4.30)
+    newest: str | None = None
 
     @property
     def breaks(self) -> bool:
