@@ -61,7 +61,7 @@ PHASES: tuple[tuple[str, object, str], ...] = (
     ("probe_host.ld_so_help", abifit.host.ldconfig, "_ld_so_help"),
     ("probe_host.ld_debug_probe", abifit.host.ldconfig, "_search_trace"),
     ("probe_host.ld_so_cache", abifit.host.ldconfig, "read_ld_so_cache"),
-    ("load_data_tables", abifit.commands.doctor, "load_import_rules"),
+    ("load_data_tables", abifit.commands.doctor, "load_preload_rules"),
     ("load_data_tables", abifit.commands.doctor, "load_soname_packages"),
     ("library_dirs", abifit.commands.doctor, "library_dirs"),
     ("python_code.read", abifit.commands.doctor.InstalledCode, "start"),

@@ -40,9 +40,9 @@ from abifit.errors import FormatError
 from abifit.formats.sources import ByteSource
 from abifit.formats.wheel import Member
 from abifit.remote import wheels as remote
-from abifit.remote.cache import Cache
+from abifit.remote.diskcache import Cache
 from abifit.remote.http import HttpClient, HttpSource
-from abifit.remote.index import PackageIndex, Target, pip_index_config
+from abifit.remote.packageindex import PackageIndex, Target, pip_index_config
 
 
 @dataclass(slots=True)

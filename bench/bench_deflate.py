@@ -30,8 +30,8 @@ from pathlib import Path
 
 from _common import REPO, Log, Runs, base_machine_info, timed
 
-from abifit.remote import deflate
-from abifit.remote.deflate import TailView, decode_tail
+from abifit.formats import deflate
+from abifit.formats.deflate import TailView, decode_tail
 
 SCHEMA_VERSION = 1
 KiB = 1 << 10

@@ -77,7 +77,7 @@ from _common import (
     ratio,
 )
 
-from abifit.remote.index import compatible_platforms
+from abifit.remote.packageindex import compatible_platforms
 
 BENCH = REPO / "bench"
 SCHEMA_VERSION = 1

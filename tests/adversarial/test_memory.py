@@ -24,7 +24,7 @@ from abifit.formats.datacodec import HEADER
 from abifit.formats.storefile import CODEC_ZLIB, STORE_FORMAT, STORE_MAGIC
 from abifit.formats.storefile import HEADER as STORE_HEADER
 from abifit.host.profile import PROFILE_MAGIC, VERSION
-from abifit.remote.cache import ENTRY_FORMAT, ENTRY_MAGIC
+from abifit.remote.diskcache import ENTRY_FORMAT, ENTRY_MAGIC
 from helpers import make_wheel, wheels
 from httpserver import LoopbackServer, publish_index
 

@@ -50,7 +50,7 @@ def test_entries_of_the_wrong_shape_are_misses(value: object, binaries: dict[str
     a wheel's cached METADATA: planted, it is read as that wheel's metadata, whose requirements
     are then gone; whoever can write the cache can make abifit read wrong entries, as the
     README says, so for it only a clean outcome is asked.)"""
-    from abifit.remote.cache import write_value
+    from abifit.remote.diskcache import write_value
 
     cache = tmp_path / "cache"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}

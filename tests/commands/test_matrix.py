@@ -194,7 +194,7 @@ def test_the_pages_count_of_older_tags_is_the_texts() -> None:
     manylinux_2_36_x86_64 (and 34 older)`): the generic linux_ tag is not one of them."""
     from abifit.commands.pairs import setting_of
     from abifit.host.profile import host_profile
-    from abifit.remote.index import Target
+    from abifit.remote.packageindex import Target
 
     target = Target.for_python("3.11", ["manylinux_2_36_x86_64", "linux_x86_64"])
     setting = setting_of(target, host_profile(None, None, {}), None)

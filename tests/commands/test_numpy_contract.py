@@ -376,9 +376,9 @@ def test_the_first_release_built_against_numpy2_is_named(
     module built with 2.2's: beside NumPy 2, the fix names npgen>=1.2, found by reading the
     module in the later wheels on a loopback index."""
     from abifit.commands.numpyfix import first_numpy2_release
-    from abifit.remote.cache import Cache
+    from abifit.remote.diskcache import Cache
     from abifit.remote.http import HttpClient
-    from abifit.remote.index import IndexConfig, PackageIndex, Target
+    from abifit.remote.packageindex import IndexConfig, PackageIndex, Target
     from abifit.remote.wheels import RemoteContext, cached_fetch
     from helpers import make_wheel
     from httpserver import LoopbackServer, publish_index
@@ -407,7 +407,7 @@ def test_a_snapshot_records_each_modules_numpy_c_api(environments: dict[str, str
                                                     tmp_path: Path) -> None:
     """`abifit snapshot` writes the headers and feature version of each module that uses
     NumPy's C API, as its bytes say, and reads them back."""
-    from abifit.formats.snapshot import loads
+    from abifit.formats.pylock import loads
 
     lock = tmp_path / "pylock.toml"
     done = subprocess.run([sys.executable, "-m", "abifit", "snapshot", "--python",

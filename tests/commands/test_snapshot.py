@@ -20,7 +20,7 @@ from abifit.commands.diff import ChangeKind, Side, SideKind, compare
 from abifit.commands.snapshot import take_snapshot
 from abifit.errors import FormatError
 from abifit.formats.pins import pylock_toml
-from abifit.formats.snapshot import (
+from abifit.formats.pylock import (
     CudaRecord,
     GpuRecord,
     HostRecord,
@@ -397,7 +397,7 @@ def test_a_wheel_renamed_after_its_wheel_file_was_written_is_found() -> None:
     from types import SimpleNamespace
 
     from abifit.commands.snapshot import _matches
-    from abifit.remote.index import IndexFile
+    from abifit.remote.packageindex import IndexFile
 
     dist = SimpleNamespace(version="0.3.21")
     tags = frozenset({"cp310-abi3-linux_x86_64"})

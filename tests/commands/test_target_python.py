@@ -22,7 +22,7 @@ from abifit.formats.elf import SHN_UNDEF, Binding, ElfImage, SymbolType, parse_e
 from abifit.formats.sources import FileSource
 from abifit.host.environment import interpreter_candidates
 from abifit.host.localfs import LocalObjects, is_elf_file
-from abifit.remote.index import Target
+from abifit.remote.packageindex import Target
 from abifit.sim import pythonapi
 from fixtures.build import compile_c
 from helpers import FIXTURES, make_wheel

@@ -13,7 +13,7 @@ import pytest
 
 from abifit.cli import main
 from abifit.commands.variants import architecture, normalized
-from abifit.remote.index import Target
+from abifit.remote.packageindex import Target
 from elfbuilder import ElfSpec, Sym, build_elf
 from helpers import SCHEMAS, validate
 from httpserver import LoopbackIndex, Projects

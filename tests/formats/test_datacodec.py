@@ -1,4 +1,4 @@
-"""abifit.formats.datacodec and what reads it back: the on-disk cache (`remote.cache`) and host
+"""abifit.formats.datacodec and what reads it back: the on-disk cache (`remote.diskcache`) and host
 profiles (`host.profile`). Real values round trip; pickles and crafted payloads that would run a
 command are cache misses or one error line, and run nothing; damaged entries are misses, never
 other values; a gzip bomb of a profile is refused within bounded memory."""
@@ -54,7 +54,7 @@ from abifit.host.profile import (
     host_profile,
     loads,
 )
-from abifit.remote.cache import (
+from abifit.remote.diskcache import (
     CHECKS_BUCKET,
     DIGESTS_BUCKET,
     ELF_BUCKET,
@@ -67,7 +67,7 @@ from abifit.remote.cache import (
     write_value,
 )
 from abifit.remote.http import HttpError
-from abifit.remote.index import IndexFile, parse_simple_json
+from abifit.remote.packageindex import IndexFile, parse_simple_json
 from helpers import run_cli, wheels
 from httpserver import Projects
 
@@ -266,14 +266,14 @@ S = "abifit.formats.elf:Section"
 ATTACKS = {
     "outside-abifit": (tagged(_DC, "os:system"), "does not name a class of abifit"),
     "builtins": (tagged(_ENUM, "builtins:eval", "1"), "does not name a class of abifit"),
-    "dotted-name": (tagged(_DC, "abifit.remote.cache:os.system", {}),
+    "dotted-name": (tagged(_DC, "abifit.remote.diskcache:os.system", {}),
                     "does not name a class of abifit"),
-    "module-attribute": (tagged(_DC, "abifit.remote.cache:os", {}), "is not a class defined"),
-    "function": (tagged(_DC, "abifit.remote.cache:read_value", {}), "is not a class defined"),
-    "imported-class": (tagged(_DC, "abifit.remote.cache:Path", {}), "is not a class defined"),
+    "module-attribute": (tagged(_DC, "abifit.remote.diskcache:os", {}), "is not a class defined"),
+    "function": (tagged(_DC, "abifit.remote.diskcache:read_value", {}), "is not a class defined"),
+    "imported-class": (tagged(_DC, "abifit.remote.diskcache:Path", {}), "is not a class defined"),
     "main-module": (tagged(_DC, "abifit.__main__:main", {}), "does not name a class"),
     "no-module": (tagged(_DC, "abifit.nowhere:X", {}), "abifit has no module"),
-    "not-a-dataclass": (tagged(_DC, "abifit.remote.cache:Cache", {}), "is not a dataclass"),
+    "not-a-dataclass": (tagged(_DC, "abifit.remote.diskcache:Cache", {}), "is not a dataclass"),
     "error-as-enum": (tagged(_ENUM, "abifit.errors:FormatError", 1), "is not an Enum"),
     "dataclass-as-error": (tagged(_ERR, S, "x"), "is not an AbifitError"),
     "unknown-field": (tagged(_DC, S, {**SECTION, "extra": 1}), "Section has no field 'extra'"),
@@ -320,7 +320,7 @@ def test_crafted_payloads_are_decode_errors(data: bytes, problem: str) -> None:
 def evil_pickles(marker: Path, module: str = "abifit.cache") -> dict[str, bytes]:
     """Pickles that run `touch marker`: a plain __reduce__, and the three that passed the
     restricted unpickler host profiles had (names under `module`, which the old alias table
-    mapped to abifit.remote.cache)."""
+    mapped to abifit.remote.diskcache)."""
     command = f"touch {marker}".encode()
 
     class Evil:

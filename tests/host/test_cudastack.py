@@ -65,7 +65,7 @@ from abifit.host.cudastack import (
     sonames_in_listing,
 )
 from abifit.host.ldconfig import CacheFormat, HostFacts, LdCache, LdCacheEntry, LoaderDefaults
-from abifit.sim.cuda import cuda_findings
+from abifit.sim.cudaproblems import cuda_findings
 from fixtures.build import STUBS, compile_c
 
 # ---------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from abifit.formats.sources import BytesSource
 from abifit.formats.wheel import WheelArchive
 from abifit.host.environment import InterpreterQuery, query_interpreter
 from abifit.remote.http import HttpError
-from abifit.remote.index import IndexUnavailable, PackageNotFound
+from abifit.remote.packageindex import IndexUnavailable, PackageNotFound
 
 _TREE_LINE = re.compile(r"^    (?P<indent>(?:[│ ] {3})*)(?P<branch>[├└]── )?(?P<name>\w+)\s{2,}\S")
 

@@ -20,7 +20,8 @@ import pytest
 
 import abifit
 from abifit.errors import ElfError, FormatError
-from abifit.remote import cores, deflate
+from abifit.formats import deflate
+from abifit.remote import cores
 
 SRC = Path(abifit.__file__).resolve().parents[1]
 

@@ -23,9 +23,9 @@ import abifit.commands.inspect as inspect_module
 import abifit.remote.wheels
 from abifit.cli import main
 from abifit.errors import WheelRefused
-from abifit.remote.cache import Cache
+from abifit.remote.diskcache import Cache
 from abifit.remote.http import HttpClient, HttpError
-from abifit.remote.index import (
+from abifit.remote.packageindex import (
     IndexConfig,
     IndexFile,
     IndexUnavailable,

@@ -264,7 +264,7 @@ def test_pips_client_cert(
 def test_uvs_index_variables_when_pip_has_none() -> None:
     """A machine set up for uv only: UV_DEFAULT_INDEX and UV_INDEX (named or not) are the
     indexes; a pip index setting wins over them."""
-    from abifit.remote.index import pip_index_config
+    from abifit.remote.packageindex import pip_index_config
 
     config = pip_index_config({"UV_DEFAULT_INDEX": "https://a.example/simple",
                                "UV_INDEX": "corp=https://c.example/simple https://d.example/s"},
@@ -306,7 +306,7 @@ def test_uvs_configuration_files_when_pip_has_none(tmp_path: Path,
     pyproject.toml [tool.uv] (found from a subdirectory), whose `[[tool.uv.index]]` with
     `default = true` is the primary index and the others extra ones; UV_* variables win over
     the files, and pip's settings over all of them."""
-    from abifit.remote.index import _pip_settings, pip_config_files, pip_index_config
+    from abifit.remote.packageindex import _pip_settings, pip_config_files, pip_index_config
 
     home = tmp_path / "home"
     env = {"HOME": str(home), "PIP_CONFIG_FILE": "/dev/null"}

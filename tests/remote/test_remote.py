@@ -111,8 +111,8 @@ def test_view_summaries_are_cached_beside_the_views_and_read_alone(
     """A member's summary equals the summary of a full local read; a later offline run reads
     the summaries from the cache, fetching nothing, even once the views themselves are gone."""
     from abifit.formats.elf import summarize_image
-    from abifit.remote.cache import VIEWS_BUCKET, Cache, key_path
-    from abifit.remote.index import IndexConfig, PackageIndex, Target
+    from abifit.remote.diskcache import VIEWS_BUCKET, Cache, key_path
+    from abifit.remote.packageindex import IndexConfig, PackageIndex, Target
     from abifit.remote.wheels import (
         RemoteContext,
         RemoteWheel,
@@ -158,7 +158,7 @@ def test_large_members_of_a_local_wheel_are_read_in_worker_processes(
     interned as ever, and their section headers still tell that they hold no GPU code."""
     import abifit.remote.wheels as wheels
     from abifit.remote import cores
-    from abifit.remote.index import IndexConfig, PackageIndex, Target, path_file
+    from abifit.remote.packageindex import IndexConfig, PackageIndex, Target, path_file
 
     monkeypatch.setattr(wheels, "LOCAL_WORKER_MIN", 0)
     path = tmp_path / "demo-1.0-py3-none-any.whl"
@@ -293,7 +293,7 @@ def test_a_stale_index_page_is_revalidated_not_fetched_again(
     """A cached page past its freshness is asked for with its ETag (or Last-Modified); a 304
     costs no body and makes it fresh again; a changed page (200) replaces it."""
     import abifit.remote.wheels as wheels
-    from abifit.remote.cache import Cache
+    from abifit.remote.diskcache import Cache
     from httpserver import Reply, Request
 
     pages = {"v1": b"<a href='a-1.0-py3-none-any.whl'>a</a>" * 100}

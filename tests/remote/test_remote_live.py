@@ -11,7 +11,13 @@ from abifit.formats.elf import parse_elf
 from abifit.formats.sources import BytesSource
 from abifit.formats.wheel import member_data_start
 from abifit.remote.http import HttpClient, HttpError
-from abifit.remote.index import IndexConfig, IndexFile, IndexUnavailable, PackageIndex, Target
+from abifit.remote.packageindex import (
+    IndexConfig,
+    IndexFile,
+    IndexUnavailable,
+    PackageIndex,
+    Target,
+)
 from abifit.remote.wheels import RemoteContext, cached_fetch, open_member, open_wheel, resolve
 
 pytestmark = pytest.mark.network

@@ -13,9 +13,9 @@ import pytest
 from packaging.requirements import Requirement
 
 from abifit.errors import FormatError
-from abifit.remote.cache import Cache
+from abifit.remote.diskcache import Cache
 from abifit.remote.http import HttpClient
-from abifit.remote.index import IndexConfig, PackageIndex, Target
+from abifit.remote.packageindex import IndexConfig, PackageIndex, Target
 from abifit.remote.wheelfiles import (
     LibrarySearch,
     LibraryWheel,

@@ -11,7 +11,13 @@ import pytest
 from packaging.requirements import Requirement
 
 from abifit.remote.http import HttpClient, HttpError
-from abifit.remote.index import IndexConfig, IndexUnavailable, PackageIndex, Target, select_one
+from abifit.remote.packageindex import (
+    IndexConfig,
+    IndexUnavailable,
+    PackageIndex,
+    Target,
+    select_one,
+)
 from abifit.remote.wheelfiles import LibraryRule, find_library_wheels, load_library_table
 from abifit.remote.wheels import RemoteContext, RemoteWheel, cached_fetch
 

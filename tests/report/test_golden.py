@@ -60,7 +60,7 @@ from abifit.formats.fatbin import (
     GpuCode,
     Variant,
 )
-from abifit.formats.snapshot import (
+from abifit.formats.pylock import (
     CudaRecord,
     GpuRecord,
     HostRecord,
@@ -71,8 +71,8 @@ from abifit.formats.snapshot import (
     Snapshot,
     WheelFile,
 )
-from abifit.formats.snapshot import Toolkit as SnapshotToolkit
-from abifit.formats.snapshot import dumps as snapshot_toml
+from abifit.formats.pylock import Toolkit as SnapshotToolkit
+from abifit.formats.pylock import dumps as snapshot_toml
 from abifit.host.cudastack import (
     CudaStack,
     CudaSupportSource,
@@ -91,7 +91,7 @@ from abifit.host.cudastack import (
     ToolkitOrigin,
     VersionSource,
 )
-from abifit.remote.index import Target
+from abifit.remote.packageindex import Target
 from abifit.remote.store import StoredPackage, StoreInfo
 from abifit.report.check import check_json, check_text
 from abifit.report.cuda import cuda_json, cuda_text

@@ -17,7 +17,7 @@ import pytest
 import abifit.report
 from abifit.commands.matrix import Cell, MatrixReport
 from abifit.commands.variants import Group, MemberDiff, VariantsReport
-from abifit.remote.cache import BucketInfo, CacheInfo, RootState
+from abifit.remote.diskcache import BucketInfo, CacheInfo, RootState
 from abifit.report.cache import cache_json, cache_text
 from abifit.report.findings import problem_blocks
 from abifit.report.json import SCHEMA_VERSIONS, dumps

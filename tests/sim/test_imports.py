@@ -10,11 +10,11 @@ from abifit.commands.plans import parse
 from abifit.formats.pysource import LoadKind
 from abifit.sim.imports import (
     DistributionPlan,
-    ImportsRule,
+    LoadingRule,
     PackageCode,
     Reachability,
     Step,
-    load_imports_rules,
+    load_loading_rules,
     plan_distribution,
     user_error,
 )
@@ -23,7 +23,7 @@ SITE = "/site"
 
 
 def _plan(sources: Mapping[str, str], natives: Mapping[str, str | None], tops: tuple[str, ...],
-          rule: ImportsRule | None = None) -> DistributionPlan:
+          rule: LoadingRule | None = None) -> DistributionPlan:
     """A plan over Python modules given as text ({dotted name: source}) and native files
     ({path relative to the site: extension module name or None})."""
     def is_package(name: str) -> bool:
@@ -118,7 +118,7 @@ def test_rules_add_what_reading_cannot_see() -> None:
     library whose absence breaks the package later fails the import with the package's
     error."""
     nms = "RuntimeError: operator torchvision::nms does not exist"
-    rule = ImportsRule(loads=(("pkg/sm*/ops.*", "ImportError: no ops"),),
+    rule = LoadingRule(loads=(("pkg/sm*/ops.*", "ImportError: no ops"),),
                        fails_import=(("pkg/_C.so", nms),), optional=("pkg/MPI.*",),
                        on_use=("pkg/cu*/_bridge.*",), why="test")
     sources = {"pkg": ("import torch\ntry:\n    torch.ops.load_library('_C')\n"
@@ -200,7 +200,7 @@ def test_callers_of_a_function_the_interpreter_calls_are_not_looked_for() -> Non
 
 def test_shipped_rules_parse() -> None:
     """The shipped rules name torchvision, sgl-kernel and mpi4py, each with its reason."""
-    rules = load_imports_rules()
+    rules = load_loading_rules()
     assert {"torchvision", "sgl-kernel", "mpi4py", "cuda-core"} <= set(rules)
     assert all(rule.why for rule in rules.values())
 

@@ -88,7 +88,7 @@ def test_opened_is_what_checking_a_module_opens_in_its_package_tree(tmp_path: Pa
     from dataclasses import replace
 
     from abifit.host.localfs import LocalObjects
-    from abifit.sim.imports import load_import_rules
+    from abifit.sim.imports import load_preload_rules
     from abifit.sim.loader import SearchConfig
     from fixtures.build import compile_c
 
@@ -115,7 +115,7 @@ def test_opened_is_what_checking_a_module_opens_in_its_package_tree(tmp_path: Pa
             asked.append(path)
             return super().image(path)
 
-    sim = process.Simulator(env, Recording(), SearchConfig(), load_import_rules(),
+    sim = process.Simulator(env, Recording(), SearchConfig(), load_preload_rules(),
                             glob=lambda d, p: sorted(globbing.glob(f"{d}/{p}")))
     opened = sim.opened([natives[1]])
     assert set(opened) == {str(site / rel) for rel in files[:-1]}

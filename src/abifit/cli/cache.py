@@ -10,7 +10,7 @@ from abifit.cli.options import Subparsers, byte_size
 from abifit.cli.status import EXIT_OK
 from abifit.commands.contexts import cache_root
 from abifit.errors import UsageError
-from abifit.remote.cache import Cache
+from abifit.remote.diskcache import Cache
 
 
 def configure(sub: Subparsers) -> None:
@@ -37,7 +37,7 @@ def configure(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.remote.cache import RootState
+    from abifit.remote.diskcache import RootState
     from abifit.report.cache import cache_json, cache_text
     from abifit.report.json import dumps
 

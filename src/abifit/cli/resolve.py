@@ -113,7 +113,7 @@ def _lock_format(path: str | None, given: str | None) -> str:
         return "requirements"
     name = os.path.basename(path).lower()
     if given is None and name.endswith(".toml"):
-        from abifit.formats.snapshot import is_lock_name
+        from abifit.formats.pylock import is_lock_name
 
         if not is_lock_name(name):
             raise UsageError(f"-o {path}: a PEP 751 lock is named pylock.toml or "

@@ -57,7 +57,7 @@ from abifit.sim import pythonapi
 from abifit.sim.diagnose import Context
 from abifit.sim.findings import Finding, FindingKind, Verdict
 from abifit.sim.gpu import GpuCheck, GpuTarget, check_gpu_code
-from abifit.sim.imports import load_import_rules, load_imports_rules
+from abifit.sim.imports import load_loading_rules, load_preload_rules
 from abifit.sim.loader import ASSUMED_DIR, DRIVER_LIBRARIES, SearchConfig
 from abifit.sim.process import (
     Environment,
@@ -83,8 +83,8 @@ if TYPE_CHECKING:
     from abifit.formats.fatbin import GpuCode
     from abifit.formats.numpyapi import NumpyUse
     from abifit.formats.pins import Pin
-    from abifit.formats.snapshot import Snapshot
-    from abifit.remote.index import IndexFile, Target
+    from abifit.formats.pylock import Snapshot
+    from abifit.remote.packageindex import IndexFile, Target
     from abifit.remote.wheels import RemoteContext
 
 # The doctor's library search and the import plans are imported where they are used: a check
@@ -265,7 +265,7 @@ def pip_refuses(filename: str, target: Target) -> str | None:
     manylinux tag newer than the target's glibc is named. None when the platform is one pip
     accepts there (a Python or ABI tag the target lacks is left to the check, which names
     the C API symbols an older Python does not have)."""
-    from abifit.remote.index import manylinux_glibc
+    from abifit.remote.packageindex import manylinux_glibc
 
     tags = set(parse_wheel_filename(filename)[3])
     accepted = {*target.expanded_platforms(), "any"}
@@ -287,7 +287,7 @@ def locked_targets(pins: Sequence[Pin], ctx: RemoteContext) -> list[str | IndexF
     only digests (`--hash` in a requirements file), the index's file with one of them, else
     the requirement. A pin whose digests no file for the target has is refused: the verdict
     would be about another file."""
-    from abifit.remote.index import IndexFile, select_one
+    from abifit.remote.packageindex import IndexFile, select_one
 
     out: list[str | IndexFile] = []
     for pin in pins:
@@ -370,7 +370,7 @@ class Gatherer:
             return self._remote_wheel(text, role)
         if text.endswith(".whl") and os.path.isfile(text):
             if self.ctx is not None:  # read in place like a wheel on an index, cached alike
-                from abifit.remote.index import path_file
+                from abifit.remote.packageindex import path_file
 
                 file = path_file(text)
                 if file.wheel() is None:
@@ -384,7 +384,7 @@ class Gatherer:
             name, version, _build, _tags = parse_wheel_filename(os.path.basename(text))
             return Wheel(name, str(version), os.path.basename(text), role,
                          requires_dist(local.metadata()), local, os.path.getsize(text))
-        from abifit.remote.index import select_one
+        from abifit.remote.packageindex import select_one
 
         requirement = _requirement(text)
         ctx = self._remote()
@@ -485,7 +485,7 @@ class Gatherer:
         return None if dep is None else (dep, wanted)
 
     def _resolve(self, wheel: Wheel, requirement: Requirement) -> Wheel | None:
-        from abifit.remote.index import select_one
+        from abifit.remote.packageindex import select_one
 
         assert self.ctx is not None
         key = canonicalize_name(requirement.name)
@@ -923,7 +923,7 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
         modules = [n for n in env.natives if n.checked and (
             n.distribution in targets or (n.distribution in around and n.module is not None))]
         prefetch_views(tree, [n.path for n in modules], progress)
-        sim = Simulator(env, tree, config, load_import_rules(), glob=tree.glob)
+        sim = Simulator(env, tree, config, load_preload_rules(), glob=tree.glob)
         prefetch_views(tree, sim.opened(modules), progress)
         return simulate_modules(sim, modules, _context(sim, tree, target, search, host),
                                 progress, gpu=gpu)
@@ -980,7 +980,7 @@ def _planned(env: Environment, wheels: Sequence[Wheel], progress: Progress,
     plans that know the top-level names of the extension modules only."""
     from abifit.commands.plans import mark_loaded, plan_for, python_modules
 
-    rules = load_imports_rules()
+    rules = load_loading_rules()
     plans = {}
     for wheel in wheels:
         if ((wheel.role is not Role.TARGET and wheel.key not in (also or ()))
@@ -1033,7 +1033,7 @@ def _result_key(wheels: Sequence[Wheel], target: Target, host: HostProfile,
     (a wheel whose index gives no hash, an unknown host). A wheel counts by what its views are
     cached under (`view_key`: its URL, size and sha256 on an index; its own sha256 here), and
     abifit's release and files (`runcache.fingerprint`)."""
-    from abifit.remote.index import IndexFile
+    from abifit.remote.packageindex import IndexFile
     from abifit.remote.wheels import view_key
     from abifit.version import __version__
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from abifit.errors import UsageError
 from abifit.host.environment import InterpreterFacts, default_interpreter, query_interpreter
-from abifit.remote.cache import Cache, default_cache_dir
+from abifit.remote.diskcache import Cache, default_cache_dir
 
 if TYPE_CHECKING:
     from abifit.formats.pins import Pins
@@ -188,7 +188,7 @@ def index_context(
     @functools.cache
     def make() -> RemoteContext:
         from abifit.remote.http import HttpClient
-        from abifit.remote.index import (
+        from abifit.remote.packageindex import (
             PackageIndex,
             Target,
             pip_index_config,

@@ -2,7 +2,7 @@
 
 Wiring only: the stack comes from `cudastack.probe_cuda_stack`, the environment's ELF files from
 doctor's scan (distributions, their native files, parsed through the ELF cache), the findings
-from `sim.cuda.cuda_findings` and, for the GPUs found or given, from `sim.gpu` (doctor's
+from `sim.cudaproblems.cuda_findings` and, for the GPUs found or given, from `sim.gpu` (doctor's
 `check_gpu_codes`, with its verdicts cached by file).
 Nothing is imported from the environment: its interpreter is asked for its paths only.
 """
@@ -22,8 +22,8 @@ from abifit.host.environment import list_distributions, query_interpreter
 from abifit.host.ldconfig import probe_host
 from abifit.host.localfs import ElfCache, FileCache, LocalObjects
 from abifit.host.natives import NativeFile, image_or_none, scan_native_files, short_name
-from abifit.remote.cache import GPU_BUCKET
-from abifit.sim.cuda import cuda_findings
+from abifit.remote.diskcache import GPU_BUCKET
+from abifit.sim.cudaproblems import cuda_findings
 from abifit.sim.findings import Finding, FindingKind
 from abifit.sim.gpu import GpuCheck, GpuTarget, gpu_targets
 

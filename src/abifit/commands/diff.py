@@ -31,7 +31,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from abifit.errors import UsageError
-from abifit.formats.snapshot import LockedPackage, ModuleRecord, Snapshot, loads
+from abifit.formats.pylock import LockedPackage, ModuleRecord, Snapshot, loads
 from abifit.host.cudastack import cuda_major_of_soname
 from abifit.sim.findings import Finding
 from abifit.sim.process import Progress
@@ -301,7 +301,7 @@ def _markers_of(side: Side) -> dict[str, str] | None:
     environment): those of a check for that Python on this machine, with its full version;
     None for a lock."""
     from abifit.commands.check import target_markers
-    from abifit.remote.index import Target
+    from abifit.remote.packageindex import Target
 
     full = side.snapshot.python_version
     if side.kind is SideKind.LOCK or not full:

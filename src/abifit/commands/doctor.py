@@ -79,7 +79,7 @@ from abifit.host.natives import (
 from abifit.host.numpyuses import numpy_candidates, read_numpy_uses
 from abifit.host.runcache import ReadEnviron
 from abifit.remote import cores
-from abifit.remote.cache import GPU_BUCKET, Cache
+from abifit.remote.diskcache import GPU_BUCKET, Cache
 from abifit.sim import pythonapi
 from abifit.sim.diagnose import INDEX_FIX
 from abifit.sim.findings import Finding, FindingKind, Verdict
@@ -87,8 +87,8 @@ from abifit.sim.gpu import GpuCheck, GpuTarget, ObjectCoverage, gpu_check, objec
 from abifit.sim.imports import (
     BUS_ERROR,
     DistributionPlan,
-    load_import_rules,
-    load_imports_rules,
+    load_loading_rules,
+    load_preload_rules,
     python_error,
 )
 from abifit.sim.loader import (
@@ -352,7 +352,7 @@ class InstalledCode:
               ) -> dict[str, DistributionPlan]:
         """The import plan of every distribution in `dists` that has native files."""
         self._gather()
-        rules = load_imports_rules()
+        rules = load_loading_rules()
         by_dist: dict[str, list[NativeFile]] = {}
         for n in natives:
             by_dist.setdefault(n.distribution, []).append(n)
@@ -804,7 +804,7 @@ def _doctor(
     config = replace(search_config(host), stand_in=located_copy(locator, image_or_none(source)),
                      assumed=DRIVER_LIBRARIES if assume_driver else ())
     source.prefetch(system_libraries(natives, heads_or_none(source), config))
-    sim = Simulator(env, source, config, load_import_rules(), glob_files)
+    sim = Simulator(env, source, config, load_preload_rules(), glob_files)
     ctx = context(sim, locator, load_soname_packages(),
                   index_library_fix(library_search(remote), roots) if remote is not None
                   else None)

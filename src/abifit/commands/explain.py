@@ -53,7 +53,7 @@ from abifit.formats.errortext import (
 from abifit.host.environment import Distribution, list_distributions, query_interpreter
 from abifit.sim.findings import Finding, FindingKind
 from abifit.sim.gpu import GpuCheck, GpuTarget, parse_gpu_option
-from abifit.sim.imports import load_imports_rules
+from abifit.sim.imports import load_loading_rules
 from abifit.sim.loader import crashes
 from abifit.sim.process import ModuleStatus, Progress, load_soname_packages
 
@@ -631,7 +631,7 @@ def _masked_file(clue: MissingOperator) -> str | None:
     """The file whose failed load a package rewrites into this operator's error
     (`data/import_rules.json`)."""
     said = f"operator {clue.namespace}::{clue.name} does not exist"
-    for rule in load_imports_rules().values():
+    for rule in load_loading_rules().values():
         for pattern, error in (*rule.fails_import, *rule.loads):
             if error and said in error:
                 return pattern

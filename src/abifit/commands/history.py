@@ -25,8 +25,8 @@ from packaging.utils import canonicalize_name
 from abifit.commands.contexts import IndexOptions, Session
 from abifit.errors import AbifitError, UsageError
 from abifit.formats.demangle import compare_signatures, demangle, parse_signature
-from abifit.remote.cache import Cache
-from abifit.remote.index import IndexFile
+from abifit.remote.diskcache import Cache
+from abifit.remote.packageindex import IndexFile
 from abifit.remote.store import StoredSymbol, SymbolStore
 from abifit.remote.wheels import RemoteContext, RemoteWheel, is_recorded
 

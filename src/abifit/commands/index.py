@@ -27,7 +27,7 @@ from abifit.remote.store import SymbolStore
 
 if TYPE_CHECKING:
     from abifit.remote.http import HttpClient
-    from abifit.remote.index import IndexFile
+    from abifit.remote.packageindex import IndexFile
     from abifit.remote.wheels import RemoteContext
 
 Progress = Callable[[str], None]
@@ -75,7 +75,7 @@ def open_store(root: Path) -> SymbolStore:
     """The symbol store of the cache directory `root`, with the views other commands noted as
     read recorded first (`remote.wheels.index_seen`, from the cache of views there);
     `CacheError` when it cannot be opened."""
-    from abifit.remote.cache import Cache
+    from abifit.remote.diskcache import Cache
     from abifit.remote.wheels import index_seen
 
     store = SymbolStore.open(root)

@@ -48,7 +48,7 @@ from abifit.host.localfs import is_elf_file, special_kind
 from abifit.sim.gpu import GpuTarget, ObjectCoverage, object_coverage
 
 if TYPE_CHECKING:
-    from abifit.remote.index import IndexFile
+    from abifit.remote.packageindex import IndexFile
     from abifit.remote.wheels import RemoteContext
 
 Progress = Callable[[str], None]
@@ -290,7 +290,7 @@ def _inspect_local_wheel(path: str, flt: SymbolFilter, ctx: RemoteContext,
                          progress: Progress) -> list[ObjectReport]:
     """A wheel named by its path, read in place like one on an index: only the bytes the
     dynamic views and fat binaries need, cached by the file's sha256."""
-    from abifit.remote.index import path_file
+    from abifit.remote.packageindex import path_file
 
     return _inspect_index_file(path_file(path), flt, ctx, progress, gpu_code=True, label=path)
 

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from packaging.requirements import Requirement
     from packaging.version import Version
 
-    from abifit.remote.index import IndexFile, Target
+    from abifit.remote.packageindex import IndexFile, Target
     from abifit.remote.wheels import RemoteContext
     from abifit.sim.gpu import GpuTarget
 
@@ -109,7 +109,7 @@ def _requirement(text: str) -> Requirement:
 def release_wheels(requirement: Requirement, ctx: RemoteContext) -> list[IndexFile]:
     """One wheel per release (and variant) that `requirement` selects and the target accepts,
     newest first."""
-    from abifit.remote.index import no_matching_wheel, select
+    from abifit.remote.packageindex import no_matching_wheel, select
 
     files = ctx.index.project_files(requirement.name)
     seen: dict[Version, IndexFile] = {}

@@ -21,7 +21,7 @@ from abifit.errors import AbifitError
 from abifit.sim.findings import Finding, FindingKind
 
 if TYPE_CHECKING:
-    from abifit.remote.index import Candidate
+    from abifit.remote.packageindex import Candidate
     from abifit.remote.wheels import RemoteContext
 
 MAX_READS = 6  # modules read per package at most
@@ -48,7 +48,7 @@ def first_numpy2_release(name: str, installed: str, member_path: str,
                          ctx: RemoteContext) -> str | None:
     """The first release of `name` after `installed` whose module at `member_path` (relative
     to site-packages) was built with NumPy 2.x headers; None when none is found."""
-    from abifit.remote.index import select
+    from abifit.remote.packageindex import select
 
     try:
         since = Version(installed)

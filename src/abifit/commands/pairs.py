@@ -27,7 +27,7 @@ from abifit.sim.verdict import costs
 
 if TYPE_CHECKING:
     from abifit.commands.check import CheckReport
-    from abifit.remote.index import IndexFile, Target
+    from abifit.remote.packageindex import IndexFile, Target
     from abifit.remote.wheels import RemoteContext
     from abifit.sim.gpu import GpuTarget
 

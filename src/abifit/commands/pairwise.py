@@ -34,7 +34,7 @@ from abifit.sim.verdict import costs
 
 if TYPE_CHECKING:
     from abifit.host.profile import HostProfile
-    from abifit.remote.index import IndexFile
+    from abifit.remote.packageindex import IndexFile
     from abifit.remote.wheels import RemoteContext
 
 Progress = Callable[[str], None]

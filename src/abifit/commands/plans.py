@@ -23,10 +23,10 @@ from abifit.formats.pysource import ModuleCode, read_module
 from abifit.host import observe
 from abifit.host.observe import Seen
 from abifit.remote import cores
-from abifit.remote.cache import Cache
+from abifit.remote.diskcache import Cache
 from abifit.sim.imports import (
     DistributionPlan,
-    ImportsRule,
+    LoadingRule,
     PackageCode,
     marked,
     mentions_in,
@@ -310,7 +310,7 @@ class ParseAhead:
 
 def plan_for(key: str, natives: list[NativeFile], sources: Mapping[str, str], site: str,
              declared: Iterable[str], read: ReadText,
-             rules: Mapping[str, ImportsRule], parser: Parse = parse,
+             rules: Mapping[str, LoadingRule], parser: Parse = parse,
              ahead: Callable[[list[tuple[bytes, str, bool]]], None] | None = None,
              loading: Iterable[str] | None = None,
              mentions: Mapping[str, Sequence[str]] | None = None,

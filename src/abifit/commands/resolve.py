@@ -57,7 +57,9 @@ from abifit.commands.pairwise import PairJudge, PairVerdict, describe, is_native
 from abifit.errors import AbifitError, UsageError
 from abifit.formats.pins import holds
 from abifit.remote.cores import usable_cores
-from abifit.remote.index import IndexFile  # a field's type: its hint must evaluate (datacodec)
+from abifit.remote.packageindex import (
+    IndexFile,  # a field's type: its hint must evaluate (datacodec)
+)
 from abifit.version import __version__
 
 if TYPE_CHECKING:
@@ -419,7 +421,7 @@ class Provider(AbstractProvider[Req, Pinned, str]):
         found = self._listings.get(name)
         if found is not None:
             return found
-        from abifit.remote.index import select
+        from abifit.remote.packageindex import select
 
         self.progress(f"releases of {name}")
         files = self.ctx.index.project_files(name)
@@ -712,7 +714,7 @@ def _no_release(provider: Provider, need: Need) -> str:
 
 
 def _no_wheel(provider: Provider, need: Need) -> str:
-    from abifit.remote.index import no_matching_wheel
+    from abifit.remote.packageindex import no_matching_wheel
 
     try:
         files = provider.ctx.index.project_files(need.name)
@@ -759,7 +761,7 @@ def _resolve(roots: list[Need], requirements: Sequence[str], withs: Sequence[str
              provider: Provider, ctx: RemoteContext, host: HostProfile, progress: Progress,
              executable: str | None, driver: str | None,
              driver_cuda: str | None) -> ResolveReport:
-    from abifit.remote.index import select_one
+    from abifit.remote.packageindex import select_one
 
     for need in roots:
         provider._require(None, need)

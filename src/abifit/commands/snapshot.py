@@ -28,7 +28,7 @@ from packaging.version import InvalidVersion, Version
 from abifit.commands.check import CheckReport
 from abifit.commands.doctor import DoctorReport, doctor
 from abifit.errors import AbifitError
-from abifit.formats.snapshot import (
+from abifit.formats.pylock import (
     CudaRecord,
     GpuRecord,
     HostRecord,
@@ -60,7 +60,7 @@ from abifit.sim.process import Environment, ModuleStatus, Progress, Simulation, 
 if TYPE_CHECKING:
     from abifit.commands.contexts import Session
     from abifit.formats.pins import Pin
-    from abifit.remote.index import IndexFile
+    from abifit.remote.packageindex import IndexFile
     from abifit.remote.wheels import RemoteContext
 
 
@@ -346,7 +346,7 @@ def _loose(tag: str) -> tuple[str, ...]:
 
 
 def _from_index(dist: Distribution, remote: Callable[[], RemoteContext]) -> LockedPackage | None:
-    from abifit.remote.index import local_file
+    from abifit.remote.packageindex import local_file
 
     tags = wheel_tags(dist)
     if not tags:
@@ -387,7 +387,7 @@ def snapshot(python: str, output: Path | None, *, cache_dir: Path | None,
              ld_so_cache: str = LD_SO_CACHE) -> SnapshotReport:
     """`abifit snapshot`: take the snapshot and write it to `output` (None: not written)."""
     from abifit.errors import UsageError
-    from abifit.formats.snapshot import dumps
+    from abifit.formats.pylock import dumps
 
     taken = take_snapshot(python, cache_dir=cache_dir, environ=environ, progress=progress,
                           remote=remote, ld_so_conf=ld_so_conf, ld_so_cache=ld_so_cache)
@@ -411,7 +411,7 @@ def read_snapshot(path: str) -> Snapshot:
     """A snapshot (or any PEP 751 lock) read from a file; `UsageError` when it cannot be read,
     `FormatError` when it is not a lock."""
     from abifit.errors import UsageError
-    from abifit.formats.snapshot import loads
+    from abifit.formats.pylock import loads
 
     try:
         text = Path(path).read_text("utf-8")
@@ -495,7 +495,7 @@ def run_snapshot(options: SnapshotOptions, session: Session) -> SnapshotReport:
         interpreter_facts,
         python_version_of,
     )
-    from abifit.formats.snapshot import is_lock_name
+    from abifit.formats.pylock import is_lock_name
     from abifit.host.environment import default_interpreter
 
     if options.output and not is_lock_name(Path(options.output).name):

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
     from abifit.formats.wheel import Member
-    from abifit.remote.index import IndexFile, Target
+    from abifit.remote.packageindex import IndexFile, Target
     from abifit.remote.wheels import RemoteContext, RemoteWheel
 
 Progress = Callable[[str], None]
@@ -104,7 +104,7 @@ def _release(text: str, ctx: RemoteContext) -> tuple[Requirement, str, list[Inde
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.version import InvalidVersion, Version
 
-    from abifit.remote.index import nearest_versions, releases
+    from abifit.remote.packageindex import nearest_versions, releases
 
     try:
         requirement = Requirement(text)
@@ -126,7 +126,7 @@ def _chosen(requirement: Requirement, files: list[IndexFile], target: Target
             ) -> tuple[list[IndexFile], tuple[str, ...]]:
     """The wheels of the release that `target` accepts, and the names of the others; no wheel
     accepted is an error that says what the release offers."""
-    from abifit.remote.index import NoMatchingWheel, no_matching_wheel, select
+    from abifit.remote.packageindex import NoMatchingWheel, no_matching_wheel, select
 
     accepted = {c.file.filename for c in select(files, requirement, target, prereleases=True)}
     if not accepted:

@@ -26,7 +26,7 @@ from abifit.formats.elf import ElfImage, FileType, is_elf, parse_elf
 from abifit.formats.sources import FileSource
 from abifit.host import observe
 from abifit.remote import cores
-from abifit.remote.cache import ELF_BUCKET, key_path, read_value, write_value
+from abifit.remote.diskcache import ELF_BUCKET, key_path, read_value, write_value
 
 
 def is_elf_file(path: str) -> bool:

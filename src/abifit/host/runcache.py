@@ -23,7 +23,7 @@ from pathlib import Path
 from abifit.errors import FormatError
 from abifit.formats.datacodec import conforms, decode, encode
 from abifit.host import observe
-from abifit.remote.cache import RUNS_BUCKET, key_path, read_value, write_value
+from abifit.remote.diskcache import RUNS_BUCKET, key_path, read_value, write_value
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 

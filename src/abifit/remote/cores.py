@@ -1,9 +1,9 @@
 """CPU-bound work on the machine's other cores, in worker processes.
 
-Reading a remote member spends most of its CPU in `abifit.remote.deflate`: the block-start search is
-pure-Python arithmetic and holds the GIL, so the threads that read members at once share one
-core. `run(function, *args)` hands such a call to an idle worker process, each a plain
-interpreter that imports abifit and answers pickled calls on its standard streams, and waits
+Reading a remote member spends most of its CPU in `abifit.formats.deflate`: the block-start
+search is pure-Python arithmetic and holds the GIL, so the threads that read members at once
+share one core. `run(function, *args)` hands such a call to an idle worker process, each a
+plain interpreter that imports abifit and answers pickled calls on its standard streams, and waits
 for the answer; the calling thread is free meanwhile, and other threads use other workers.
 
 The workers are started on first use, one per core the process may run on (none on a single

@@ -50,7 +50,7 @@ from packaging.version import InvalidVersion, Version
 
 from abifit.formats.elf import SHN_UNDEF
 from abifit.formats.storefile import DumpObject, DumpWheel, StoreDump
-from abifit.remote.cache import SYMBOLS_STORE
+from abifit.remote.diskcache import SYMBOLS_STORE
 
 if TYPE_CHECKING:
     from abifit.formats.elf import ElfImage

@@ -31,7 +31,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 from abifit.errors import AbifitError, FormatError
-from abifit.remote.index import IndexFile, select_one
+from abifit.remote.packageindex import IndexFile, select_one
 from abifit.remote.wheels import RemoteContext, shared_wheel
 
 DATA = Path(__file__).parent.parent / "data"

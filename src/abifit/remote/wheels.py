@@ -9,15 +9,16 @@ headers, `.dynsym` and `.gnu.version*` near the front, `PT_DYNAMIC`, the section
 patchelf-rewritten libraries such as torch's) `.dynstr` and `.gnu.hash` at the end. A DEFLATE
 member cannot be entered in the middle, so `RemoteMember` serves the front by inflating a prefix
 of the member and the back by decoding a tail of the compressed data without its window
-(`abifit.remote.deflate`), widening the tail while a needed byte is still uncertain. Members under
+(`abifit.formats.deflate`), widening the tail while a needed byte is still uncertain. Members under
 `WHOLE_MEMBER` compressed bytes are fetched whole.
 
 Where tens or hundreds of MB follow `PT_DYNAMIC` (torch's symbol tables, cuBLAS's large data),
 a tail reaching back to it would cost them all. Then the compressed place of the dynamic array
 is estimated by walking back from the tail in steps sized by sampled expansions, and windows
 around it, each twice as wide as the last, are decoded from the middle and placed by content
-(`abifit.remote.middle`, from the program headers alone); when none is placed within `MIDDLE_BUDGET`
-of the estimated tail, the tail is widened as before, reusing what the windows fetched.
+(`abifit.formats.middle`, from the program headers alone); when none is placed within
+`MIDDLE_BUDGET` of the estimated tail, the tail is widened as before, reusing what the windows
+fetched.
 
 Requests are few and overlap: a big member's first tail is fetched together with its local
 header, an inflate asks for all the input a far read needs at once, small members come whole
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from abifit.errors import AbifitError, FormatError, UsageError, WheelRefused
+from abifit.formats.deflate import TailView, decode_tail, decode_window, expansion
 from abifit.formats.elf import (
     ElfImage,
     ImageSummary,
@@ -51,6 +53,7 @@ from abifit.formats.elf import (
     parse_layout,
     summarize_image,
 )
+from abifit.formats.middle import dynamic_site, place
 from abifit.formats.sources import (
     ByteSource,
     BytesSource,
@@ -73,11 +76,16 @@ from abifit.formats.wheel import (
     whole_member,
 )
 from abifit.remote import cores
-from abifit.remote.cache import Cache
-from abifit.remote.deflate import TailView, decode_tail, decode_window, expansion
+from abifit.remote.diskcache import Cache
 from abifit.remote.http import HttpClient
-from abifit.remote.index import Fetch, IndexFile, PackageIndex, Target, local_file, select_one
-from abifit.remote.middle import dynamic_site, place
+from abifit.remote.packageindex import (
+    Fetch,
+    IndexFile,
+    PackageIndex,
+    Target,
+    local_file,
+    select_one,
+)
 
 if TYPE_CHECKING:
     from abifit.formats.fatbin import GpuCode
@@ -231,7 +239,7 @@ class ReadAhead(Layered):
 class RemoteMember:
     """The uncompressed bytes of one DEFLATE member, from a prefix inflate, a decoded tail and,
     for a dynamic array far from the end, a window decoded from the middle
-    (`abifit.remote.middle`)."""
+    (`abifit.formats.middle`)."""
 
     def __init__(self, archive: ByteSource, member: Member, start: int, name: str,
                  max_tail_fraction: float = 0.5) -> None:
@@ -312,8 +320,8 @@ class RemoteMember:
     def _look_in_middle(self, offset: int, length: int) -> bool:
         """Once per member, for a read inside a dynamic array far from the end: decode windows
         of compressed bytes around its estimated place, each twice as wide as the last, until
-        one is placed (`abifit.remote.middle.place`) or the windows grow past `MIDDLE_BUDGET` of the
-        estimated tail. True when a window was placed."""
+        one is placed (`abifit.formats.middle.place`) or the windows grow past `MIDDLE_BUDGET` of
+        the estimated tail. True when a window was placed."""
         if self._middle_tried:
             return False
         self._middle_tried = True  # also keeps the reads below out of here
@@ -375,7 +383,7 @@ class RemoteMember:
     def _region_length(self, offset: int) -> int:
         """The compressed length of the member from `offset` to the decoded tail, estimated by
         walking back from the tail in steps, each as long as its sample's expansion (output
-        per input byte, `abifit.remote.deflate.expansion`) says, until the steps hold the region's
+        per input byte, `abifit.formats.deflate.expansion`) says, until the steps hold the region's
         uncompressed length. Samples are fetched `SAMPLE_JOBS` at a time, and computed as the walk
         needs them."""
         if self._tail is None:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from abifit.remote.cache import CacheInfo
+from abifit.remote.diskcache import CacheInfo
 from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 
 

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 from abifit.commands.resolve import Conflict, Pin, Rejection, ResolveReport, SetCheck, Why
 from abifit.errors import UsageError
-from abifit.formats.snapshot import LockedPackage, Snapshot, WheelFile, dumps, target_of
+from abifit.formats.pylock import LockedPackage, Snapshot, WheelFile, dumps, target_of
 from abifit.report import page
 from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 
@@ -186,7 +186,7 @@ def constraints_txt(report: ResolveReport) -> str:
 
 
 def pylock_text(report: ResolveReport, markers: Mapping[str, str]) -> str:
-    """The pinned set as a PEP 751 lock (`formats.snapshot`, without abifit's machine facts):
+    """The pinned set as a PEP 751 lock (`formats.pylock`, without abifit's machine facts):
     each release's wheel by URL and sha256, for the target `markers` describe. UsageError when
     the index gave a wheel no sha256 (PEP 751 requires one)."""
     unhashed = [p.filename for p in report.pins if not p.sha256]

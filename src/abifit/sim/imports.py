@@ -87,7 +87,7 @@ def _rank(reach: Reachability) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class ImportsRule:
+class LoadingRule:
     """What static reading cannot see of one distribution (`data/import_rules.json`)."""
 
     loads: tuple[tuple[str, str | None], ...] = ()  # (glob of files, masked error) loaded first
@@ -141,7 +141,7 @@ class Placement:
 
 
 @dataclass(frozen=True, slots=True)
-class ImportRule:
+class PreloadRule:
     """What importing a distribution does to the process beyond loading its modules."""
 
     preload: tuple[str, ...]
@@ -157,20 +157,20 @@ def _rules_data() -> dict[str, dict[str, Any]]:
     return {canonicalize_name(name): entry for name, entry in raw["distributions"].items()}
 
 
-def load_import_rules() -> dict[str, ImportRule]:
+def load_preload_rules() -> dict[str, PreloadRule]:
     """The preload and global rules of `data/import_rules.json`, by canonical name."""
-    return {name: ImportRule(tuple(entry.get("preload", ())), tuple(entry.get("global", ())))
+    return {name: PreloadRule(tuple(entry.get("preload", ())), tuple(entry.get("global", ())))
             for name, entry in _rules_data().items()}
 
 
-def load_imports_rules() -> dict[str, ImportsRule]:
+def load_loading_rules() -> dict[str, LoadingRule]:
     """The `imports` rules of `data/import_rules.json`, by canonical distribution name."""
-    rules: dict[str, ImportsRule] = {}
+    rules: dict[str, LoadingRule] = {}
     for name, entry in _rules_data().items():
         rule = entry.get("imports")
         if rule is None:
             continue
-        rules[name] = ImportsRule(
+        rules[name] = LoadingRule(
             loads=tuple((g, e) for g, e in rule.get("loads", {}).items()),
             fails_import=tuple((g, e) for g, e in rule.get("fails_import", {}).items()),
             optional=tuple(rule.get("optional", ())),
@@ -339,7 +339,7 @@ class DistributionPlan:
     code: PackageCode | None
     modules: Mapping[str, str]  # extension module name -> path
     files: Mapping[str, str]  # path relative to the site directory -> path
-    rule: ImportsRule | None = None
+    rule: LoadingRule | None = None
     loads: tuple[Step, ...] = ()
     _places: dict[str, Placement] = field(default_factory=dict)
     _ways: dict[str, _Way] = field(default_factory=dict)
@@ -582,7 +582,7 @@ def plan_distribution(
     code: PackageCode | None,
     modules: Mapping[str, str],
     files: Mapping[str, str],
-    rule: ImportsRule | None = None,
+    rule: LoadingRule | None = None,
 ) -> DistributionPlan:
     """The plan of a distribution: the libraries its code loads itself (rules first), ready to
     place any of its native files.

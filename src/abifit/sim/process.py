@@ -71,8 +71,8 @@ from abifit.sim.imports import (
     BUS_ERROR,
     AfterRule,
     DistributionPlan,
-    ImportRule,
     Placement,
+    PreloadRule,
     Reachability,
     Step,
     user_error,
@@ -362,7 +362,7 @@ class Simulator:
     """Runs the loader simulation for modules, reusing processes that imported the same things."""
 
     def __init__(self, env: Environment, source: ObjectSource, config: SearchConfig,
-                 rules: dict[str, ImportRule],
+                 rules: dict[str, PreloadRule],
                  glob: Callable[[str, str], list[str]]) -> None:
         self.env = env
         self.source = source

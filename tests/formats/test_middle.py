@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 
 from abifit.errors import FormatError
+from abifit.formats import middle
+from abifit.formats.deflate import WindowView, decode_window, expansion
 from abifit.formats.elf import ElfImage, parse_elf, parse_layout
+from abifit.formats.middle import dynamic_site, place
 from abifit.formats.sources import BytesSource
 from abifit.formats.wheel import WheelArchive
-from abifit.remote import middle
 from abifit.remote import wheels as remote
-from abifit.remote.deflate import WindowView, decode_window, expansion
 from abifit.remote.http import HttpClient
-from abifit.remote.middle import dynamic_site, place
 from abifit.remote.wheels import ReadAhead, open_member
 from fixtures.build import compile_c
 from helpers import PATCHELF, big_library_source, library_wheel, same_view

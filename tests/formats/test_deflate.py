@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from abifit.errors import FormatError
-from abifit.remote import deflate
-from abifit.remote.deflate import WINDOW_A, WINDOW_B, TailView, decode_tail
+from abifit.formats import deflate
+from abifit.formats.deflate import WINDOW_A, WINDOW_B, TailView, decode_tail
 
 KiB = 1 << 10
 MiB = 1 << 20

@@ -1,4 +1,4 @@
-"""abifit.remote.cache's `info` and the `abifit cache` command: entries and bytes per bucket,
+"""abifit.remote.diskcache's `info` and the `abifit cache` command: entries and bytes per bucket,
 `--json` validated by its schema, and a warning for a cache directory that is not there."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from abifit.cli import main
-from abifit.remote.cache import BUCKETS, SYMBOLS_STORE, Cache, RootState
+from abifit.remote.diskcache import BUCKETS, SYMBOLS_STORE, Cache, RootState
 from helpers import SCHEMAS, validate
 
 SCHEMA = json.loads((SCHEMAS / "cache.schema.json").read_text("utf-8"))

@@ -17,7 +17,7 @@ from packaging.tags import Tag, sys_tags
 from packaging.version import Version
 
 from abifit.errors import AbifitError, FormatError, UsageError
-from abifit.remote.index import (
+from abifit.remote.packageindex import (
     ACCEPT,
     Candidate,
     IndexConfig,

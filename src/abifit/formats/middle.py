@@ -2,7 +2,7 @@
 
 A large library's `PT_DYNAMIC` often sits far from both ends of the file (in torch's and
 cuBLAS's libraries, tens or hundreds of MB of symbol tables or data follow it), and a DEFLATE
-member's tail is only decoded with every compressed byte up to the end. `abifit.remote.deflate` can
+member's tail is only decoded with every compressed byte up to the end. `abifit.formats.deflate` can
 decode a stretch from the middle (`decode_window`), but not tell where in the member its output
 lies. The dynamic array says so itself; the program headers give its size and address, and
 nothing else is needed (section headers sit at the end, where a tail may stay uncertain far
@@ -31,6 +31,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from abifit.formats.deflate import WindowView
 from abifit.formats.elf import (
     DT_NULL,
     DT_PLTGOT,
@@ -41,7 +42,6 @@ from abifit.formats.elf import (
     ElfLayout,
     Segment,
 )
-from abifit.remote.deflate import WindowView
 
 DT_LAST_STANDARD = 0x25  # DT_NEEDED .. DT_SYMTAB_SHNDX and a little room
 DT_LOOS = 0x6000000D  # DT_LOOS .. DT_HIPROC: the GNU, version and processor tags
