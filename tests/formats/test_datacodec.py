@@ -448,11 +448,14 @@ def test_a_profile_with_wrong_fields_is_refused() -> None:
     (b"hello", "not gzip data"),
     (gzip.compress(b"hello"), "not an abifit host profile: does not start with"),
     (gzip.compress(b"abifit-h\x00\x01" + bytes(16)), "host profile format 1 (this abifit "
-                                                      "reads 2): save it again"),
-    (gzip.compress(b"abifit-h\x00\x02" + bytes(16) + b"\x01"), "the checksum does not match"),
+                                                      "reads 3): save it again"),
+    (gzip.compress(b"abifit-h\x00\x02" + bytes(16)), "host profile format 2 (this abifit "
+                                                      "reads 3): save it again"),
+    (gzip.compress(b"abifit-h\x00\x03" + bytes(16) + b"\x01"), "the checksum does not match"),
     (gzip.compress(b"x")[:-4], "the gzip data is truncated"),
     (gzip.compress(b"x") + b"junk", "data after the gzip stream"),
-], ids=["empty", "not-gzip", "no-header", "old-format", "damaged", "truncated", "trailing"])
+], ids=["empty", "not-gzip", "no-header", "old-format", "format-2", "damaged", "truncated",
+        "trailing"])
 def test_profiles_that_are_not_ones(data: bytes, problem: str) -> None:
     """Files that are not profiles of this format are one FormatError each."""
     with pytest.raises(FormatError) as raised:

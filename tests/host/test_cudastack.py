@@ -19,6 +19,7 @@ import pytest
 
 from abifit.errors import FormatError
 from abifit.formats.elf import ByteOrder
+from abifit.formats.ldcache import CacheFormat, LdCache, LdCacheEntry
 from abifit.host import cudastack
 from abifit.host.cudastack import (
     CudaStack,
@@ -64,7 +65,7 @@ from abifit.host.cudastack import (
     probe_gpus,
     sonames_in_listing,
 )
-from abifit.host.ldconfig import CacheFormat, HostFacts, LdCache, LdCacheEntry, LoaderDefaults
+from abifit.host.ldconfig import HostFacts, LoaderDefaults
 from abifit.sim.cudaproblems import cuda_findings
 from fixtures.build import STUBS, compile_c
 

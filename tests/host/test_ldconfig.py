@@ -29,27 +29,29 @@ from hypothesis import strategies as st
 
 from abifit.errors import FormatError
 from abifit.formats.elf import ByteOrder, ElfClass, parse_elf
-from abifit.formats.sources import FileSource
-from abifit.host import ldconfig
-from abifit.host.ldconfig import (
+from abifit.formats.ldcache import (
     CacheArch,
     CacheFormat,
     CacheLibType,
-    ConfDirectory,
-    ConfLine,
-    ConfLineKind,
-    DefaultsSource,
     LdCache,
     LdCacheEntry,
-    LoaderDefaults,
-    apply_search_probe,
     cache_flags_accepted,
     cache_id_for,
     cache_name_key,
     describe_flags,
+    parse_ld_so_cache,
+)
+from abifit.formats.sources import FileSource
+from abifit.host import ldconfig
+from abifit.host.ldconfig import (
+    ConfDirectory,
+    ConfLine,
+    ConfLineKind,
+    DefaultsSource,
+    LoaderDefaults,
+    apply_search_probe,
     fallback_defaults,
     loader_defaults,
-    parse_ld_so_cache,
     parse_ld_so_conf,
     parse_ld_so_help,
     probe_host,

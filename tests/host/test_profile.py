@@ -208,7 +208,7 @@ def test_a_presets_libraries_come_with_what_they_need() -> None:
     """The policy's other libraries bring, on a real host, what they need: libGL.so.1 its
     libGLdispatch.so.0 and libGLX.so.0 (and what those need), glib its libpcre2-8.so.0; what
     nothing allowed needs stays out, and glibc's own needs add nothing."""
-    from abifit.host.ldconfig import LdCacheEntry
+    from abifit.formats.ldcache import LdCacheEntry
 
     preset = load_presets()["manylinux2014"]
     needs = {"/l/libGL.so.1": ("libGLdispatch.so.0", "libGLX.so.0", "libc.so.6"),

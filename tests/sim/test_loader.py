@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from abifit.host.ldconfig import cache_id_for
+from abifit.formats.ldcache import cache_id_for
 from abifit.host.localfs import LocalObjects
 from abifit.sim.loader import (
     ASSUMED_DIR,

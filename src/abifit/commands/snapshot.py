@@ -28,6 +28,7 @@ from packaging.version import InvalidVersion, Version
 from abifit.commands.check import CheckReport
 from abifit.commands.doctor import DoctorReport, doctor
 from abifit.errors import AbifitError
+from abifit.formats.ldcache import LD_SO_CACHE
 from abifit.formats.pylock import (
     CudaRecord,
     GpuRecord,
@@ -45,7 +46,6 @@ from abifit.formats.pylock import (
 from abifit.host import observe
 from abifit.host.environment import Distribution, InterpreterFacts
 from abifit.host.ldconfig import (
-    LD_SO_CACHE,
     LD_SO_CONF,
     ConfDirectory,
     HostFacts,

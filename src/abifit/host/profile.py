@@ -42,20 +42,15 @@ from pathlib import Path
 from abifit.errors import FormatError
 from abifit.formats.datacodec import OtherVersion, decode, frame, read_frame
 from abifit.formats.elf import ElfImage
+from abifit.formats.ldcache import LdCacheEntry
 from abifit.formats.objects import ObjectSource
-from abifit.host.ldconfig import (
-    CpuFeatures,
-    GlibcVersion,
-    HostFacts,
-    LdCacheEntry,
-    glibc_version_of,
-)
+from abifit.host.ldconfig import CpuFeatures, GlibcVersion, HostFacts, glibc_version_of
 from abifit.host.localfs import LocalObjects, read_named_file
 
 DATA = Path(__file__).parent.parent / "data"
 
 PROFILE_MAGIC = b"abifit-h"
-VERSION = 2  # 1: a pickle
+VERSION = 3  # 1: a pickle; 2: the loader cache as `abifit.host.ldconfig` values
 MAX_PROFILE_BYTES = 256 << 20  # uncompressed
 
 
@@ -168,8 +163,8 @@ def loads(data: bytes, name: str) -> HostSnapshot:
     inflated, built = budget(len(data))
     raw = _gunzip(data, name, inflated)
     if raw[:1] == b"\x80":
-        raise FormatError(name, "a pickle, as abifit saved host profiles before format "
-                          f"{VERSION}; this abifit does not read pickles (reading one can run "
+        raise FormatError(name, "a pickle, as abifit saved host profiles before format 2; "
+                          "this abifit does not read pickles (reading one can run "
                           "code): save the profile again with `abifit doctor --save-host FILE`")
     try:
         snapshot = decode(read_frame(raw, PROFILE_MAGIC, VERSION, name), name, built)

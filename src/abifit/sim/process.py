@@ -31,13 +31,14 @@ from packaging.utils import canonicalize_name
 from abifit.errors import FormatError
 from abifit.formats.demangle import Names
 from abifit.formats.elf import ElfImage
+from abifit.formats.ldcache import cache_id_for
 from abifit.formats.numpyapi import NumpyUse
 from abifit.formats.objects import ObjectSource
 from abifit.host.environment import (
     Distribution,
     InterpreterFacts,
 )
-from abifit.host.ldconfig import HostFacts, cache_id_for
+from abifit.host.ldconfig import HostFacts
 from abifit.sim.diagnose import FAILS, INDEX_FIX, OPTIONAL, Context, diagnose
 from abifit.sim.findings import Effect, Finding, FindingKind, Severity
 from abifit.sim.loader import (
