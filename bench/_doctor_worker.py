@@ -37,7 +37,7 @@ START = time.perf_counter()
 
 
 import abifit.cli  # noqa: E402 - after START, to time the import
-import abifit.commands.doctor  # noqa: E402
+import abifit.engines.doctor  # noqa: E402
 import abifit.host.environment  # noqa: E402
 import abifit.host.ldconfig  # noqa: E402
 import abifit.host.localfs  # noqa: E402
@@ -54,22 +54,22 @@ R = TypeVar("R")
 
 # (label, owner of the attribute, attribute): what each phase is, where it is looked up.
 PHASES: tuple[tuple[str, object, str], ...] = (
-    ("facts_subprocess", abifit.commands.doctor, "query_interpreter"),
-    ("read_records", abifit.commands.doctor, "list_distributions"),
-    ("scan_native_files", abifit.commands.doctor, "scan_native_files"),
-    ("probe_host", abifit.commands.doctor, "probe_host"),
+    ("facts_subprocess", abifit.engines.doctor, "query_interpreter"),
+    ("read_records", abifit.engines.doctor, "list_distributions"),
+    ("scan_native_files", abifit.engines.doctor, "scan_native_files"),
+    ("probe_host", abifit.engines.doctor, "probe_host"),
     ("probe_host.ld_so_help", abifit.host.ldconfig, "_ld_so_help"),
     ("probe_host.ld_debug_probe", abifit.host.ldconfig, "_search_trace"),
     ("probe_host.ld_so_cache", abifit.host.ldconfig, "read_ld_so_cache"),
-    ("load_data_tables", abifit.commands.doctor, "load_preload_rules"),
-    ("load_data_tables", abifit.commands.doctor, "load_soname_packages"),
-    ("library_dirs", abifit.commands.doctor, "library_dirs"),
-    ("python_code.read", abifit.commands.doctor.InstalledCode, "start"),
-    ("import_plans", abifit.commands.doctor.InstalledCode, "plans"),
-    ("simulate_and_diagnose", abifit.commands.doctor, "simulate_modules"),
+    ("load_data_tables", abifit.engines.doctor, "load_preload_rules"),
+    ("load_data_tables", abifit.engines.doctor, "load_soname_packages"),
+    ("library_dirs", abifit.engines.doctor, "library_dirs"),
+    ("python_code.read", abifit.engines.doctor.InstalledCode, "start"),
+    ("import_plans", abifit.engines.doctor.InstalledCode, "plans"),
+    ("simulate_and_diagnose", abifit.engines.doctor, "simulate_modules"),
     ("simulate.bind_symbols", abifit.sim.loader._Session, "bind_symbols"),
     ("simulate.requirements", abifit.sim.process, "_requirements"),
-    ("gpu_check", abifit.commands.doctor, "_gpu_check"),
+    ("gpu_check", abifit.engines.doctor, "_gpu_check"),
     ("elf.parse", abifit.host.localfs, "parse_elf"),
     ("elf.cache_get", abifit.host.localfs.ElfCache, "get"),
     ("elf.cache_put", abifit.host.localfs.ElfCache, "put"),

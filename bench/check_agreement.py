@@ -33,7 +33,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from abifit.commands.check import SITE
+from abifit.engines.check import SITE
 from abifit.host.realload import real_load
 
 HOME = Path.home() / ".cache" / "abifit-tests"

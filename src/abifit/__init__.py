@@ -18,7 +18,7 @@ the command prints (frozen dataclasses; the text and JSON output are made from t
     report = abifit.variants("torchcodec==0.8.1")
     report = abifit.cuda()
 
-Each builds the one options value its command's module defines (`abifit.commands.check.
+Each builds the one options value its command's module defines (`abifit.engines.check.
 CheckOptions`, ...), which the command line builds from its arguments, and runs the command's
 `run_<command>` with it: the two faces cannot drift apart. The keyword arguments are the
 options' fields; those of the index (`python_version`, `platforms`, `index_url`, `cache_dir`,
@@ -46,11 +46,9 @@ from abifit.version import __version__
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from abifit.commands.check import CheckReport
     from abifit.commands.contexts import HostOptions, IndexOptions, Session
     from abifit.commands.cuda import CudaReport
     from abifit.commands.diff import DiffReport
-    from abifit.commands.doctor import DoctorReport
     from abifit.commands.explain import ExplainReport
     from abifit.commands.history import HistoryReport
     from abifit.commands.inspect import InspectReport
@@ -58,6 +56,8 @@ if TYPE_CHECKING:
     from abifit.commands.resolve import ResolveReport
     from abifit.commands.snapshot import SnapshotReport
     from abifit.commands.variants import VariantsReport
+    from abifit.engines.check import CheckReport
+    from abifit.engines.doctor import DoctorReport
     from abifit.formats.demangle import demangle
     from abifit.sim.findings import Effect, Verdict
 
@@ -95,10 +95,10 @@ __all__ = [
 
 # names of __all__ imported on first use, so that `import abifit` imports only abifit.errors
 _LAZY = {
-    "CheckReport": "abifit.commands.check",
+    "CheckReport": "abifit.engines.check",
     "CudaReport": "abifit.commands.cuda",
     "DiffReport": "abifit.commands.diff",
-    "DoctorReport": "abifit.commands.doctor",
+    "DoctorReport": "abifit.engines.doctor",
     "ExplainReport": "abifit.commands.explain",
     "HistoryReport": "abifit.commands.history",
     "InspectReport": "abifit.commands.inspect",
@@ -245,7 +245,7 @@ def doctor(
     library is looked up on the index unless `no_index`.
     """
     from abifit.commands.doctor import run_doctor
-    from abifit.commands.kept import DoctorOptions
+    from abifit.engines.kept import DoctorOptions
 
     return _run(run_doctor, DoctorOptions(
         python, _names(packages), verify, None if save_host is None else str(save_host), gpu,

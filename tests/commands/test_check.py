@@ -93,7 +93,7 @@ def test_a_check_is_not_simulated_twice(loopback_index: LoopbackIndex, tmp_path:
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The same wheels (by sha256) on the same host give the stored answer without a second
     simulation; --refresh simulates again."""
-    import abifit.commands.check
+    import abifit.engines.check
 
     args = ("check", "extpkg==1.0", "--with", "hostpkg==2.0", "--index-url", loopback_index.url,
             "--json")
@@ -103,7 +103,7 @@ def test_a_check_is_not_simulated_twice(loopback_index: LoopbackIndex, tmp_path:
     def simulate_again(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("simulated a second time")
 
-    monkeypatch.setattr(abifit.commands.check, "simulate", simulate_again)
+    monkeypatch.setattr(abifit.engines.check, "simulate", simulate_again)
     code, second, _err = run_cli(capsys, monkeypatch, tmp_path, *args)
     assert code == 1
     strip = lambda doc: {k: v for k, v in json.loads(doc).items() if k != "transfer"}  # noqa: E731

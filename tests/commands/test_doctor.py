@@ -75,7 +75,7 @@ def test_the_same_report_with_forked_workers_and_without(torch_venv: Path) -> No
 _WHOLE_PARSES = '''
 import os, sys
 from abifit import cli
-from abifit.commands import doctor
+from abifit.engines import doctor
 from abifit.host import localfs
 from abifit.remote import cores
 
@@ -125,8 +125,8 @@ def test_torch_read_on_every_core_gives_the_report_made_alone(torch_venv: Path) 
     """With workers, torch's Python code (over `SURVEY_IN_PARTS` modules) is read in parts on
     every core and the Requires-Dist parsed on one; the report is the one a process with no
     workers makes, byte for byte."""
-    from abifit.commands.doctor import SURVEY_IN_PARTS
-    from abifit.commands.plans import python_modules
+    from abifit.engines.doctor import SURVEY_IN_PARTS
+    from abifit.engines.plans import python_modules
     from abifit.host.environment import list_distributions, query_interpreter
 
     python = str(torch_venv / "bin" / "python")

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from abifit.commands import plans
-from abifit.commands.doctor import InstalledCode, system_libraries
-from abifit.commands.plans import code_digest, parse, survey
+from abifit.engines import plans
+from abifit.engines.doctor import InstalledCode, system_libraries
+from abifit.engines.plans import code_digest, parse, survey
 from abifit.formats.elf import ElfImage, parse_elf
 from abifit.formats.pysource import ModuleCode
 from abifit.formats.sources import FileSource

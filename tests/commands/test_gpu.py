@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-import abifit.commands.doctor as doctor_command
+import abifit.engines.doctor as doctor_command
 from abifit.cli import main
 from abifit.errors import FormatError
 from abifit.formats import fatbin

@@ -134,7 +134,7 @@ def test_a_second_grid_fetches_and_simulates_nothing(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Each cell is a check whose result the cache keeps: the same grid again asks the server
     for no wheel byte and simulates no cell, and says the same."""
-    import abifit.commands.check
+    import abifit.engines.check
 
     server = loopback_index.server
     code, first, _err = run_matrix(capsys, monkeypatch, loopback_index, tmp_path, *MATRIX_GRID,
@@ -146,7 +146,7 @@ def test_a_second_grid_fetches_and_simulates_nothing(
     def simulate_again(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("a cell was simulated a second time")
 
-    monkeypatch.setattr(abifit.commands.check, "simulate", simulate_again)
+    monkeypatch.setattr(abifit.engines.check, "simulate", simulate_again)
     server.reset_counters()
     code, second, _err = run_matrix(capsys, monkeypatch, loopback_index, tmp_path, *MATRIX_GRID,
                                     "--json")
@@ -192,7 +192,7 @@ def test_resolve_backtracks_over_a_host_that_ships_only_libraries(
 def test_the_pages_count_of_older_tags_is_the_texts() -> None:
     """The page's "(and N older tags it accepts)" counts as the target's text does (`cp311 on
     manylinux_2_36_x86_64 (and 34 older)`): the generic linux_ tag is not one of them."""
-    from abifit.commands.pairs import setting_of
+    from abifit.engines.pairs import setting_of
     from abifit.host.profile import host_profile
     from abifit.remote.packageindex import Target
 

@@ -375,7 +375,7 @@ def test_the_first_release_built_against_numpy2_is_named(
     """npgen 1.0 and 1.1 hold a module built with NumPy 1.26's headers, 1.2 and 2.0 the same
     module built with 2.2's: beside NumPy 2, the fix names npgen>=1.2, found by reading the
     module in the later wheels on a loopback index."""
-    from abifit.commands.numpyfix import first_numpy2_release
+    from abifit.engines.numpyfix import first_numpy2_release
     from abifit.remote.diskcache import Cache
     from abifit.remote.http import HttpClient
     from abifit.remote.packageindex import IndexConfig, PackageIndex, Target

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from abifit.cli import main
-from abifit.commands.check import ApiCheck, _api_key, target_interpreter
+from abifit.engines.check import ApiCheck, _api_key, target_interpreter
 from abifit.formats.elf import SHN_UNDEF, Binding, ElfImage, SymbolType, parse_elf
 from abifit.formats.sources import FileSource
 from abifit.host.environment import interpreter_candidates

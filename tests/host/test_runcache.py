@@ -27,7 +27,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from abifit.commands.doctor import DoctorReport, doctor
+from abifit.engines.doctor import DoctorReport, doctor
 from abifit.host import observe
 from fixtures.build import compile_c
 
@@ -353,7 +353,7 @@ out = io.StringIO()
 sys.stdout = out
 code = main(sys.argv[1:])
 sys.stdout = sys.__stdout__
-print(json.dumps([code, out.getvalue(), "abifit.commands.doctor" in sys.modules]))
+print(json.dumps([code, out.getvalue(), "abifit.engines.doctor" in sys.modules]))
 """
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import abifit
-from abifit.commands.check import CheckReport
-from abifit.commands.doctor import DoctorReport
 from abifit.commands.inspect import InspectReport
+from abifit.engines.check import CheckReport
+from abifit.engines.doctor import DoctorReport
 from fixtures.build import compile_c
 from helpers import make_wheel
 
@@ -51,8 +51,9 @@ def test_the_command_line_loads_no_network_module_before_it_needs_one() -> None:
     urllib3 (the first request imports it, with http.client and ssl), the CUDA probes (`cuda`
     and --gpu auto need them) nor the doctor's modules (a check loads its library search only
     to simulate): a check or an inspect that the cache answers never pays for them."""
-    unwanted = ("urllib3", "http.client", "ssl", "urllib.request", "abifit.commands.doctor",
-                "abifit.commands.gpus", "abifit.commands.plans", "abifit.host.cudastack")
+    unwanted = ("urllib3", "http.client", "ssl", "urllib.request", "abifit.engines.doctor",
+                "abifit.commands.doctor", "abifit.engines.gpus", "abifit.engines.plans",
+                "abifit.host.cudastack")
     code = ("import sys, abifit.cli, abifit.commands.check, abifit.report.check, "
             "abifit.report.inspect, abifit.remote.wheels, abifit.remote.http as h; "
             "h.HttpClient().close(); "

@@ -1,6 +1,6 @@
 """The package's layers: every module imports only from its own layer or the layers below it.
 
-    cli -> report -> commands -> sim -> host -> remote -> formats -> errors -> version
+    cli -> report -> commands -> engines -> sim -> host -> remote -> formats -> errors -> version
 
 (`abifit/__init__.py`, the public API, sits on top, and nothing below imports it; the version
 is `abifit.version`, under every layer.) A module that imports from a layer above it fails
@@ -17,7 +17,8 @@ import pytest
 from helpers import SRC
 
 PACKAGE = SRC / "abifit"
-LAYERS = ("version", "errors", "formats", "remote", "host", "sim", "commands", "report", "cli")
+LAYERS = ("version", "errors", "formats", "remote", "host", "sim", "engines", "commands", "report",
+          "cli")
 RANK = {name: rank for rank, name in enumerate(LAYERS)}
 TOP = len(LAYERS)  # abifit/__init__.py and __main__.py
 
@@ -89,11 +90,11 @@ def test_the_check_catches_an_upward_import() -> None:
     source = ("from abifit.errors import FormatError\n"
               "from abifit.version import __version__\n"
               "if TYPE_CHECKING:\n    from abifit.sim.loader import Process\n"
-              "def f():\n    import abifit.commands.check\n"
+              "def f():\n    import abifit.engines.check\n"
               "from abifit import __version__, check\n")
     assert sorted(upward_imports("abifit.formats.elf", source)) == [
         "abifit.formats.elf:4 imports abifit.sim.loader",
-        "abifit.formats.elf:6 imports abifit.commands.check",
+        "abifit.formats.elf:6 imports abifit.engines.check",
         "abifit.formats.elf:7 imports abifit",
         "abifit.formats.elf:7 imports abifit",
     ]

@@ -18,8 +18,8 @@ from urllib.parse import quote
 
 import pytest
 
-import abifit.commands.check
 import abifit.commands.inspect as inspect_module
+import abifit.engines.check
 import abifit.remote.wheels
 from abifit.cli import main
 from abifit.errors import WheelRefused
@@ -376,7 +376,7 @@ def test_a_wheel_named_by_its_path_is_read_once_then_answered_from_the_cache(
 
     with monkeypatch.context() as patched:
         patched.setattr(abifit.remote.wheels, "open_wheel", no_opening)
-        patched.setattr(abifit.commands.check, "LocalWheel", no_opening)
+        patched.setattr(abifit.engines.check, "LocalWheel", no_opening)
         code, second, err = run(capsys, monkeypatch, tmp_path / "cache", *args, no_index=True)
     assert code == 0, err
     assert json.loads(second)["modules"] == json.loads(first)["modules"]

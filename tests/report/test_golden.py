@@ -23,10 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from abifit.commands.check import CheckReport, Role, Wheel, target_markers
 from abifit.commands.cuda import CudaReport, SonameUse
 from abifit.commands.diff import Change, ChangeKind, DiffReport
-from abifit.commands.doctor import DoctorReport, ImportCheck, Verification
 from abifit.commands.explain import ExplainReport, Explanation, Verdict, history_pointer
 from abifit.commands.history import Change as HistoryChange
 from abifit.commands.history import Form, HistoryReport
@@ -50,6 +48,8 @@ from abifit.commands.resolve import (
 )
 from abifit.commands.snapshot import SnapshotReport
 from abifit.commands.variants import Group, MemberDiff, VariantsReport
+from abifit.engines.check import CheckReport, Role, Wheel, target_markers
+from abifit.engines.doctor import DoctorReport, ImportCheck, Verification
 from abifit.formats.errortext import CudaMajorMismatch, UndefinedSymbol, UnsupportedArch
 from abifit.formats.fatbin import (
     Arch,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from abifit.commands.plans import parse
+from abifit.engines.plans import parse
 from abifit.formats.pysource import LoadKind
 from abifit.sim.imports import (
     DistributionPlan,

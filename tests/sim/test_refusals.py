@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from abifit.cli import main
-from abifit.commands.doctor import search_config
+from abifit.engines.doctor import search_config
 from abifit.formats.elf import LOADER_PAGE
 from abifit.formats.errortext import LOADER_REFUSALS
 from abifit.host.ldconfig import probe_host

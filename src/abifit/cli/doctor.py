@@ -13,8 +13,8 @@ from abifit.commands.contexts import cache_root, gpu_targets
 from abifit.host.environment import InterpreterQuery, default_interpreter
 
 if TYPE_CHECKING:
-    from abifit.commands.doctor import DoctorReport
-    from abifit.commands.kept import DoctorPrinted
+    from abifit.engines.doctor import DoctorReport
+    from abifit.engines.kept import DoctorPrinted
 
 
 def configure(sub: Subparsers) -> None:
@@ -55,7 +55,7 @@ def configure(sub: Subparsers) -> None:
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # the interpreter is asked for its facts while the command's modules are imported
     query = InterpreterQuery(args.python or default_interpreter(os.environ))
-    from abifit.commands.kept import DoctorOptions, ask, kept_printed
+    from abifit.engines.kept import DoctorOptions, ask, kept_printed
 
     options = DoctorOptions(args.python, tuple(args.packages), args.verify, args.save_host,
                             args.gpu, args.assume_driver, args.cache_dir, args.no_cache,

@@ -63,8 +63,8 @@ def configure(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.commands.check import target_markers
     from abifit.commands.resolve import ResolveOptions, run_resolve
+    from abifit.engines.check import target_markers
     from abifit.report.json import dumps
     from abifit.report.resolve import (
         constraints_txt,

@@ -318,7 +318,7 @@ def gpu_targets(option: str | None, environ: Mapping[str, str]) -> tuple[GpuTarg
     """The GPUs `--gpu` names: one it spells out, or this machine's with 'auto'."""
     if option is None:
         return ()
-    from abifit.commands.gpus import detect_targets
+    from abifit.engines.gpus import detect_targets
     from abifit.sim.gpu import parse_gpu_option
 
     if option == "auto":
@@ -336,7 +336,7 @@ def pin_files(paths: Sequence[str], remote: RemoteContext, warn: Callable[[str],
               done: str) -> list[Pins]:
     """The pins of each `-r` file that the target gets (markers evaluated for it), each entry
     that cannot be `done` (checked, resolved) said to `warn`."""
-    from abifit.commands.check import target_markers
+    from abifit.engines.check import target_markers
     from abifit.formats.pins import read_pins
 
     out = []

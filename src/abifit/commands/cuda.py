@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from abifit.commands.doctor import GpuReads, check_gpu_codes
+from abifit.engines.doctor import GpuReads, check_gpu_codes
 from abifit.formats.elf import ElfImage
 from abifit.host.cudastack import CudaStack, cuda_major_of_soname, probe_cuda_stack
 from abifit.host.environment import list_distributions, query_interpreter

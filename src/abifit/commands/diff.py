@@ -300,7 +300,7 @@ def _markers_of(side: Side) -> dict[str, str] | None:
     """The environment markers of a side that records its Python (a snapshot or an
     environment): those of a check for that Python on this machine, with its full version;
     None for a lock."""
-    from abifit.commands.check import target_markers
+    from abifit.engines.check import target_markers
     from abifit.remote.packageindex import Target
 
     full = side.snapshot.python_version

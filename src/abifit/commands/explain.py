@@ -59,8 +59,8 @@ from abifit.sim.process import ModuleStatus, Progress, load_soname_packages
 
 if TYPE_CHECKING:
     from abifit.commands.cuda import CudaReport
-    from abifit.commands.doctor import DoctorReport
     from abifit.commands.history import Fit, HistoryReport
+    from abifit.engines.doctor import DoctorReport
 
 # The package whose C++ namespace a symbol's owner is: a symbol of these namespaces that an
 # object needs and nothing defines comes from another release of that package.
@@ -229,7 +229,7 @@ class TargetEnvironment:
                gpus: tuple[GpuTarget, ...] | None = ()) -> DoctorReport | None:
         """`abifit doctor PACKAGES` of the environment (every module when empty); None when
         those distributions have no native modules."""
-        from abifit.commands.doctor import doctor
+        from abifit.engines.doctor import doctor
 
         key = (packages, gpus)
         if key not in self._doctors:

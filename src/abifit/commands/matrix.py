@@ -29,7 +29,7 @@ from abifit.commands.contexts import (
     host_of,
     linux_only,
 )
-from abifit.commands.pairs import (
+from abifit.engines.pairs import (
     SYMBOL_KINDS,
     Cell,
     MissingSymbol,
@@ -215,7 +215,7 @@ class _Counter:
 def _prefetch(extension: str | IndexFile, ctx: RemoteContext, progress: Progress) -> None:
     """Read the extension's views that the cache lacks, once, before the parallel checks share
     them (a wheel that cannot be opened is left to its cells, which say why)."""
-    from abifit.commands.check import Gatherer, Role
+    from abifit.engines.check import Gatherer, Role
     from abifit.errors import AbifitError
 
     try:

@@ -42,7 +42,6 @@ from resolvelib import BaseReporter, ResolutionImpossible, ResolutionTooDeep, Re
 from resolvelib.providers import AbstractProvider
 from resolvelib.structs import RequirementInformation
 
-from abifit.commands.check import check, requires_dist, target_markers
 from abifit.commands.contexts import (
     HostOptions,
     IndexOptions,
@@ -53,7 +52,8 @@ from abifit.commands.contexts import (
     linux_only,
     pin_files,
 )
-from abifit.commands.pairwise import PairJudge, PairVerdict, describe, is_native
+from abifit.engines.check import check, requires_dist, target_markers
+from abifit.engines.pairwise import PairJudge, PairVerdict, describe, is_native
 from abifit.errors import AbifitError, UsageError
 from abifit.formats.pins import holds
 from abifit.remote.cores import usable_cores
@@ -565,7 +565,7 @@ class Provider(AbstractProvider[Req, Pinned, str]):
         assert self.gpu is not None
         if not self.judge.shape(candidate.file).modules:
             return None
-        from abifit.commands.check import Gatherer, Role, target_gpu_codes
+        from abifit.engines.check import Gatherer, Role, target_gpu_codes
         from abifit.sim.gpu import check_gpu_code
 
         self.progress(f"GPU code of {candidate.file.filename}")
@@ -864,7 +864,7 @@ def check_set(chosen: Sequence[Candidate], provider: Provider, ctx: RemoteContex
     the NumPy the set's modules need where they break NumPy's contract ("numpy<2")."""
     from dataclasses import replace
 
-    from abifit.commands.pairwise import problems_of
+    from abifit.engines.pairwise import problems_of
 
     native = [c for c in chosen if is_native(c.file)]
     if not native:
@@ -904,7 +904,7 @@ def check_set(chosen: Sequence[Candidate], provider: Provider, ctx: RemoteContex
 
 
 def _problem_line(problem: object) -> str:
-    from abifit.commands.pairwise import Problem
+    from abifit.engines.pairwise import Problem
 
     assert isinstance(problem, Problem)
     return problem.subject + (f" ({problem.change})" if problem.change else "")

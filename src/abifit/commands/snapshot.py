@@ -25,8 +25,8 @@ from urllib.parse import unquote, urlparse
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from abifit.commands.check import CheckReport
-from abifit.commands.doctor import DoctorReport, doctor
+from abifit.engines.check import CheckReport
+from abifit.engines.doctor import DoctorReport, doctor
 from abifit.errors import AbifitError
 from abifit.formats.ldcache import LD_SO_CACHE
 from abifit.formats.pylock import (

@@ -4,7 +4,7 @@ the notes, the verdict and the transfer."""
 
 from __future__ import annotations
 
-from abifit.commands.check import CheckReport, forbidden_pairings
+from abifit.engines.check import CheckReport, forbidden_pairings
 from abifit.report.doctor import (
     degraded_names,
     effects_text,

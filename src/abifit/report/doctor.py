@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from abifit.commands.kept import DoctorPrinted
+from abifit.engines.kept import DoctorPrinted
 from abifit.report.findings import finding_json, problem_blocks
 from abifit.report.gpu import gpu_check_json
 from abifit.report.json import SCHEMA_VERSIONS, JsonObject, dumps
@@ -15,7 +15,7 @@ from abifit.sim.findings import Effect
 from abifit.sim.process import ImportVerdict, ModuleStatus, count_effect
 
 if TYPE_CHECKING:  # `abifit check` renders modules and imports with these functions too
-    from abifit.commands.doctor import DoctorReport
+    from abifit.engines.doctor import DoctorReport
 
 
 def doctor_json(report: DoctorReport) -> JsonObject:

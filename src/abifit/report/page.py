@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
 
-from abifit.commands.pairs import Cell, MissingSymbol, OtherForm, Setting
+from abifit.engines.pairs import Cell, MissingSymbol, OtherForm, Setting
 
 
 @dataclass(frozen=True, slots=True)

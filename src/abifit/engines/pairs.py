@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from abifit.commands.check import SITE, check
+from abifit.engines.check import SITE, check
 from abifit.errors import AbifitError
 from abifit.formats.demangle import demangle
 from abifit.host.profile import HostProfile
@@ -26,7 +26,7 @@ from abifit.sim.findings import Finding, FindingKind
 from abifit.sim.verdict import costs
 
 if TYPE_CHECKING:
-    from abifit.commands.check import CheckReport
+    from abifit.engines.check import CheckReport
     from abifit.remote.packageindex import IndexFile, Target
     from abifit.remote.wheels import RemoteContext
     from abifit.sim.gpu import GpuTarget

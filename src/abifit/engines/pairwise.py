@@ -26,7 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from abifit.commands.check import check, target_interpreter
+from abifit.engines.check import check, target_interpreter
 from abifit.errors import AbifitError
 from abifit.formats.elf import ElfImage
 from abifit.sim.findings import Finding, FindingKind

@@ -75,7 +75,7 @@ def ask(python: str | InterpreterQuery, environ: Mapping[str, str],
     host = probe_host(environ) if host is None else host
     reason = None
     if gpus is None:  # the probes are imported here: a report that shows a kept run needs none
-        from abifit.commands.gpus import detect_targets
+        from abifit.engines.gpus import detect_targets
 
         gpus, reason = detect_targets(environ)
     return DoctorAsked(facts, host, gpus, reason)
