@@ -47,17 +47,17 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from abifit.commands.contexts import HostOptions, IndexOptions, Session
-    from abifit.commands.cuda import CudaReport
-    from abifit.commands.diff import DiffReport
-    from abifit.commands.explain import ExplainReport
-    from abifit.commands.history import HistoryReport
-    from abifit.commands.inspect import InspectReport
-    from abifit.commands.matrix import MatrixReport
-    from abifit.commands.resolve import ResolveReport
-    from abifit.commands.snapshot import SnapshotReport
-    from abifit.commands.variants import VariantsReport
     from abifit.engines.check import CheckReport
+    from abifit.engines.cuda import CudaReport
+    from abifit.engines.diff import DiffReport
     from abifit.engines.doctor import DoctorReport
+    from abifit.engines.explain import ExplainReport
+    from abifit.engines.history import HistoryReport
+    from abifit.engines.inspect import InspectReport
+    from abifit.engines.matrix import MatrixReport
+    from abifit.engines.resolve import ResolveReport
+    from abifit.engines.snapshot import SnapshotReport
+    from abifit.engines.variants import VariantsReport
     from abifit.formats.demangle import demangle
     from abifit.sim.findings import Effect, Verdict
 
@@ -96,16 +96,16 @@ __all__ = [
 # names of __all__ imported on first use, so that `import abifit` imports only abifit.errors
 _LAZY = {
     "CheckReport": "abifit.engines.check",
-    "CudaReport": "abifit.commands.cuda",
-    "DiffReport": "abifit.commands.diff",
+    "CudaReport": "abifit.engines.cuda",
+    "DiffReport": "abifit.engines.diff",
     "DoctorReport": "abifit.engines.doctor",
-    "ExplainReport": "abifit.commands.explain",
-    "HistoryReport": "abifit.commands.history",
-    "InspectReport": "abifit.commands.inspect",
-    "MatrixReport": "abifit.commands.matrix",
-    "SnapshotReport": "abifit.commands.snapshot",
-    "ResolveReport": "abifit.commands.resolve",
-    "VariantsReport": "abifit.commands.variants",
+    "ExplainReport": "abifit.engines.explain",
+    "HistoryReport": "abifit.engines.history",
+    "InspectReport": "abifit.engines.inspect",
+    "MatrixReport": "abifit.engines.matrix",
+    "SnapshotReport": "abifit.engines.snapshot",
+    "ResolveReport": "abifit.engines.resolve",
+    "VariantsReport": "abifit.engines.variants",
     "demangle": "abifit.formats.demangle",
     "Effect": "abifit.sim.findings",
     "Verdict": "abifit.sim.findings",

@@ -133,8 +133,8 @@ def test_real_cxx_symbol_of_torch_points_at_history(venv: Venv,
 def test_symbol_history_seam_is_used(venv: Venv) -> None:
     """The history `explain` is given says which releases define the symbol, the newest of them
     to install, and where its signature changed; `standing_in` is the version asked about."""
-    from abifit.commands.explain import explain
-    from abifit.commands.history import Change, Form, HistoryReport
+    from abifit.engines.explain import explain
+    from abifit.engines.history import Change, Form, HistoryReport
     from abifit.formats.errortext import read_clues
 
     new = CXX_SYMBOL.replace("S2_ib", "S2_jb")
@@ -166,8 +166,8 @@ def test_symbol_history_seam_is_used(venv: Venv) -> None:
 def test_history_of_only_another_form_says_what_changed(venv: Venv) -> None:
     """When the releases searched define only another form of the function, the explanation
     names it, the parameter that differs, and that older releases may define the one needed."""
-    from abifit.commands.explain import explain
-    from abifit.commands.history import Form, HistoryReport
+    from abifit.engines.explain import explain
+    from abifit.engines.history import Form, HistoryReport
     from abifit.formats.errortext import read_clues
 
     new = CXX_SYMBOL.replace("S2_ib", "S2_jb")

@@ -420,7 +420,7 @@ def test_cuda_command_finds_the_nvcc_toolkit(gpu_venv: Path, capsys: pytest.Capt
 
 def test_runtime_sonames_by_cuda_major() -> None:
     """CUDA runtime sonames are grouped by major with who needs and ships them; others drop."""
-    from abifit.commands.cuda import runtime_sonames
+    from abifit.engines.cuda import runtime_sonames
 
     needed = {"libcudart.so.12": {"sgl_kernel.common_ops"}, "libc.so.6": {"x"},
               "libcublas.so.13": {"torch/lib/libtorch_cuda.so"}}

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from abifit.cli import main
-from abifit.commands.history import Form, changes_of, is_mangled, ranges
+from abifit.engines.history import Form, changes_of, is_mangled, ranges
 from fixtures.build import compile_c
 from helpers import FIXTURES, SCHEMAS, make_wheel, validate
 from httpserver import LoopbackIndex, Projects

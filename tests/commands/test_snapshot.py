@@ -16,8 +16,8 @@ import pytest
 from packaging.pylock import Pylock
 
 from abifit.cli import main
-from abifit.commands.diff import ChangeKind, Side, SideKind, compare
-from abifit.commands.snapshot import take_snapshot
+from abifit.engines.diff import ChangeKind, Side, SideKind, compare
+from abifit.engines.snapshot import take_snapshot
 from abifit.errors import FormatError
 from abifit.formats.pins import pylock_toml
 from abifit.formats.pylock import (
@@ -396,7 +396,7 @@ def test_a_wheel_renamed_after_its_wheel_file_was_written_is_found() -> None:
     library and architecture is the installed wheel; two such files are not told apart."""
     from types import SimpleNamespace
 
-    from abifit.commands.snapshot import _matches
+    from abifit.engines.snapshot import _matches
     from abifit.remote.packageindex import IndexFile
 
     dist = SimpleNamespace(version="0.3.21")
@@ -436,7 +436,7 @@ def test_check_snapshot_checks_the_wheels_the_snapshot_recorded() -> None:
     """`check --snapshot`'s pins are the recorded wheels: a wheel with its URL is that file
     (URL, sha256, size), one known by its path only is found on the index by its sha256, and
     a directory is not checked."""
-    from abifit.commands.snapshot import snapshot_pins
+    from abifit.engines.snapshot import snapshot_pins
 
     pins, skipped = snapshot_pins(FULL)
     by_name = {p.name: p for p in pins}

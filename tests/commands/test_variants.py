@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from abifit.cli import main
-from abifit.commands.variants import architecture, normalized
+from abifit.engines.variants import architecture, normalized
 from abifit.remote.packageindex import Target
 from elfbuilder import ElfSpec, Sym, build_elf
 from helpers import SCHEMAS, validate

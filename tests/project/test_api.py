@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import abifit
-from abifit.commands.inspect import InspectReport
 from abifit.engines.check import CheckReport
 from abifit.engines.doctor import DoctorReport
+from abifit.engines.inspect import InspectReport
 from fixtures.build import compile_c
 from helpers import make_wheel
 

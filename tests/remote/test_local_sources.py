@@ -18,8 +18,8 @@ from urllib.parse import quote
 
 import pytest
 
-import abifit.commands.inspect as inspect_module
 import abifit.engines.check
+import abifit.engines.inspect as inspect_module
 import abifit.remote.wheels
 from abifit.cli import main
 from abifit.errors import WheelRefused

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from abifit.cli import main
-from abifit.commands.index import open_store
+from abifit.engines.index import open_store
 from abifit.remote.store import SymbolStore
 from fixtures.build import compile_c
 from helpers import FIXTURES

@@ -23,21 +23,23 @@ from pathlib import Path
 
 import pytest
 
-from abifit.commands.cuda import CudaReport, SonameUse
-from abifit.commands.diff import Change, ChangeKind, DiffReport
-from abifit.commands.explain import ExplainReport, Explanation, Verdict, history_pointer
-from abifit.commands.history import Change as HistoryChange
-from abifit.commands.history import Form, HistoryReport
-from abifit.commands.index import IndexAddReport, IndexedWheel, IndexTransferReport
-from abifit.commands.inspect import (
+from abifit.engines.check import CheckReport, Role, Wheel, target_markers
+from abifit.engines.cuda import CudaReport, SonameUse
+from abifit.engines.diff import Change, ChangeKind, DiffReport
+from abifit.engines.doctor import DoctorReport, ImportCheck, Verification
+from abifit.engines.explain import ExplainReport, Explanation, Verdict, history_pointer
+from abifit.engines.history import Change as HistoryChange
+from abifit.engines.history import Form, HistoryReport
+from abifit.engines.index import IndexAddReport, IndexedWheel, IndexTransferReport
+from abifit.engines.inspect import (
     InspectReport,
     ObjectReport,
     RequiredVersions,
     SymbolRow,
     SymbolSelection,
 )
-from abifit.commands.matrix import Cell, MatrixReport
-from abifit.commands.resolve import (
+from abifit.engines.matrix import Cell, MatrixReport
+from abifit.engines.resolve import (
     Conflict,
     Pin,
     Rejection,
@@ -46,10 +48,8 @@ from abifit.commands.resolve import (
     SetCheck,
     Why,
 )
-from abifit.commands.snapshot import SnapshotReport
-from abifit.commands.variants import Group, MemberDiff, VariantsReport
-from abifit.engines.check import CheckReport, Role, Wheel, target_markers
-from abifit.engines.doctor import DoctorReport, ImportCheck, Verification
+from abifit.engines.snapshot import SnapshotReport
+from abifit.engines.variants import Group, MemberDiff, VariantsReport
 from abifit.formats.errortext import CudaMajorMismatch, UndefinedSymbol, UnsupportedArch
 from abifit.formats.fatbin import (
     Arch,

@@ -15,8 +15,8 @@ import jsonschema
 import pytest
 
 import abifit.report
-from abifit.commands.matrix import Cell, MatrixReport
-from abifit.commands.variants import Group, MemberDiff, VariantsReport
+from abifit.engines.matrix import Cell, MatrixReport
+from abifit.engines.variants import Group, MemberDiff, VariantsReport
 from abifit.remote.diskcache import BucketInfo, CacheInfo, RootState
 from abifit.report.cache import cache_json, cache_text
 from abifit.report.findings import problem_blocks

@@ -56,7 +56,7 @@ def configure(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.commands.index import index_add, index_export, index_import, open_store
+    from abifit.engines.index import index_add, index_export, index_import, open_store
     from abifit.report.index import IndexReport, index_json, index_text
     from abifit.report.json import dumps
 

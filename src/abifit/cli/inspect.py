@@ -14,7 +14,7 @@ from abifit.cli.shared import (
     transfer_of,
 )
 from abifit.cli.status import EXIT_ERROR, EXIT_OK, EXIT_PROBLEMS
-from abifit.commands.contexts import SymbolSelection
+from abifit.engines.inspect import SymbolSelection
 
 
 def configure(sub: Subparsers) -> None:

@@ -49,7 +49,7 @@ def run_check(options: CheckOptions, session: Session) -> CheckReport:
     snap: Snapshot | None = None
     recorded: list[Pin] = []
     if options.snapshot is not None:
-        from abifit.commands.snapshot import read_snapshot, snapshot_pins
+        from abifit.engines.snapshot import read_snapshot, snapshot_pins
 
         snap = read_snapshot(options.snapshot)
         recorded, skipped = snapshot_pins(snap)
@@ -71,6 +71,6 @@ def run_check(options: CheckOptions, session: Session) -> CheckReport:
                    gpu=gpus[0] if gpus else None)
     if snap is None:
         return report
-    from abifit.commands.snapshot import with_recorded_fixes
+    from abifit.engines.snapshot import with_recorded_fixes
 
     return with_recorded_fixes(report, snap)

@@ -15,7 +15,6 @@ import functools
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -106,23 +105,6 @@ class Session:
                 client = made().client
                 if client is not None:
                     client.close()
-
-
-class SymbolSelection(Enum):
-    """Which dynamic symbols a report lists (`--symbols`)."""
-
-    NONE = "none"
-    DEFINED = "defined"
-    UNDEFINED = "undefined"
-    ALL = "all"
-
-
-@dataclass(frozen=True, slots=True)
-class SymbolFilter:
-    """The symbols a report lists: a selection, and a glob their names match (`--match`)."""
-
-    selection: SymbolSelection
-    match: str | None
 
 
 def cache_root(cache_dir: str | Path | None, environ: Mapping[str, str]) -> Path:
@@ -252,17 +234,6 @@ def warn_on_stderr(message: str) -> None:
 def python_version_of(facts: Callable[[], InterpreterFacts]) -> Callable[[], str]:
     """The "X.Y" of an interpreter, asked when first needed."""
     return lambda: ".".join(facts().version.split(".")[:2])
-
-
-def symbol_filter(symbols: str | SymbolSelection | None, match: str | None) -> SymbolFilter:
-    """The symbols `inspect` lists: those `symbols` selects (a `match` alone implies all)."""
-    if isinstance(symbols, SymbolSelection):
-        return SymbolFilter(symbols, match)
-    try:
-        return SymbolFilter(SymbolSelection(symbols or ("all" if match else "none")), match)
-    except ValueError as e:
-        names = ", ".join(s.value for s in SymbolSelection)
-        raise UsageError(f"symbols {symbols!r}: expected one of {names}") from e
 
 
 def standing_in(requirements: Sequence[str]) -> dict[str, str]:

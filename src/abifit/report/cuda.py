@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from enum import Enum
 
-from abifit.commands.cuda import CudaReport
+from abifit.engines.cuda import CudaReport
 from abifit.host.cudastack import CudaStack, Toolkit
 from abifit.report.findings import finding_json, problem_blocks
 from abifit.report.gpu import gpu_check_json

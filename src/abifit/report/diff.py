@@ -3,7 +3,7 @@ then the verdict; `--json` prints the same report as one versioned document."""
 
 from __future__ import annotations
 
-from abifit.commands.diff import Change, ChangeKind, DiffReport
+from abifit.engines.diff import Change, ChangeKind, DiffReport
 from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 
 _LABEL = {

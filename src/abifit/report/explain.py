@@ -12,7 +12,7 @@ from abifit.report.findings import finding_json, finding_text
 from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 
 if TYPE_CHECKING:
-    from abifit.commands.explain import ExplainReport, Explanation
+    from abifit.engines.explain import ExplainReport, Explanation
 
 _VERDICTS = {
     "confirmed": "confirmed: abifit's simulation of this environment fails the same way",

@@ -4,7 +4,7 @@ report as one versioned document."""
 
 from __future__ import annotations
 
-from abifit.commands.history import Form, HistoryReport, ranges, span
+from abifit.engines.history import Form, HistoryReport, ranges, span
 from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from abifit.commands.index import IndexAddReport, IndexTransferReport
+from abifit.engines.index import IndexAddReport, IndexTransferReport
 from abifit.remote.store import StoreInfo
 from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 

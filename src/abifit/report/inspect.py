@@ -8,8 +8,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import asdict
 
-from abifit.commands.contexts import SymbolSelection
-from abifit.commands.inspect import InspectReport, ObjectReport, SymbolRow
+from abifit.engines.inspect import InspectReport, ObjectReport, SymbolRow, SymbolSelection
 from abifit.report.gpu import target_json
 from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from abifit.commands.matrix import Cell, MatrixReport
+from abifit.engines.matrix import Cell, MatrixReport
 from abifit.engines.pairs import MissingSymbol, labels
 from abifit.report import page
 from abifit.report.json import SCHEMA_VERSIONS, JsonObject

@@ -8,7 +8,7 @@ import shlex
 from collections.abc import Mapping
 from datetime import datetime, timezone
 
-from abifit.commands.resolve import Conflict, Pin, Rejection, ResolveReport, SetCheck, Why
+from abifit.engines.resolve import Conflict, Pin, Rejection, ResolveReport, SetCheck, Why
 from abifit.errors import UsageError
 from abifit.formats.pylock import LockedPackage, Snapshot, WheelFile, dumps, target_of
 from abifit.report import page

@@ -4,7 +4,7 @@ same report as one versioned document."""
 
 from __future__ import annotations
 
-from abifit.commands.snapshot import SnapshotReport
+from abifit.engines.snapshot import SnapshotReport
 from abifit.formats.pylock import LibraryDir, LockedPackage, ModuleRecord, Snapshot
 from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 

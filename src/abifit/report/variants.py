@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from abifit.commands.variants import MemberDiff, VariantsReport
+from abifit.engines.variants import MemberDiff, VariantsReport
 from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 
 _EXAMPLES = 5

@@ -108,7 +108,7 @@ def _wheels(requirements: Sequence[str], versions: str | None,
         return [resolve(text, ctx) for text in requirements]
     from packaging.requirements import InvalidRequirement, Requirement
 
-    from abifit.commands.matrix import host_wheels
+    from abifit.engines.matrix import host_wheels
 
     if len(requirements) != 1:
         raise UsageError(f"--versions: name one package, not {len(requirements)}")
