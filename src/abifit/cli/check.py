@@ -7,10 +7,9 @@ from typing import TextIO
 
 from abifit.cli.options import Subparsers, fail_on_option, host_options, index_options
 from abifit.cli.shared import (
-    clear_progress,
     host_options_of,
     index_options_of,
-    session_of,
+    run_command,
     transfer_line,
     transfer_of,
 )
@@ -53,11 +52,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     options = CheckOptions(tuple(args.targets), tuple(args.withs), tuple(args.requirement),
                            args.snapshot, args.gpu, host_options_of(args), index_options_of(args))
-    session = session_of(args, err)
-    try:
-        report = run_check(options, session)
-    finally:
-        clear_progress(err)
+    report, session = run_command(run_check, options, args, err)
     transfer = transfer_of(session.opened[0])
     if not args.quiet and not args.json:  # the JSON document holds them
         err.writelines(f"note: {n}\n" for n in report.notes)

@@ -6,7 +6,7 @@ import argparse
 from typing import TextIO
 
 from abifit.cli.options import Subparsers
-from abifit.cli.shared import clear_progress, session_of
+from abifit.cli.shared import run_command
 from abifit.cli.status import EXIT_OK, EXIT_PROBLEMS
 
 
@@ -37,9 +37,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from abifit.report.json import dumps
 
     options = CudaOptions(args.python, args.gpu, args.cache_dir, args.no_cache)
-    try:
-        report = run_cuda(options, session_of(args, err))
-    finally:
-        clear_progress(err)
+    report, _session = run_command(run_cuda, options, args, err)
     out.write(dumps(cuda_json(report)) + "\n" if args.json else cuda_text(report))
     return EXIT_PROBLEMS if report.findings else EXIT_OK

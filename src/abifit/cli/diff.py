@@ -6,7 +6,7 @@ import argparse
 from typing import TextIO
 
 from abifit.cli.options import Subparsers
-from abifit.cli.shared import clear_progress, session_of
+from abifit.cli.shared import run_command
 from abifit.cli.status import EXIT_OK, EXIT_PROBLEMS
 
 
@@ -40,10 +40,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from abifit.report.json import dumps
 
     options = DiffOptions(args.a, args.b, args.python, args.cache_dir, args.no_cache)
-    try:
-        report = run_diff(options, session_of(args, err))
-    finally:
-        clear_progress(err)
+    report, _session = run_command(run_diff, options, args, err)
     if not args.quiet and not args.json:
         err.writelines(f"note: {n}\n" for n in report.notes)
     out.write(dumps(diff_json(report)) + "\n" if args.json else diff_text(report))

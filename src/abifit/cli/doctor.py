@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from typing import TYPE_CHECKING, TextIO
 
 from abifit.cli.options import Subparsers, fail_on_option
-from abifit.cli.shared import clear_progress, session_of
+from abifit.cli.shared import run_command
 from abifit.cli.status import exit_status
-from abifit.commands.contexts import cache_root, gpu_targets
+from abifit.commands.contexts import cache_root, option_gpus
 from abifit.host.environment import InterpreterQuery, default_interpreter
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                             args.no_index)
     cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
     environ = dict(os.environ)
-    asked = ask(query, environ, gpu_targets(args.gpu, environ) if args.gpu else None)
+    asked = ask(query, environ, option_gpus(args.gpu, environ) if args.gpu else None)
     if not args.verify and not args.save_host:  # a warm run prints what the kept run printed
         kept = kept_printed(cache, asked, options.packages, offline=args.no_index,
                             assume_driver=args.assume_driver, environ=environ)
@@ -77,13 +78,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         made.append(doctor_printed(report))
         return made[-1]
 
-    try:
-        report = run_doctor(options, session_of(args, err), query=query, asked=asked,
-                            printed=printed)
-    finally:
-        clear_progress(err)
+    report, _session = run_command(
+        functools.partial(run_doctor, query=query, asked=asked, printed=printed), options,
+        args, err)
     return _print_doctor(made[-1] if made else printed(report), args, out)
-
 
 
 def _print_doctor(printed: DoctorPrinted, args: argparse.Namespace, out: TextIO) -> int:

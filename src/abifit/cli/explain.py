@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from abifit.cli.options import Subparsers, index_options, positive
-from abifit.cli.shared import clear_progress, index_options_of, session_of
+from abifit.cli.shared import index_options_of, run_command
 from abifit.cli.status import EXIT_OK, EXIT_PROBLEMS
 from abifit.errors import UsageError
 
@@ -62,9 +62,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                          "abifit explain \"$(cat error.log)\"")
     options = ExplainOptions(text, args.python, tuple(args.standing_in), args.releases,
                              index_options_of(args))
-    try:
-        report = run_explain(options, session_of(args, err))
-    finally:
-        clear_progress(err)
+    report, _session = run_command(run_explain, options, args, err)
     out.write(dumps(explain_json(report)) + "\n" if args.json else explain_text(report))
     return EXIT_PROBLEMS if report.problems else EXIT_OK

@@ -7,9 +7,8 @@ from typing import TextIO
 
 from abifit.cli.options import Subparsers, index_options, positive
 from abifit.cli.shared import (
-    clear_progress,
     index_options_of,
-    session_of,
+    run_command,
     transfer_line,
     transfer_of,
 )
@@ -48,11 +47,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     options = HistoryOptions(args.symbol, args.package, args.versions, args.jobs,
                              index_options_of(args))
-    session = session_of(args, err)
-    try:
-        report = run_history(options, session)
-    finally:
-        clear_progress(err)
+    report, session = run_command(run_history, options, args, err)
     transfer = transfer_of(session.opened[0])
     out.write(dumps(history_json(report, transfer)) + "\n" if args.json
               else history_text(report))

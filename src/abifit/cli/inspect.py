@@ -7,9 +7,8 @@ from typing import TextIO
 
 from abifit.cli.options import Subparsers, index_options
 from abifit.cli.shared import (
-    clear_progress,
     index_options_of,
-    session_of,
+    run_command,
     transfer_line,
     transfer_of,
 )
@@ -52,11 +51,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     options = InspectOptions(tuple(args.targets), args.symbols, args.match, args.gpu,
                              args.python, index_options_of(args))
-    session = session_of(args, err)
-    try:
-        report = run_inspect(options, session)
-    finally:
-        clear_progress(err)
+    report, session = run_command(run_inspect, options, args, err)
     transfer = transfer_of(session.opened[0])
     out.write(dumps(inspect_json(report, transfer)) + "\n" if args.json
               else inspect_text(report))

@@ -8,11 +8,10 @@ from typing import TextIO
 
 from abifit.cli.options import Subparsers, host_options, index_options, positive
 from abifit.cli.shared import (
-    clear_progress,
     command_line,
     host_options_of,
     index_options_of,
-    session_of,
+    run_command,
     transfer_line,
     transfer_of,
     writable,
@@ -57,11 +56,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     writable(args.html, "--html")
     options = MatrixOptions(args.extension, args.against, args.versions, args.gpu, args.jobs,
                             host_options_of(args), index_options_of(args))
-    session = session_of(args, err)
-    try:
-        report = run_matrix(options, session)
-    finally:
-        clear_progress(err)
+    report, session = run_command(run_matrix, options, args, err)
     transfer = transfer_of(session.opened[0])
     if args.html:
         Path(args.html).write_text(matrix_html(report, command_line(args)), "utf-8")

@@ -9,11 +9,10 @@ from typing import TextIO
 
 from abifit.cli.options import Subparsers, host_options, index_options, positive
 from abifit.cli.shared import (
-    clear_progress,
     command_line,
     host_options_of,
     index_options_of,
-    session_of,
+    run_command,
     transfer_line,
     transfer_of,
     writable,
@@ -81,11 +80,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     options = ResolveOptions(tuple(args.requirements), tuple(args.withs),
                              tuple(args.requirement_files), args.cuda, args.gpu, args.jobs,
                              host_options_of(args), index_options_of(args))
-    session = session_of(args, err)
-    try:
-        report = run_resolve(options, session)
-    finally:
-        clear_progress(err)
+    report, session = run_command(run_resolve, options, args, err)
     remote = session.opened[0]
     transfer = transfer_of(remote)
     if not args.quiet and not args.json:

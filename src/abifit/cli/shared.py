@@ -8,14 +8,17 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
-from abifit.commands.contexts import HostOptions, IndexOptions, Session
+from abifit.commands.contexts import HostOptions, IndexOptions, Session, made
 from abifit.errors import UsageError
 from abifit.report.terminal import Terminal
 
 if TYPE_CHECKING:
     from abifit.remote.wheels import RemoteContext
+
+_Options = TypeVar("_Options")
+_Report = TypeVar("_Report")
 
 
 def index_options_of(args: argparse.Namespace) -> IndexOptions:
@@ -51,6 +54,17 @@ def session_of(args: argparse.Namespace, err: TextIO) -> Session:
         err.write(f"warning: {message}\n")
 
     return Session(os.environ, progress_to(err), warn)
+
+
+def run_command(run: Callable[[_Options, Session], _Report], options: _Options,
+                args: argparse.Namespace, err: TextIO) -> tuple[_Report, Session]:
+    """`run` a command with its options in this process's session (`session_of`), its progress
+    line cleared when it ends; the report, and the session for what it opened."""
+    session = session_of(args, err)
+    try:
+        return run(options, session), session
+    finally:
+        clear_progress(err)
 
 
 def progress_to(stream: TextIO) -> Callable[[str], None]:
@@ -99,10 +113,10 @@ def transfer_line(err: TextIO, transfer: dict[str, int] | None, args: argparse.N
 
 
 def transfer_of(remote: Callable[[], RemoteContext]) -> dict[str, int] | None:
-    info = remote.cache_info()  # type: ignore[attr-defined]
-    if info.currsize == 0:
+    """What a command's index context fetched; None when it made none."""
+    ctx = made(remote)
+    if ctx is None:
         return None
-    ctx = remote()
     wheel_bytes = sum(ctx.state.wheel_sizes.values())
     if ctx.client is None:
         return {"bytes_fetched": 0, "requests": 0, "wheel_bytes": wheel_bytes}

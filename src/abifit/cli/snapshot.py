@@ -6,7 +6,7 @@ import argparse
 from typing import TextIO
 
 from abifit.cli.options import Subparsers
-from abifit.cli.shared import clear_progress, session_of, writable
+from abifit.cli.shared import run_command, writable
 from abifit.cli.status import EXIT_OK
 
 
@@ -49,10 +49,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     writable(args.output, "-o")
     options = SnapshotOptions(args.python, args.output, args.ld_so_conf, args.ld_so_cache,
                               args.cache_dir, args.no_cache, args.no_index)
-    try:
-        report = run_snapshot(options, session_of(args, err))
-    finally:
-        clear_progress(err)
+    report, _session = run_command(run_snapshot, options, args, err)
     if not args.quiet and not args.json:
         err.writelines(f"note: {n}\n" for n in report.notes)
     if args.requirements:

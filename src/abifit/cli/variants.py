@@ -6,12 +6,7 @@ import argparse
 from typing import TextIO
 
 from abifit.cli.options import Subparsers, index_options
-from abifit.cli.shared import (
-    clear_progress,
-    index_options_of,
-    session_of,
-    transfer_of,
-)
+from abifit.cli.shared import index_options_of, run_command, transfer_of
 from abifit.cli.status import EXIT_OK
 
 
@@ -39,12 +34,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from abifit.report.json import dumps
     from abifit.report.variants import variants_json, variants_text
 
-    session = session_of(args, err)
-    try:
-        report = run_variants(VariantsOptions(args.release, args.every, index_options_of(args)),
-                              session)
-    finally:
-        clear_progress(err)
+    report, session = run_command(run_variants, VariantsOptions(
+        args.release, args.every, index_options_of(args)), args, err)
     out.write(dumps(variants_json(report, transfer_of(session.opened[0]))) + "\n" if args.json
               else variants_text(report))
     return EXIT_OK

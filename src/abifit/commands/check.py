@@ -10,10 +10,9 @@ from abifit.commands.contexts import (
     HostOptions,
     IndexOptions,
     Session,
-    for_host,
-    gpu_targets,
-    host_of,
+    host_and_index,
     linux_only,
+    option_gpu,
     pin_files,
 )
 from abifit.engines.check import CheckReport, check, locked_targets
@@ -57,18 +56,17 @@ def run_check(options: CheckOptions, session: Session) -> CheckReport:
             session.warn(f"{options.snapshot}: not checked: {entry}")
         if not index.python_version and snap.python_version:
             index = replace(index, python_version=".".join(snap.python_version.split(".")[:2]))
-    host = host_of(options.host, session.environ)
-    remote = session.index(for_host(index, host))
+    host, remote = host_and_index(options.host, index, session)
     targets: list[str | IndexFile] = list(options.targets)
     if recorded:  # the wheels the snapshot recorded, not whatever the index serves now
         targets += locked_targets(recorded, remote())
     for pins in pin_files(options.requirement_files, remote(), session.warn, "checked"):
         targets += locked_targets(pins.pins, remote())  # each the file the lock names
-    gpus = gpu_targets(options.gpu, session.environ)
+    gpu = option_gpu(options.gpu, session.environ)
     report = check(targets, options.withs, remote(), remote().target, host, session.progress,
                    options.host.python,
                    skip_pure=bool(options.requirement_files or options.snapshot),
-                   gpu=gpus[0] if gpus else None)
+                   gpu=gpu)
     if snap is None:
         return report
     from abifit.engines.snapshot import with_recorded_fixes

@@ -100,11 +100,16 @@ class Session:
     def close(self) -> None:
         """Note what the runs read in the symbol store, and end the connections opened."""
         finish_runs()
-        for made in self.opened:
-            if made.cache_info().currsize:  # type: ignore[attr-defined]
-                client = made().client
-                if client is not None:
-                    client.close()
+        for remote in self.opened:
+            ctx = made(remote)
+            if ctx is not None and ctx.client is not None:
+                ctx.client.close()
+
+
+def made(remote: Callable[[], RemoteContext]) -> RemoteContext | None:
+    """The context `remote` (an `index_context`) made; None when nothing asked for one, so
+    that nothing is made just to be looked at."""
+    return remote() if remote.cache_info().currsize else None  # type: ignore[attr-defined]
 
 
 def cache_root(cache_dir: str | Path | None, environ: Mapping[str, str]) -> Path:
@@ -260,6 +265,14 @@ def host_of(options: HostOptions, environ: Mapping[str, str]) -> HostProfile:
     return host_profile(options.host, options.assume_driver, dict(environ))
 
 
+def host_and_index(host: HostOptions, index: IndexOptions, session: Session,
+                   ) -> tuple[HostProfile, Callable[[], RemoteContext]]:
+    """The host a check is for, and the index read for it (`for_host`): what check, matrix
+    and resolve run on, built alike."""
+    profile = host_of(host, session.environ)
+    return profile, session.index(for_host(index, profile))
+
+
 def for_host(index: IndexOptions, host: HostProfile) -> IndexOptions:
     """The index options of a check on `host`: without platforms of their own, a preset or a
     saved profile of a known glibc sets the target platform to its manylinux tag (the wheels
@@ -285,7 +298,7 @@ def linux_only(index: IndexOptions) -> None:
                              "stack fits (give a manylinux, musllinux or linux_ tag)")
 
 
-def gpu_targets(option: str | None, environ: Mapping[str, str]) -> tuple[GpuTarget, ...]:
+def option_gpus(option: str | None, environ: Mapping[str, str]) -> tuple[GpuTarget, ...]:
     """The GPUs `--gpu` names: one it spells out, or this machine's with 'auto'."""
     if option is None:
         return ()
@@ -301,6 +314,13 @@ def gpu_targets(option: str | None, environ: Mapping[str, str]) -> tuple[GpuTarg
         return (parse_gpu_option(option),)
     except ValueError as e:
         raise UsageError(f"--gpu {option}: {e}") from e
+
+
+def option_gpu(option: str | None, environ: Mapping[str, str]) -> GpuTarget | None:
+    """The GPU a check is for: the one `--gpu` spells out, or this machine's first with
+    'auto'; None without the option."""
+    gpus = option_gpus(option, environ)
+    return gpus[0] if gpus else None
 
 
 def pin_files(paths: Sequence[str], remote: RemoteContext, warn: Callable[[str], None],

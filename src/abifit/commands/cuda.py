@@ -24,7 +24,7 @@ class CudaOptions:
 
 def run_cuda(options: CudaOptions, session: Session) -> CudaReport:
     """`abifit cuda` as the command line and `abifit.cuda` run it."""
-    from abifit.commands.contexts import cache_root, gpu_targets
+    from abifit.commands.contexts import cache_root, option_gpus
     from abifit.host.environment import default_interpreter
 
     return cuda_report(options.python or default_interpreter(session.environ),
@@ -32,4 +32,4 @@ def run_cuda(options: CudaOptions, session: Session) -> CudaReport:
                        cache_dir=None if options.no_cache else cache_root(options.cache_dir,
                                                                           session.environ),
                        progress=session.progress,
-                       gpus=gpu_targets(options.gpu, session.environ) if options.gpu else None)
+                       gpus=option_gpus(options.gpu, session.environ) if options.gpu else None)

@@ -24,8 +24,8 @@ def run_doctor(options: DoctorOptions, session: Session, *,
     from abifit.commands.contexts import (
         IndexOptions,
         cache_root,
-        gpu_targets,
         interpreter_facts,
+        option_gpus,
         python_version_of,
     )
 
@@ -37,6 +37,6 @@ def run_doctor(options: DoctorOptions, session: Session, *,
                   cache_dir=None if options.no_cache else cache_root(options.cache_dir,
                                                                      session.environ),
                   environ=session.environ, progress=session.progress,
-                  gpus=gpu_targets(options.gpu, session.environ) if options.gpu else None,
+                  gpus=option_gpus(options.gpu, session.environ) if options.gpu else None,
                   remote=remote, save_host=Path(options.save_host) if options.save_host else None,
                   assume_driver=options.assume_driver, asked=asked, printed=printed)

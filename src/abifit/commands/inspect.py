@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from abifit.commands.contexts import (
     IndexOptions,
     Session,
-    gpu_targets,
     interpreter_facts,
+    option_gpu,
 )
 from abifit.engines.inspect import InspectReport, inspect, symbol_filter
 
@@ -33,6 +33,6 @@ def run_inspect(options: InspectOptions, session: Session) -> InspectReport:
     """`abifit inspect` as the command line and `abifit.inspect` run it."""
     flt = symbol_filter(options.symbols, options.match)
     remote = session.index(options.index)
-    gpus = gpu_targets(options.gpu, session.environ)
+    gpu = option_gpu(options.gpu, session.environ)
     return inspect(list(options.targets), flt, interpreter_facts(options.python, session.environ),
-                   session.progress, remote, gpus[0] if gpus else None)
+                   session.progress, remote, gpu)

@@ -9,10 +9,9 @@ from abifit.commands.contexts import (
     HostOptions,
     IndexOptions,
     Session,
-    for_host,
-    gpu_targets,
-    host_of,
+    host_and_index,
     linux_only,
+    option_gpu,
 )
 from abifit.engines.matrix import Clock, MatrixReport, matrix
 
@@ -36,9 +35,8 @@ def run_matrix(options: MatrixOptions, session: Session,
                clock: Clock | None = None) -> MatrixReport:
     """`abifit matrix` as the command line and `abifit.matrix` run it."""
     linux_only(options.index)
-    host = host_of(options.host, session.environ)
-    remote = session.index(for_host(options.index, host))
-    gpus = gpu_targets(options.gpu, session.environ)
+    host, remote = host_and_index(options.host, options.index, session)
+    gpu = option_gpu(options.gpu, session.environ)
     return matrix(options.extension, options.against, remote(), remote().target, host,
                   session.progress, options.jobs, options.host.python,
-                  versions=options.versions, gpu=gpus[0] if gpus else None, clock=clock)
+                  versions=options.versions, gpu=gpu, clock=clock)

@@ -9,10 +9,9 @@ from abifit.commands.contexts import (
     HostOptions,
     IndexOptions,
     Session,
-    for_host,
-    gpu_targets,
-    host_of,
+    host_and_index,
     linux_only,
+    option_gpu,
     pin_files,
 )
 from abifit.engines.resolve import ResolveReport, resolve
@@ -38,12 +37,11 @@ class ResolveOptions:
 def run_resolve(options: ResolveOptions, session: Session) -> ResolveReport:
     """`abifit resolve` as the command line and `abifit.resolve` run it."""
     linux_only(options.index)
-    host = host_of(options.host, session.environ)
-    remote = session.index(for_host(options.index, host))
-    gpus = gpu_targets(options.gpu, session.environ)
+    host, remote = host_and_index(options.host, options.index, session)
+    gpu = option_gpu(options.gpu, session.environ)
     requirements = [*options.requirements,
                     *(r for pins in pin_files(options.requirement_files, remote(), session.warn,
                                               "resolved") for r in pins.requirements)]
     return resolve(requirements, options.withs, remote(), host, session.progress,
-                   cuda=options.cuda, gpu=gpus[0] if gpus else None,
+                   cuda=options.cuda, gpu=gpu,
                    executable=options.host.python, jobs=options.jobs)

@@ -40,7 +40,7 @@ import ctypes.util
 import difflib
 import functools
 import re
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -611,10 +611,7 @@ class SignatureDiff:
             head = f"same function {self.new.qualified_name}"
         else:
             head = f"different function {self.new.qualified_name} (not {self.old.qualified_name})"
-        details = self.differences()
-        if details:
-            return "; ".join([head, *details])
-        return f"{head}; {'identical signature' if self.same_function else 'same parameters'}"
+        return f"{head}; {describe_change(self.differences(), self.same_function)}"
 
     def differences(self) -> list[str]:
         """Each difference `describe` lists, in its words."""
@@ -635,6 +632,14 @@ class SignatureDiff:
     def change_count(self) -> int:
         """Number of differences listed by `describe` (0 for identical signatures)."""
         return len(self.differences())
+
+
+def describe_change(differences: Sequence[str], same_function: bool) -> str:
+    """What differs between two signatures, after their function's name in `describe`: each
+    difference, or that there is none."""
+    if differences:
+        return "; ".join(differences)
+    return "identical signature" if same_function else "same parameters"
 
 
 def _describe_change(change: ParameterChange) -> str:

@@ -131,9 +131,9 @@ class NearestDefinition:
     @property
     def change(self) -> str:
         """What differs, without the function's name ("parameter 4: `int` → `unsigned int`")."""
-        if self.differences:
-            return "; ".join(self.differences)
-        return "identical signature" if self.same_function else "same parameters"
+        from abifit.formats.demangle import describe_change  # ctypes only when it is asked
+
+        return describe_change(self.differences, self.same_function)
 
 
 @dataclass(frozen=True, slots=True)
