@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from importlib.resources import files
 from pathlib import Path
 
 import pytest
@@ -17,11 +16,11 @@ import pytest
 from abifit.cli import main
 from abifit.report.json import SCHEMA_VERSIONS
 from fixtures.build import compile_c
-from helpers import FIXTURES, validate
+from helpers import FIXTURES, schema, validate
 
 SOURCES = FIXTURES / "inspect"
 LIBSTDCXX = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
-SCHEMA = json.loads(files("abifit").joinpath("report/schemas/inspect.schema.json").read_text())
+SCHEMA = schema("inspect")
 
 
 def find_python(version: str) -> str | None:

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import json
 import time
-from importlib.resources import files
 from pathlib import Path
 
 import pytest
 
 from abifit.cli import main
-from helpers import validate
+from helpers import schema, validate
 
-ERROR_SCHEMA = json.loads(
-    files("abifit").joinpath("report/schemas/error.schema.json").read_text("utf-8"))
+ERROR_SCHEMA = schema("error")
 
 
 @pytest.mark.parametrize("command", [

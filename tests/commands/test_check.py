@@ -14,12 +14,12 @@ import pytest
 from abifit.cli import main
 from abifit.formats.pins import pylock_toml, requirements_txt, uv_lock
 from fixtures.build import compile_c
-from helpers import CHECK_SOURCES, SCHEMAS, TARGET, make_wheel, run_cli, validate, wheels
+from helpers import CHECK_SOURCES, TARGET, make_wheel, run_cli, schema, validate, wheels
 from httpserver import LoopbackIndex, LoopbackServer, Projects, publish_index
 
-SCHEMA = json.loads((SCHEMAS / "check.schema.json").read_text("utf-8"))
-MATRIX_SCHEMA = json.loads((SCHEMAS / "matrix.schema.json").read_text("utf-8"))
-VARIANTS_SCHEMA = json.loads((SCHEMAS / "variants.schema.json").read_text("utf-8"))
+SCHEMA = schema("check")
+MATRIX_SCHEMA = schema("matrix")
+VARIANTS_SCHEMA = schema("variants")
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from importlib.resources import files
 from pathlib import Path
 
 import pytest
@@ -14,9 +13,9 @@ import pytest
 from abifit.host.natives import module_name
 from abifit.sim.diagnose import newest_version
 from abifit.sim.loader import SearchConfig, expand_path
-from helpers import validate
+from helpers import schema, validate
 
-SCHEMA = json.loads(files("abifit").joinpath("report/schemas/doctor.schema.json").read_text())
+SCHEMA = schema("doctor")
 
 
 def doctor(*args: str, cache: Path | None = None,

@@ -20,22 +20,20 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
-from importlib.resources import files
 from pathlib import Path
 
 import pytest
 
 from abifit.host.ldconfig import GlibcVersion, hwcaps_search, parse_cpuinfo
 from fixtures.doctor import build
-from helpers import validate
+from helpers import schema, validate
 
 EXT = ".cpython-311-x86_64-linux-gnu.so"
 LD_ENV_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
                "CONDA_PREFIX")
 
 Json = dict[str, object]
-SCHEMA = json.loads(
-    files("abifit").joinpath("report/schemas/doctor.schema.json").read_text("utf-8"))
+SCHEMA = schema("doctor")
 
 
 def _running_glibc() -> tuple[int, int] | None:

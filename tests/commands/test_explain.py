@@ -19,11 +19,11 @@ import pytest
 
 from abifit.cli import main
 from fixtures.build import compile_c
-from helpers import FIXTURES, SCHEMAS, validate, venv_with_package
+from helpers import FIXTURES, schema, validate, venv_with_package
 
 SOURCES = FIXTURES / "explain"
 SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
-SCHEMA = json.loads((SCHEMAS / "explain.schema.json").read_text("utf-8"))
+SCHEMA = schema("explain")
 CXX_SYMBOL = "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib"
 
 

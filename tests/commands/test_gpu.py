@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-from importlib.resources import files
 from pathlib import Path
 
 import pytest
@@ -35,14 +34,13 @@ from abifit.sim.gpu import (
     summarize,
 )
 from fixtures.cuda import build as cuda_build
-from helpers import make_wheel, validate
+from helpers import make_wheel, schema, validate
 from httpserver import LoopbackIndex, Projects
 
-SCHEMAS = files("abifit").joinpath("report/schemas")
-INSPECT_SCHEMA = json.loads(SCHEMAS.joinpath("inspect.schema.json").read_text("utf-8"))
-DOCTOR_SCHEMA = json.loads(SCHEMAS.joinpath("doctor.schema.json").read_text("utf-8"))
-CUDA_SCHEMA = json.loads(SCHEMAS.joinpath("cuda.schema.json").read_text("utf-8"))
-CHECK_SCHEMA = json.loads(SCHEMAS.joinpath("check.schema.json").read_text("utf-8"))
+INSPECT_SCHEMA = schema("inspect")
+DOCTOR_SCHEMA = schema("doctor")
+CUDA_SCHEMA = schema("cuda")
+CHECK_SCHEMA = schema("check")
 TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
 
 Json = dict[str, object]

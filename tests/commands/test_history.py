@@ -17,11 +17,11 @@ import pytest
 from abifit.cli import main
 from abifit.engines.history import Form, changes_of, is_mangled, ranges
 from fixtures.build import compile_c
-from helpers import FIXTURES, SCHEMAS, make_wheel, validate
+from helpers import FIXTURES, make_wheel, schema, validate
 from httpserver import LoopbackIndex, Projects
 
 SOURCE = FIXTURES / "history" / "hostlib.cpp"
-SCHEMA = json.loads((SCHEMAS / "history.schema.json").read_text())
+SCHEMA = schema("history")
 TARGET = ("--python-version", "3.10", "--platform", "manylinux_2_28_x86_64")
 OLD = "_ZN3c104cuda10check_implEiPKcS2_ib"
 NEW = "_ZN3c104cuda10check_implEiPKcS2_jb"

@@ -18,19 +18,17 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fixtures.imports import build
-from helpers import validate
+from helpers import schema, validate
 from venvs import LOADER_ENV, clean_environ, venv_with_wheels
 
 Json = dict[str, object]
-SCHEMA = json.loads(
-    files("abifit").joinpath("report/schemas/doctor.schema.json").read_text("utf-8"))
+SCHEMA = schema("doctor")
 EXT = sysconfig.get_config_var("EXT_SUFFIX")
 NO_GONE = "libgone.so: cannot open shared object file: No such file or directory"
 

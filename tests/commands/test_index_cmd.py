@@ -17,11 +17,11 @@ import pytest
 from abifit.cli import main
 from abifit.remote.store import SymbolStore
 from fixtures.build import compile_c
-from helpers import FIXTURES, SCHEMAS, validate
+from helpers import FIXTURES, schema, validate
 from httpserver import LoopbackIndex, Projects
 
 SOURCES = FIXTURES / "store"
-SCHEMA = json.loads((SCHEMAS / "index.schema.json").read_text("utf-8"))
+SCHEMA = schema("index")
 TAG = "py3-none-linux_x86_64"
 TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
 

@@ -19,15 +19,15 @@ from helpers import (
     CHECK_IMPL_INT,
     CHECK_IMPL_UNSIGNED,
     MATRIX_GRID,
-    SCHEMAS,
     matrix_binaries,
     matrix_projects,
     run_matrix,
+    schema,
     validate,
 )
 from httpserver import LoopbackIndex, Projects
 
-SCHEMA = json.loads((SCHEMAS / "matrix.schema.json").read_text("utf-8"))
+SCHEMA = schema("matrix")
 TO_UNSIGNED = "parameter 4: `int` → `unsigned int`"
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")

@@ -28,12 +28,11 @@ from abifit.formats.numpyapi import read_numpy_use
 from abifit.formats.sources import FileSource
 from abifit.sim.numpyabi import api_version
 from conftest import CACHE, _create_venv, _pip_install, _python311
-from helpers import FIXTURES, SCHEMAS, validate
+from helpers import FIXTURES, schema, validate
 from venvs import clean_environ
 
 SOURCE = FIXTURES / "numpy" / "npmod.c"
-SCHEMA_DIR = SCHEMAS
-SCHEMA = json.loads((SCHEMA_DIR / "doctor.schema.json").read_text("utf-8"))
+SCHEMA = schema("doctor")
 NUMPYS = ("1.23.5", "1.26.4", "2.2.6")
 
 
@@ -319,7 +318,7 @@ def test_check_judges_the_wheels_alike(version: str, modules: dict[str, Path],
              **{f"npfix/{p.name}": p.read_bytes() for p in modules.values()}}
     code, doc = on_index(files, ["check", "npfix==1.0", "--with", f"numpy=={version}"],
                          tmp_path, monkeypatch, capsys)
-    validate(doc, json.loads((SCHEMA_DIR / "check.schema.json").read_text("utf-8")))
+    validate(doc, schema("check"))
     statuses = {m["module"]: m for m in doc["modules"]}
     for module in BUILDS:
         real = real_import(environments[version], module)
@@ -338,7 +337,7 @@ def test_resolve_learns_the_numpy_a_set_needs(modules: dict[str, Path], tmp_path
     np1 = modules["np1"]
     files = {"npone/__init__.py": b"", f"npone/{np1.name}": np1.read_bytes()}
     code, doc = on_index(files, ["resolve", "npone", "numpy"], tmp_path, monkeypatch, capsys)
-    validate(doc, json.loads((SCHEMA_DIR / "resolve.schema.json").read_text("utf-8")))
+    validate(doc, schema("resolve"))
     pins = {p["name"]: p for p in doc["pins"]}
     assert code == 0 and pins["numpy"]["version"] == "1.26.4"
     [newer] = pins["numpy"]["newer"]

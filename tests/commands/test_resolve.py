@@ -16,11 +16,11 @@ import pytest
 
 from abifit.cli import main
 from fixtures.build import compile_c
-from helpers import FIXTURES, SCHEMAS, make_wheel, validate
+from helpers import FIXTURES, make_wheel, schema, validate
 from httpserver import LoopbackIndex, LoopbackServer, Projects, publish_index
 
 SOURCES = FIXTURES / "resolve"
-SCHEMA = json.loads((SCHEMAS / "resolve.schema.json").read_text("utf-8"))
+SCHEMA = schema("resolve")
 TAG = "cp310-abi3-linux_x86_64"
 TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
 INT_FORM = "hostlib::check_impl(int, char const*, char const*, int, bool)"

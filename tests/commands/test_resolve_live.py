@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from helpers import SCHEMAS, validate
+from helpers import schema, validate
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 
 PYPI = "https://pypi.org/simple"
-SCHEMA = json.loads((SCHEMAS / "resolve.schema.json").read_text("utf-8"))
+SCHEMA = schema("resolve")
 TARGET = ["--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "--index-url", PYPI]
 CHECK_FUNCTION = ("c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, "
                   "bool)")

@@ -36,7 +36,7 @@ from abifit.formats.pylock import (
     loads,
 )
 from fixtures.build import compile_c
-from helpers import FIXTURES, SCHEMAS, make_wheel, validate
+from helpers import FIXTURES, make_wheel, schema, validate
 from httpserver import LoopbackServer, publish_index
 
 if sys.version_info >= (3, 11):
@@ -242,7 +242,7 @@ def test_lock_side_compares_versions_only(tmp_path: Path,
     reqs.write_text("extpkg==2.0\nhostpkg==1.0\n")
     assert main(["diff", str(snap), str(reqs), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    validate(doc, json.loads((SCHEMAS / "diff.schema.json").read_text()))
+    validate(doc, schema("diff"))
     assert doc["abi"] == []
     assert {(c["kind"], c["subject"]) for c in doc["versions"]} == {
         ("version", "extpkg"), ("removed", "local"), ("removed", "debian-thing")}
@@ -318,7 +318,7 @@ def test_check_snapshot_gives_the_recorded_fix(conf_stack: dict[str, Path], tmp_
                  "--ld-so-conf", str(root / "etc/ld.so.conf"),
                  "--ld-so-cache", str(root / "ld.so.cache"), "--no-cache", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    validate(doc, json.loads((SCHEMAS / "snapshot.schema.json").read_text()))
+    validate(doc, schema("snapshot"))
     profile = tmp_path / "host.profile"
     assert main(["doctor", "--python", str(venv / "bin/python"), "--no-index", "--no-cache",
                  "--save-host", str(profile)]) == 1  # this machine does not find libfoo

@@ -15,10 +15,10 @@ from abifit.cli import main
 from abifit.engines.variants import architecture, normalized
 from abifit.remote.packageindex import Target
 from elfbuilder import ElfSpec, Sym, build_elf
-from helpers import SCHEMAS, validate
+from helpers import schema, validate
 from httpserver import LoopbackIndex, Projects
 
-SCHEMA = json.loads((SCHEMAS / "variants.schema.json").read_text("utf-8"))
+SCHEMA = schema("variants")
 EM_AARCH64 = 183
 
 CP311 = "multi-1.0-cp311-cp311-linux_x86_64.whl"

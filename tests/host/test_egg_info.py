@@ -23,7 +23,6 @@ import subprocess
 import sys
 import sysconfig
 from dataclasses import dataclass
-from importlib.resources import files
 from pathlib import Path
 
 import pytest
@@ -35,14 +34,13 @@ from abifit.host.environment import (
 )
 from abifit.host.natives import NO_DISTRIBUTION, loose_files, scan_native_files, search_dirs
 from fixtures.build import ROOT, compile_c
-from helpers import validate
+from helpers import schema, validate
 
 EXT = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 SUFFIXES = (EXT, ".abi3.so", ".so")
 DOCTOR_SOURCES = ROOT / "doctor"
 CANNOT_OPEN = "libldp.so: cannot open shared object file: No such file or directory"
-SCHEMA = json.loads(
-    files("abifit").joinpath("report/schemas/doctor.schema.json").read_text("utf-8"))
+SCHEMA = schema("doctor")
 
 Json = dict[str, object]
 

@@ -11,9 +11,9 @@ import pytest
 
 from abifit.cli import main
 from abifit.remote.diskcache import BUCKETS, SYMBOLS_STORE, Cache, RootState
-from helpers import SCHEMAS, validate
+from helpers import schema, validate
 
-SCHEMA = json.loads((SCHEMAS / "cache.schema.json").read_text("utf-8"))
+SCHEMA = schema("cache")
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
