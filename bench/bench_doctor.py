@@ -2,7 +2,9 @@
 
 The environment: a venv with torch 2.13.0 (CPU) and a few common native packages (numpy, pyyaml,
 markupsafe, psutil), created once under ~/.cache/abifit-tests/bench-doctor-torch-2.13.0 (or
-`--venv PATH`; an existing venv there is used as it is) and marked ready by a file naming its
+`--venv PATH`; an existing venv there is used as it is; or `--python PATH`, an existing
+interpreter's environment such as a GPU machine's image, its site directories as
+`site.getsitepackages()` names them) and marked ready by a file naming its
 requirements.
 
 What is measured, whole processes, interleaved round by round:
@@ -45,8 +47,8 @@ stderr. `--json-only` prints nothing on stderr. `--profile` also prints a cProfi
 cumulative time) of a warm run of `abifit.cli.main(["doctor", ...])` to stderr. The exit status
 is 0 whether or not targets are met: this is a measurement, not a test.
 
-    .venv/bin/python bench/bench_doctor.py [--repeat 5] [--big | --venv PATH] [--json-only]
-        [--profile]
+    .venv/bin/python bench/bench_doctor.py [--repeat 5] [--big | --venv PATH | --python PATH]
+        [--json-only] [--profile]
 """
 
 from __future__ import annotations
@@ -142,20 +144,31 @@ def _create_venv(venv: Path, requirements: tuple[str, ...]) -> None:
                     "--only-binary", ":all:", *requirements], check=True)
 
 
-def installed_versions(venv: Path) -> dict[str, str]:
-    """name -> version of every distribution in the venv, from its dist-info directory names."""
-    found = {}
-    for info in venv.glob("lib/python3*/site-packages/*.dist-info"):
-        name, _, version = info.name.removesuffix(".dist-info").partition("-")
-        found[name] = version
+def site_dirs(python: Path) -> list[Path]:
+    """The site directories of an interpreter (`site.getsitepackages()`, those that exist): a
+    venv's site-packages, or a system Python's dist-packages directories."""
+    done = subprocess.run([str(python), "-I", "-c",
+                           "import json, site; print(json.dumps(site.getsitepackages()))"],
+                          capture_output=True, text=True, check=True)
+    return [Path(d) for d in dict.fromkeys(json.loads(done.stdout)) if Path(d).is_dir()]
+
+
+def installed_versions(sites: Sequence[Path]) -> dict[str, str]:
+    """name -> version of every distribution in the site directories, from its dist-info
+    directory names."""
+    found: dict[str, str] = {}
+    for site in sites:
+        for info in site.glob("*.dist-info"):
+            name, _, version = info.name.removesuffix(".dist-info").partition("-")
+            found.setdefault(name, version)
     return dict(sorted(found.items()))
 
 
-def elf_files(venv: Path) -> list[str]:
-    """Every ELF file (a regular file, not a link, starting with the ELF magic) in the venv's
-    site-packages, in path order."""
+def elf_files(sites: Sequence[Path]) -> list[str]:
+    """Every ELF file (a regular file, not a link, starting with the ELF magic) in the site
+    directories, in path order."""
     found = []
-    for site in sorted(venv.glob("lib/python3*/site-packages")):
+    for site in sites:
         for directory, subdirs, names in os.walk(site):
             subdirs.sort()
             for name in sorted(names):
@@ -445,8 +458,9 @@ def measured_worker(python: Path, cache_dir: Path) -> dict[str, object]:
 class Results:
     venv: Path
     python: Path
+    sites: list[Path]  # the interpreter's site directories
     files: list[str]  # the extension modules doctor checks
-    elf: list[str]  # every ELF file of the venv's site-packages: what ldd -r took, in order
+    elf: list[str]  # every ELF file of the site directories: what ldd -r took, in order
     rounds: Rounds
     inside_cold: Inside
     inside_warm: Inside
@@ -526,7 +540,7 @@ def doctor_summary(results: Results) -> dict[str, object]:
 
 
 def document(results: Results, repeat: int, machine: dict[str, object]) -> dict[str, object]:
-    site = next(results.venv.glob("lib/python3*/site-packages"), results.venv)
+    site = results.sites[0] if results.sites else results.venv
     goals = results.targets()
     modules = set(results.files)
     return {
@@ -535,7 +549,7 @@ def document(results: Results, repeat: int, machine: dict[str, object]) -> dict[
         "machine": {**machine, "load_average_end": [round(x, 2) for x in os.getloadavg()]},
         "repeat": repeat,
         "environment": {"venv": str(results.venv), "python": str(results.python),
-                        "distributions": installed_versions(results.venv)},
+                        "distributions": installed_versions(results.sites)},
         "files": {"modules": len(results.files),
                   "shared_objects": len(results.shared),
                   "elf_files": len(results.elf),
@@ -621,6 +635,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--venv", type=Path, default=None,
                         help=f"the environment, created if missing (default: {DEFAULT_VENV}, "
                         f"with --big {BIG_VENV})")
+    parser.add_argument("--python", type=Path, default=None,
+                        help="an existing interpreter's environment instead of a venv, used as "
+                        "it is (a GPU machine's image: its site directories, dist-packages too)")
     parser.add_argument("--big", action="store_true",
                         help="the larger environment: " + ", ".join(BIG_REQUIREMENTS))
     parser.add_argument("--json-only", action="store_true", help="print nothing on stderr")
@@ -632,13 +649,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def measure(venv: Path, repeat: int, log: Log, profile: bool) -> Results:
-    python = venv / "bin" / "python"
+def measure(venv: Path, python: Path, repeat: int, log: Log, profile: bool) -> Results:
     dirs = CacheDirs()
     try:
         first = run_doctor(python, dirs.fresh())
         files = first.module_paths
-        elf = elf_files(venv)
+        sites = site_dirs(python)
+        elf = elf_files(sites)
         missing = sorted(set(files) - set(elf))
         if missing:
             raise SystemExit(f"error: doctor checked modules that are not ELF files of "
@@ -651,20 +668,26 @@ def measure(venv: Path, repeat: int, log: Log, profile: bool) -> Results:
         profiled = run_worker("profile", python, dirs.warm) if profile else None
     finally:
         dirs.close()
-    return Results(venv, python, files, elf, rounds, inside_cold, inside_warm, profiled)
+    return Results(venv, python, sites, files, elf, rounds, inside_cold, inside_warm, profiled)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     log = Log(args.json_only)
-    if args.venv is None:
-        args.venv = BIG_VENV if args.big else DEFAULT_VENV
-    log(f"environment: {args.venv}")
-    venv = ensure_venv(args.venv.expanduser().absolute(),
-                       BIG_REQUIREMENTS if args.big else REQUIREMENTS)
+    if args.python is not None:
+        python = args.python.expanduser().absolute()
+        venv = Path(subprocess.run([str(python), "-I", "-c", "import sys; print(sys.prefix)"],
+                                   capture_output=True, text=True, check=True).stdout.strip())
+    else:
+        if args.venv is None:
+            args.venv = BIG_VENV if args.big else DEFAULT_VENV
+        venv = ensure_venv(args.venv.expanduser().absolute(),
+                           BIG_REQUIREMENTS if args.big else REQUIREMENTS)
+        python = venv / "bin" / "python"
+    log(f"environment: {venv} ({python})")
     byte_compile_abifit()
     machine = machine_info()
-    results = measure(venv, args.repeat, log, args.profile)
+    results = measure(venv, python, args.repeat, log, args.profile)
     print(json.dumps(document(results, args.repeat, machine), indent=2))
     if results.profile is not None:
         log(f"cProfile of a warm run, top 20 by cumulative time:\n{results.profile}")
