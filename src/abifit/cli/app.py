@@ -28,6 +28,7 @@ from typing import TextIO
 from abifit.cli import (
     cache,
     check,
+    completion,
     cuda,
     diff,
     doctor,
@@ -74,6 +75,7 @@ def parser() -> argparse.ArgumentParser:
     resolve.configure(sub)
     variants.configure(sub)
     history.configure(sub)
+    completion.configure(sub)
     for command in sub.choices.values():  # the output options also after the command's name
         output_options(command, on_command=True)
     return parser
@@ -107,7 +109,10 @@ def entry() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
-    args = parser().parse_args(argv)
+    made = parser()
+    if argv is None and completion.asked(os.environ):
+        completion.complete(made)
+    args = made.parse_args(argv)
     args.started = started
     args.argv = list(sys.argv[1:] if argv is None else argv)
     out, err = _streams(args, os.environ)

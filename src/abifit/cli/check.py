@@ -25,7 +25,8 @@ def configure(sub: Subparsers) -> None:
         "load next to the --with packages and the native dependencies the targets require.",
     )
     k.add_argument("targets", nargs="*", metavar="TARGET",
-                   help="a requirement (sgl-kernel==0.3.21) or a local .whl file")
+                   help="a requirement (sgl-kernel==0.3.21), a local .whl file, or a requirements "
+                   "file, uv.lock or pylock.toml (as with -r)")
     k.add_argument("--with", dest="withs", action="append", default=[], metavar="REQ",
                    help="a package to check against, even at a version the targets' metadata "
                    "forbids (repeatable)")

@@ -3,6 +3,7 @@ options the command line and the API give, run by `abifit.engines.check`."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -39,11 +40,27 @@ class CheckOptions:
     index: IndexOptions = field(default_factory=IndexOptions)
 
 
+PIN_FILE_SUFFIXES = (".txt", ".in", ".lock", ".toml")
+
+
+def pin_file_targets(targets: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The targets that are requirements or lock files on this machine (`requirements.txt`,
+    `uv.lock`, `pylock.toml`: an existing file named so), apart from the others: checked as
+    `-r FILE` is, so that a pre-commit hook may pass the files it was given as they are."""
+    files = tuple(t for t in targets
+                  if t.endswith(PIN_FILE_SUFFIXES) and os.path.isfile(t))
+    return tuple(t for t in targets if t not in files), files
+
+
 def run_check(options: CheckOptions, session: Session) -> CheckReport:
     """`abifit check` as the command line and `abifit.check` run it: the targets' files
     (a snapshot's and the locks' as they recorded them), checked on the host for the index's
     target Python and platform (a snapshot's Python unless the index options name one)."""
     linux_only(options.index)
+    targets_named, files_named = pin_file_targets(options.targets)
+    if files_named:
+        options = replace(options, targets=targets_named,
+                          requirement_files=(*options.requirement_files, *files_named))
     index = options.index
     snap: Snapshot | None = None
     recorded: list[Pin] = []
