@@ -11,7 +11,10 @@ in a `uv.lock` the markers of each dependency on the way from the project (a pac
 twice for two Python ranges, `resolution-markers`, is the one of the target's range). A pin
 keeps what the lock says of its files: the sha256 digests a requirements file allows
 (`--hash`), the files (URL, digest, size) a `uv.lock` or `pylock.toml` names, so that the
-verdict is about those files.
+verdict is about those files. A pin also keeps where it was written (`file`, `line`), so that
+a report can point at the line of the lock that pins a broken package: a requirements file's
+physical line (the first of a requirement continued with `\\`), the line of a TOML lock's
+`name = "..."` entry, found in the text (tomllib gives no positions).
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ from __future__ import annotations
 import re
 import stat
 import sys
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,11 +51,14 @@ class LockedFile:
 @dataclass(frozen=True, slots=True)
 class Pin:
     """One pin: its requirement (`name==version`), the sha256 digests the lock allows for
-    its file, and the files the lock names (none: the index's)."""
+    its file, the files the lock names (none: the index's), and where it was written: the
+    file (as it was named) and the line (1-based), where known."""
 
     requirement: str
     hashes: tuple[str, ...] = ()
     files: tuple[LockedFile, ...] = ()
+    file: str | None = None
+    line: int | None = None
 
     @property
     def name(self) -> str:
@@ -105,8 +111,7 @@ def requirements_txt(text: str, markers: Markers | None = None, where: str = "",
     pins: list[Pin] = []
     included: list[str] = []
     skipped: list[str] = []
-    joined = text.replace("\\\n", " ")
-    for number, raw in enumerate(joined.splitlines(), 1):
+    for number, raw in logical_lines(text):
         line = raw.split(" #", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
         if not line:
             continue
@@ -129,8 +134,26 @@ def requirements_txt(text: str, markers: Markers | None = None, where: str = "",
                              "requirement (NAME, NAME==VERSION, NAME[EXTRA]>=VERSION, ...)")
         if not holds(marker.strip(), markers):
             continue
-        pins.append(Pin(requirement.strip(), hashes))
+        pins.append(Pin(requirement.strip(), hashes, line=number))
     return pins, included, skipped
+
+
+def logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """The lines of a requirements file as pip reads them, a line that ends with `\\` joined
+    to the next, each with the number of its first physical line."""
+    parts: list[str] = []
+    start = 1
+    for number, raw in enumerate(text.splitlines(), 1):
+        if not parts:
+            start = number
+        if raw.endswith("\\"):
+            parts.append(raw[:-1])
+            continue
+        parts.append(raw)
+        yield start, " ".join(parts)
+        parts = []
+    if parts:
+        yield start, " ".join(parts)
 
 
 def _is_requirement(text: str) -> bool:
@@ -222,18 +245,62 @@ def _locked_files(entries: object, url_key: str = "url") -> tuple[LockedFile, ..
     return tuple(out)
 
 
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.\"' -]+?)\s*\]\]?\s*(?:#.*)?$")
+_KEY = re.compile(r"""^\s*(name|version)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+
+
+def package_lines(text: str, table: str) -> dict[tuple[str, str | None], int]:
+    """Where each entry of a TOML lock's array of tables `table` (`package` in a uv.lock,
+    `packages` in a pylock.toml) names its package: the line of its `name = "..."`, by the
+    canonical name and the version it locks, and by the name alone (None) for the first
+    entry of that name. Read from the text, line by line: tomllib gives no positions."""
+    from packaging.utils import canonicalize_name
+
+    out: dict[tuple[str, str | None], int] = {}
+    entry: dict[str, tuple[str, int]] | None = None
+
+    def close() -> None:
+        if entry and "name" in entry:
+            name, number = canonicalize_name(entry["name"][0]), entry["name"][1]
+            out.setdefault((name, entry["version"][0] if "version" in entry else None), number)
+            out.setdefault((name, None), number)
+
+    for number, raw in enumerate(text.splitlines(), 1):
+        header = _HEADER.match(raw)
+        if header:
+            close()
+            entry = {} if header.group(1) == "[[" and header.group(2) == table else None
+            continue
+        key = _KEY.match(raw)
+        if entry is not None and key and key.group(1) not in entry:
+            entry[key.group(1)] = (key.group(2) if key.group(2) is not None
+                                   else key.group(3), number)
+    close()
+    return out
+
+
+def _line_of(lines: Mapping[tuple[str, str | None], int], name: object,
+             version: object) -> int | None:
+    from packaging.utils import canonicalize_name
+
+    key = canonicalize_name(str(name))
+    return lines.get((key, str(version)), lines.get((key, None)))
+
+
 def uv_lock(text: str, markers: Markers | None = None) -> Pins:
     """The registry packages of a `uv.lock` as `name==version` (workspace members skipped),
-    each with the wheels the lock names; with `markers`, only those the target gets."""
+    each with the wheels the lock names and the line of its entry; with `markers`, only
+    those the target gets."""
     pins, skipped = [], []
+    lines = package_lines(text, "package")
     for package in _uv_installed(_tables(_toml(text, "uv.lock"), "package"), markers):
         name, version = package.get("name"), package.get("version")
         source = package.get("source")
         kinds = sorted(source) if isinstance(source, dict) else []
         if name and version and "registry" in kinds:
             files = _locked_files(package.get("wheels"))
-            pins.append(Pin(f"{name}=={version}",
-                            tuple(f.sha256 for f in files if f.sha256), files))
+            pins.append(Pin(f"{name}=={version}", tuple(f.sha256 for f in files if f.sha256),
+                            files, line=_line_of(lines, name, version)))
         elif name:
             skipped.append(f"{name} (source {', '.join(kinds) or 'unknown'})")
     return Pins(tuple(p.requirement for p in pins), tuple(skipped), tuple(pins))
@@ -241,8 +308,10 @@ def uv_lock(text: str, markers: Markers | None = None) -> Pins:
 
 def pylock_toml(text: str, markers: Markers | None = None) -> Pins:
     """The packages of a PEP 751 `pylock.toml` that have wheels, as `name==version`, each
-    with the wheels the lock names; with `markers`, those whose marker holds there."""
+    with the wheels the lock names and the line of its entry; with `markers`, those whose
+    marker holds there."""
     pins, skipped = [], []
+    lines = package_lines(text, "packages")
     for package in _tables(_toml(text, "pylock.toml"), "packages"):
         name, version = package.get("name"), package.get("version")
         marker = package.get("marker")
@@ -250,8 +319,8 @@ def pylock_toml(text: str, markers: Markers | None = None) -> Pins:
             continue
         if name and version and ("wheels" in package or "sdist" in package):
             files = _locked_files(package.get("wheels"))
-            pins.append(Pin(f"{name}=={version}",
-                            tuple(f.sha256 for f in files if f.sha256), files))
+            pins.append(Pin(f"{name}=={version}", tuple(f.sha256 for f in files if f.sha256),
+                            files, line=_line_of(lines, name, version)))
         elif name:
             skipped.append(f"{name} (no version or no wheel)")
     return Pins(tuple(p.requirement for p in pins), tuple(skipped), tuple(pins))
@@ -305,11 +374,12 @@ def read_pins(path: str, markers: Markers | None = None,
     except UnicodeDecodeError as e:
         raise UsageError(f"cannot read {path}: not UTF-8 text (byte {e.start})") from e
     if file.name == "uv.lock":
-        return uv_lock(text, markers)
+        return written_in(uv_lock(text, markers), path)
     if file.name.startswith("pylock") and file.suffix == ".toml":
-        return pylock_toml(text, markers)
+        return written_in(pylock_toml(text, markers), path)
     read[path] = Pins((), ())
     pins, included, skipped = requirements_txt(text, markers, path)
+    pins = [replace(pin, file=path) for pin in pins]
     for name in included:
         nested = str(file.parent / name)
         if nested in _seen or nested == path:
@@ -320,3 +390,19 @@ def read_pins(path: str, markers: Markers | None = None,
     found = Pins(tuple(p.requirement for p in pins), tuple(skipped), tuple(pins))
     read[path] = found
     return found
+
+
+def written_in(pins: Pins, path: str) -> Pins:
+    """`pins` with `path` as the file each was written in."""
+    return replace(pins, pins=tuple(replace(pin, file=path) for pin in pins.pins))
+
+
+def placed_in_lock(pins: Iterable[Pin], text: str, path: str) -> tuple[Pin, ...]:
+    """Pins made from a PEP 751 lock (a snapshot's) elsewhere, with the lock's `path` and
+    the line of each one's entry in its `text`."""
+    lines = package_lines(text, "packages")
+    out = []
+    for pin in pins:
+        name, _, version = pin.requirement.partition("==")
+        out.append(replace(pin, file=path, line=_line_of(lines, name, version)))
+    return tuple(out)
