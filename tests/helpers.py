@@ -36,6 +36,7 @@ GOLDEN = TESTS / "golden"
 REPO = TESTS.parent
 SRC = REPO / "src"
 SCHEMAS = REPO / "src/abifit/report/schemas"
+DATA = TESTS / "data"  # data from elsewhere, each file's source in its README.md
 
 
 def schema(command: str) -> dict[str, object]:
@@ -53,6 +54,12 @@ SCHEMA_REGISTRY = referencing.Registry().with_resource(
 def validate(document: object, document_schema: object) -> None:
     """`jsonschema.validate`, with the definitions the schemas share resolvable."""
     jsonschema.validate(document, document_schema, registry=SCHEMA_REGISTRY)
+
+
+def validate_sarif(log: object) -> None:
+    """Validate a SARIF log against the published SARIF 2.1.0 schema (tests/data/)."""
+    published = json.loads((DATA / "sarif-schema-2.1.0.json").read_text("utf-8"))
+    jsonschema.Draft4Validator(published).validate(log)
 
 # ---------------------------------------------------------------------------------------------
 # The check world: a host package whose 2.0 changes a parameter from `int` to `unsigned int`,

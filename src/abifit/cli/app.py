@@ -144,16 +144,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """The command; with --quiet, only the verdict line of a command's text report."""
+    """The command; with --quiet, only the verdict line of a command's text report. What a
+    command prints after its report (`after_report`: --github's workflow commands) follows
+    it either way, unwrapped and uncoloured."""
     command: Callable[[argparse.Namespace, TextIO, TextIO], int] = args.run
+    args.after_report = after = io.StringIO()
     if not (args.quiet and getattr(args, "verdict_line", False)
             and not getattr(args, "json", False)):
-        return command(args, out, err)
-    report = io.StringIO()
-    code = command(args, report, err)
-    lines = report.getvalue().rstrip("\n").splitlines()
-    if lines:
-        out.write(lines[-1] + "\n")
+        code = command(args, out, err)
+    else:
+        report = io.StringIO()
+        code = command(args, report, err)
+        lines = report.getvalue().rstrip("\n").splitlines()
+        if lines:
+            out.write(lines[-1] + "\n")
+    if after.getvalue():
+        out.flush()
+        _raw(out).write(after.getvalue())
     return code
 
 

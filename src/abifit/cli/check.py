@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from abifit.cli.options import Subparsers, fail_on_option, host_options, index_options
+from abifit.cli import ci
+from abifit.cli.options import (
+    Subparsers,
+    ci_options,
+    fail_on_option,
+    host_options,
+    index_options,
+)
 from abifit.cli.shared import (
     host_options_of,
     index_options_of,
@@ -42,6 +49,7 @@ def configure(sub: Subparsers) -> None:
     host_options(k)
     fail_on_option(k)
     k.add_argument("--json", action="store_true", help="print one JSON document")
+    ci_options(k)
     index_options(k)
     k.set_defaults(run=run, verdict_line=True)
 
@@ -51,6 +59,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from abifit.report.check import check_json, check_text
     from abifit.report.json import dumps
 
+    ci.check_options(args)
     options = CheckOptions(tuple(args.targets), tuple(args.withs), tuple(args.requirement),
                            args.snapshot, args.gpu, host_options_of(args), index_options_of(args))
     report, session = run_command(run_check, options, args, err)
@@ -59,5 +68,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.writelines(f"note: {n}\n" for n in report.notes)
     out.write(dumps(check_json(report, transfer)) + "\n" if args.json
               else check_text(report, bool(args.verbose)))
+    if ci.asked(args):
+        from abifit.report.gate import check_gate
+
+        ci.write_reports(args, check_gate(report, args.fail_on, ci.root()), out)
     transfer_line(err, transfer, args, session.opened[0])
     return verdict_status(report.verdict, report.findings, args.fail_on)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from abifit.cli.options import Subparsers
+from abifit.cli import ci
+from abifit.cli.options import Subparsers, ci_options
 from abifit.cli.shared import run_command
 from abifit.cli.status import EXIT_OK, EXIT_PROBLEMS
 
@@ -31,6 +32,7 @@ def configure(sub: Subparsers) -> None:
     f.add_argument("--cache-dir", metavar="DIR", help="cache directory")
     f.add_argument("--no-cache", action="store_true", help="do not read or write the ELF cache")
     f.add_argument("--json", action="store_true", help="print one JSON document")
+    ci_options(f)
     f.set_defaults(run=run, verdict_line=True)
 
 
@@ -39,9 +41,17 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from abifit.report.diff import diff_json, diff_text
     from abifit.report.json import dumps
 
+    ci.check_options(args)
     options = DiffOptions(args.a, args.b, args.python, args.cache_dir, args.no_cache)
     report, _session = run_command(run_diff, options, args, err)
     if not args.quiet and not args.json:
         err.writelines(f"note: {n}\n" for n in report.notes)
     out.write(dumps(diff_json(report)) + "\n" if args.json else diff_text(report))
+    if ci.asked(args):
+        from abifit.commands.diff import written_pins
+        from abifit.report.gate import diff_gate
+        from abifit.report.markdown import diff_markdown
+
+        gate = diff_gate(report, ci.root(), written_pins(args.b) if args.b else ())
+        ci.write_reports(args, gate, out, diff_markdown(report))
     return EXIT_PROBLEMS if report.breaks else EXIT_OK

@@ -7,7 +7,8 @@ import functools
 import os
 from typing import TYPE_CHECKING, TextIO
 
-from abifit.cli.options import Subparsers, fail_on_option
+from abifit.cli import ci
+from abifit.cli.options import Subparsers, ci_options, fail_on_option
 from abifit.cli.shared import run_command
 from abifit.cli.status import exit_status
 from abifit.commands.contexts import cache_root, option_gpus
@@ -50,10 +51,12 @@ def configure(sub: Subparsers) -> None:
                    "lacks it, to see what else would fail behind it")
     fail_on_option(d)
     d.add_argument("--json", action="store_true", help="print one JSON document")
+    ci_options(d)
     d.set_defaults(run=run, verdict_line=True)
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    ci.check_options(args)
     # the interpreter is asked for its facts while the command's modules are imported
     query = InterpreterQuery(args.python or default_interpreter(os.environ))
     from abifit.engines.kept import DoctorOptions, ask, kept_printed
@@ -64,7 +67,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
     environ = dict(os.environ)
     asked = ask(query, environ, option_gpus(args.gpu, environ) if args.gpu else None)
-    if not args.verify and not args.save_host:  # a warm run prints what the kept run printed
+    # a warm run prints what the kept run printed (which keeps no report for CI systems)
+    if not args.verify and not args.save_host and not ci.asked(args):
         kept = kept_printed(cache, asked, options.packages, offline=args.no_index,
                             assume_driver=args.assume_driver, environ=environ)
         if kept is not None:
@@ -81,7 +85,12 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     report, _session = run_command(
         functools.partial(run_doctor, query=query, asked=asked, printed=printed), options,
         args, err)
-    return _print_doctor(made[-1] if made else printed(report), args, out)
+    code = _print_doctor(made[-1] if made else printed(report), args, out)
+    if ci.asked(args):
+        from abifit.report.gate import doctor_gate
+
+        ci.write_reports(args, doctor_gate(report, args.fail_on, ci.root()), out)
+    return code
 
 
 def _print_doctor(printed: DoctorPrinted, args: argparse.Namespace, out: TextIO) -> int:

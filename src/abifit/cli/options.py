@@ -118,3 +118,20 @@ def byte_size(text: str) -> int:
     if number < 0:
         raise argparse.ArgumentTypeError(f"not a size: {text!r}")
     return int(number * scale.get(unit, 1))
+
+
+def ci_options(p: argparse.ArgumentParser) -> None:
+    """--github, --sarif, --junit and --markdown: what CI systems read, besides the report,
+    from the same run (`cli.ci`)."""
+    g = p.add_argument_group("reports for CI systems (any of them, in one run)")
+    g.add_argument("--github", action="store_true",
+                   help="also print a GitHub Actions workflow command (::error, ::warning, "
+                   "::notice) per problem after the report, at the line of the -r file that "
+                   "pins its package")
+    g.add_argument("--sarif", metavar="FILE",
+                   help="also write the problems as a SARIF 2.1.0 log (code scanning)")
+    g.add_argument("--junit", metavar="FILE",
+                   help="also write the modules checked as JUnit XML (a suite per package, a "
+                   "test case per module)")
+    g.add_argument("--markdown", metavar="FILE",
+                   help="also write a Markdown summary (a job summary, a pull request comment)")

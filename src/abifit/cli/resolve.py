@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 from typing import TextIO
 
-from abifit.cli.options import Subparsers, host_options, index_options, positive
+from abifit.cli import ci
+from abifit.cli.options import Subparsers, ci_options, host_options, index_options, positive
 from abifit.cli.shared import (
     command_line,
     host_options_of,
@@ -57,6 +58,7 @@ def configure(sub: Subparsers) -> None:
                    help="pairs checked at once (default 4)")
     host_options(r)
     r.add_argument("--json", action="store_true", help="print one JSON document")
+    ci_options(r)
     index_options(r)
     r.set_defaults(run=run, verdict_line=True)
 
@@ -77,6 +79,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     output_format = _lock_format(args.output, args.format)
     writable(args.output, "-o")
     writable(args.html, "--html")
+    ci.check_options(args)
     options = ResolveOptions(tuple(args.requirements), tuple(args.withs),
                              tuple(args.requirement_files), args.cuda, args.gpu, args.jobs,
                              host_options_of(args), index_options_of(args))
@@ -95,6 +98,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.html:
         Path(args.html).write_text(resolve_html(report, command=command_line(args)), "utf-8")
     out.write(dumps(resolve_json(report, transfer)) + "\n" if args.json else resolve_text(report))
+    if ci.asked(args):
+        from abifit.report.gate import resolve_gate
+
+        ci.write_reports(args, resolve_gate(report, ci.root()), out)
     transfer_line(err, transfer, args, remote)
     return EXIT_OK if report.found else EXIT_PROBLEMS
 

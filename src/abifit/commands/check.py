@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from abifit.commands.contexts import (
@@ -75,17 +76,35 @@ def run_check(options: CheckOptions, session: Session) -> CheckReport:
             index = replace(index, python_version=".".join(snap.python_version.split(".")[:2]))
     host, remote = host_and_index(options.host, index, session)
     targets: list[str | IndexFile] = list(options.targets)
+    written: list[Pin] = []  # where each pin of a file is written, for the reports of CI
     if recorded:  # the wheels the snapshot recorded, not whatever the index serves now
         targets += locked_targets(recorded, remote())
+        written += _placed(recorded, options.snapshot)
     for pins in pin_files(options.requirement_files, remote(), session.warn, "checked"):
         targets += locked_targets(pins.pins, remote())  # each the file the lock names
+        written += pins.pins
     gpu = option_gpu(options.gpu, session.environ)
     report = check(targets, options.withs, remote(), remote().target, host, session.progress,
                    options.host.python,
                    skip_pure=bool(options.requirement_files or options.snapshot),
                    gpu=gpu)
+    report = replace(report, file_pins=tuple(written))
     if snap is None:
         return report
     from abifit.engines.snapshot import with_recorded_fixes
 
     return with_recorded_fixes(report, snap)
+
+
+def _placed(pins: list[Pin], snapshot: str | None) -> tuple[Pin, ...]:
+    """The pins of a snapshot with the line of each one's entry in the file (none where the
+    file cannot be read again)."""
+    from abifit.formats.pins import placed_in_lock
+
+    if snapshot is None:
+        return tuple(pins)
+    try:
+        text = Path(snapshot).read_text("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return tuple(pins)
+    return placed_in_lock(pins, text, snapshot)

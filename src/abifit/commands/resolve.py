@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from abifit.commands.contexts import (
     HostOptions,
@@ -39,9 +39,9 @@ def run_resolve(options: ResolveOptions, session: Session) -> ResolveReport:
     linux_only(options.index)
     host, remote = host_and_index(options.host, options.index, session)
     gpu = option_gpu(options.gpu, session.environ)
-    requirements = [*options.requirements,
-                    *(r for pins in pin_files(options.requirement_files, remote(), session.warn,
-                                              "resolved") for r in pins.requirements)]
-    return resolve(requirements, options.withs, remote(), host, session.progress,
-                   cuda=options.cuda, gpu=gpu,
-                   executable=options.host.python, jobs=options.jobs)
+    files = pin_files(options.requirement_files, remote(), session.warn, "resolved")
+    requirements = [*options.requirements, *(r for pins in files for r in pins.requirements)]
+    report = resolve(requirements, options.withs, remote(), host, session.progress,
+                     cuda=options.cuda, gpu=gpu,
+                     executable=options.host.python, jobs=options.jobs)
+    return replace(report, file_pins=tuple(pin for pins in files for pin in pins.pins))

@@ -36,7 +36,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from abifit.errors import AbifitError, FormatError, UsageError, WheelError
 from abifit.formats.elf import ElfImage, SymbolType, parse_elf
 from abifit.formats.objects import ObjectSource
-from abifit.formats.pins import holds
+from abifit.formats.pins import Pin, holds  # Pin: a field's type (its hint must evaluate)
 from abifit.formats.sources import FileSource
 from abifit.formats.wheel import Member, WheelArchive, is_elf_member, python_members
 from abifit.host.environment import Distribution, InterpreterFacts, interpreter_candidates
@@ -72,7 +72,6 @@ if TYPE_CHECKING:
     from abifit.engines.doctor import LibrarySearchFn
     from abifit.formats.fatbin import GpuCode
     from abifit.formats.numpyapi import NumpyUse
-    from abifit.formats.pins import Pin
     from abifit.remote.packageindex import IndexFile, Target
     from abifit.remote.wheels import RemoteContext
 
@@ -210,6 +209,7 @@ class CheckReport:
     warnings: tuple[Finding, ...] = ()
     gpu: GpuCheck | None = None
     imports: tuple[ImportVerdict, ...] = ()
+    file_pins: tuple[Pin, ...] = ()  # the pins of the `-r` files, with where each is written
 
     @property
     def failing(self) -> int:

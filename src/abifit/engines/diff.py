@@ -86,6 +86,7 @@ class Change:
     after: str | None
     detail: str = ""
     breaks: bool = False
+    distribution: str | None = None  # of the module a change is about
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,27 +135,29 @@ def _module_changes(a: ModuleRecord, b: ModuleRecord) -> list[Change]:
     """What changed in a module that loads on both sides."""
     out = []
     subject = a.module
+    dist = b.distribution
     before, after = _cuda_majors(a), _cuda_majors(b)
     for lib in sorted(before.keys() & after.keys()):
         if before[lib] != after[lib]:
             out.append(Change(ChangeKind.CUDA_MAJOR, subject, f"{lib} CUDA {before[lib]}",
                               f"{lib} CUDA {after[lib]}",
-                              f"maps {lib} of another CUDA major"))
+                              f"maps {lib} of another CUDA major", distribution=dist))
     paths_a = {n.soname: n.path for n in a.needed if n.path and n.path.startswith("/")}
     paths_b = {n.soname: n.path for n in b.needed if n.path and n.path.startswith("/")}
     for soname in sorted(paths_a.keys() & paths_b.keys()):
         if paths_a[soname] != paths_b[soname]:
             out.append(Change(ChangeKind.RESOLVED_ELSEWHERE, subject, paths_a[soname],
-                              paths_b[soname], f"{soname} is found elsewhere"))
+                              paths_b[soname], f"{soname} is found elsewhere",
+                              distribution=dist))
     if (a.numpy_headers, a.numpy_feature) != (b.numpy_headers, b.numpy_feature) \
             and None not in (a.numpy_headers, b.numpy_headers):
         out.append(Change(ChangeKind.NUMPY_C_API, subject, _numpy(a), _numpy(b),
                           "it was built against another NumPy C API: which NumPy releases it "
-                          "imports beside changed"))
+                          "imports beside changed", distribution=dist))
     added = sorted(set(b.versions) - set(a.versions))
     if added:
         out.append(Change(ChangeKind.VERSION_NODES, subject, None, ", ".join(added),
-                          "requires version nodes it did not"))
+                          "requires version nodes it did not", distribution=dist))
     if a.bindings_sha256 != b.bindings_sha256:
         pa, pb = dict(a.providers), dict(b.providers)
         counts = [f"{s} {pa.get(s, 0)} -> {pb.get(s, 0)}" for s in sorted(pa.keys() | pb.keys())
@@ -163,7 +166,8 @@ def _module_changes(a: ModuleRecord, b: ModuleRecord) -> list[Change]:
                           b.bindings_sha256[:12],
                           "its undefined symbols bind differently"
                           + (f" (symbols per library: {'; '.join(counts)})" if counts else
-                             " (as many per library: other symbols, or other versions)")))
+                             " (as many per library: other symbols, or other versions)"),
+                          distribution=dist))
     return out
 
 
@@ -175,22 +179,25 @@ def _modules(a: Side, b: Side) -> list[Change]:
         other = b_modules.get(_key(m))
         if not m.loads:
             if other is not None and other.loads:
-                out.append(Change(ChangeKind.STARTS_LOADING, m.module, m.error, "loads"))
+                out.append(Change(ChangeKind.STARTS_LOADING, m.module, m.error, "loads",
+                                  distribution=m.distribution))
             continue
         if other is None:
             if _key(m)[0] in b_dists:
                 out.append(Change(ChangeKind.MODULE_GONE, m.module, m.file, None,
-                                  f"{m.distribution} on B has no such module"))
+                                  f"{m.distribution} on B has no such module",
+                                  distribution=m.distribution))
             continue
         if not other.loads:
             why = _explanation(other.module, b.findings)
             out.append(Change(ChangeKind.STOPS_LOADING, m.module, "loads", other.error,
-                              why, breaks=True))
+                              why, breaks=True, distribution=other.distribution))
             continue
         out += _module_changes(m, other)
     a_keys = {_key(m) for m in a.snapshot.modules}
     out += [Change(ChangeKind.STOPS_LOADING, m.module, None, m.error,
-                   _explanation(m.module, b.findings), breaks=False)
+                   _explanation(m.module, b.findings), breaks=False,
+                   distribution=m.distribution)
             for m in b.snapshot.modules if _key(m) not in a_keys and not m.loads]
     return out
 

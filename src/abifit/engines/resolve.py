@@ -45,11 +45,14 @@ from resolvelib.structs import RequirementInformation
 from abifit.engines.check import check, requires_dist, target_markers
 from abifit.engines.pairwise import PairJudge, PairVerdict, describe, is_native
 from abifit.errors import AbifitError, UsageError
+from abifit.formats.pins import Pin as FilePin  # fields' types: their hints must evaluate
 from abifit.formats.pins import holds
 from abifit.remote.cores import usable_cores
 from abifit.remote.packageindex import (
     IndexFile,  # a field's type: its hint must evaluate (datacodec)
 )
+from abifit.sim.findings import Finding
+from abifit.sim.process import ModuleStatus
 from abifit.version import __version__
 
 if TYPE_CHECKING:
@@ -198,6 +201,8 @@ class SetCheck:
     modules: int
     failing: int
     problems: tuple[str, ...] = ()
+    statuses: tuple[ModuleStatus, ...] = ()  # the modules checked, and their findings
+    findings: tuple[Finding, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +234,7 @@ class ResolveReport:
     gpu: str | None = None
     index_urls: tuple[str, ...] = ()  # where the pinned wheels come from (for a lock file)
     abifit_version: str = __version__  # the abifit that resolved it (its page and lock say)
+    file_pins: tuple[FilePin, ...] = ()  # the pins of the `-r` files, with where each is written
 
     @property
     def found(self) -> bool:
@@ -868,7 +874,8 @@ def check_set(chosen: Sequence[Candidate], provider: Provider, ctx: RemoteContex
     report = check([c.file for c in targets], [c.file for c in withs], ctx, ctx.target,
                    profile, progress, executable)
     problems = tuple(_problem_line(p) for p in problems_of(report.findings))
-    verdict = SetCheck(report.verdict, len(report.modules), report.failing, problems)
+    verdict = SetCheck(report.verdict, len(report.modules), report.failing, problems,
+                       report.modules, report.findings)
     if report.verdict not in ("fails", "degraded"):  # a degraded set is never chosen
         return verdict, {}, ()
     from abifit.sim.findings import FindingKind
