@@ -126,8 +126,8 @@ def ci_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("reports for CI systems (any of them, in one run)")
     g.add_argument("--github", action="store_true",
                    help="also print a GitHub Actions workflow command (::error, ::warning, "
-                   "::notice) per problem after the report, at the line of the -r file that "
-                   "pins its package")
+                   "::notice) per problem after the report, at the line of the lock or "
+                   "requirements file that pins its package where one does")
     g.add_argument("--sarif", metavar="FILE",
                    help="also write the problems as a SARIF 2.1.0 log (code scanning)")
     g.add_argument("--junit", metavar="FILE",
