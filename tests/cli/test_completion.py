@@ -21,15 +21,15 @@ pytestmark = pytest.mark.skipif(ABIFIT is None, reason="needs the abifit command
 
 def completions(line: str, tmp_path: Path) -> list[str]:
     """What bash offers for `line` (the cursor at its end), through `abifit completion bash`."""
-    script = f"""
+    script = """
 eval "$(abifit completion bash)"
 read -r -a COMP_WORDS <<< "$LINE"
 case "$LINE" in *" ") COMP_WORDS+=(""); esac
-COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))
+COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
 COMP_LINE="$LINE"
-COMP_POINT=${{#LINE}}
+COMP_POINT=${#LINE}
 _python_argcomplete abifit
-printf '%s\\n' "${{COMPREPLY[@]}}"
+printf '%s\\n' "${COMPREPLY[@]}"
 """
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
            "LINE": line}

@@ -96,6 +96,24 @@ class DiffReport:
     abi: tuple[Change, ...]
     versions: tuple[Change, ...]
     notes: tuple[str, ...] = ()
+    # whether loading was compared: both sides hold abifit's facts (a lock of another tool
+    # holds versions only)
+    abi_compared: bool = True
+
+    @property
+    def outcome(self) -> str:
+        """The last line of the text: what B does to what A loaded, as far as it is known."""
+        if self.breaks:
+            return f"B breaks {len(self.breaks)} module(s) that A loaded"
+        if not self.abi_compared:
+            return ("versions only: whether B loads what A loaded was not compared (a lock "
+                    "without abifit's facts; compare abifit snapshots for that)")
+        return "B breaks nothing A loaded"
+
+    @property
+    def word(self) -> str:
+        """`breaks`, `fits`, or `versions only` where loading was not compared."""
+        return "breaks" if self.breaks else "fits" if self.abi_compared else "versions only"
 
     @property
     def breaks(self) -> tuple[Change, ...]:
@@ -250,7 +268,8 @@ def compare(a: Side, b: Side) -> DiffReport:
                   f"{', '.join(side.snapshot.unrecorded)}" for side in (a, b)
                   if side.kind is SideKind.SNAPSHOT and side.snapshot.unrecorded]
     return DiffReport(a.label, b.label, tuple(sorted(abi, key=lambda c: not c.breaks)),
-                      tuple(_versions(a.snapshot, b.snapshot)), tuple(notes + unrecorded))
+                      tuple(_versions(a.snapshot, b.snapshot)), tuple(notes + unrecorded),
+                      abi_compared=a.fingerprinted and b.fingerprinted)
 
 
 # --- reading a side --------------------------------------------------------------------------

@@ -52,9 +52,7 @@ def diff_text(report: DiffReport) -> str:
         lines += [_version_line(c) for c in report.versions]
     if not report.abi and not report.versions:
         lines.append("no differences")
-    broken = report.breaks
-    lines.append(f"B breaks {len(broken)} module(s) that A loaded" if broken
-                 else "B breaks nothing A loaded")
+    lines.append(report.outcome)
     return "\n".join(lines) + "\n"
 
 
@@ -66,5 +64,6 @@ def diff_json(report: DiffReport) -> JsonObject:
                 "after": c.after, "detail": c.detail, "breaks": c.breaks}
 
     return {"schema_version": SCHEMA_VERSIONS["diff"], "command": "diff", "a": report.a,
-            "b": report.b, "breaks": len(report.breaks), "abi": [change(c) for c in report.abi],
+            "b": report.b, "breaks": len(report.breaks),
+            "abi_compared": report.abi_compared, "abi": [change(c) for c in report.abi],
             "versions": [change(c) for c in report.versions], "notes": list(report.notes)}

@@ -425,5 +425,5 @@ def diff_gate(report: DiffReport, root: str, b_pins: Sequence[Pin] = ()) -> Gate
                     p.explanation)
         by_package.setdefault(case.package, []).append(case)
     suites = tuple(Suite(name, None, tuple(cases)) for name, cases in by_package.items())
-    return Gate("diff", "breaks" if report.breaks else "fits", _last_line(diff_text(report)),
+    return Gate("diff", report.word, _last_line(diff_text(report)),
                 "degraded", tuple(problems), suites)

@@ -73,10 +73,8 @@ def diff_markdown(report: DiffReport, limit: int = ROWS) -> str:
     B breaks, what it fixes, the CUDA majors, libraries and host facts that changed, and the
     versions (folded)."""
     broken = report.breaks
-    lines = [f"### abifit diff: {'breaks' if broken else 'fits'}", "",
-             f"A: {code(report.a)} → B: {code(report.b)}", "",
-             f"B breaks {len(broken)} module(s) that A loaded" if broken
-             else "B breaks nothing A loaded"]
+    lines = [f"### abifit diff: {report.word}", "",
+             f"A: {code(report.a)} → B: {code(report.b)}", "", report.outcome]
     of = {kind: [c for c in report.abi if c.kind is kind] for kind in ChangeKind}
     lines += _section("Breaks: modules that load on A and not on B", broken,
                       ("package", "module", "what fails on B"),

@@ -15,7 +15,7 @@ from abifit.report.rules import Rule
 from abifit.version import __version__
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-INFORMATION_URI = "https://pypi.org/project/abifit/"
+INFORMATION_URI = "https://github.com/abifit/abifit"
 FINGERPRINT = "abifit/v1"  # the name of the partial fingerprint: what a problem is about
 
 _LEVELS = {Level.ERROR: "error", Level.WARNING: "warning", Level.NOTICE: "note"}
