@@ -28,7 +28,7 @@ This module defines `AbifitError`, `UsageError`, `LocatedError`, `FormatError`, 
 beside the code that raises them, so that no module imports from a layer above its own:
 `OtherVersion` in `abifit.formats.datacodec`, `HttpError` and `_Retry` in `abifit.remote.http`,
 `IndexUnavailable`, `_Hinted`, `PackageNotFound` and `NoMatchingWheel` in
-`abifit.remote.packageindex`, `_WorkerDied` and `ForkFailed` in `abifit.remote.cores`. The two
+`abifit.remote.packageindex`, `_WorkerDied` and `ForkFailed` in `abifit.workers`. The two
 internal ones are caught where they are raised (`HttpClient` retries or turns `_Retry` into an
 `HttpError`; the worker pool runs the call in the calling thread after `_WorkerDied`) and never
 reach a caller; `ForkFailed` reaches only the caller of `fork_call`, which computes the call

@@ -76,10 +76,10 @@ import os, sys
 from abifit import cli
 from abifit.engines import doctor
 from abifit.host import localfs
-from abifit.remote import cores
+from abifit import workers
 
 whole, forks = [], []
-parse, fork_call = localfs._parse_and_keep, cores.fork_call
+parse, fork_call = localfs._parse_and_keep, workers.fork_call
 
 
 def parsing(path, *args, **kwargs):
@@ -93,9 +93,9 @@ def counted(function):
     return fork
 
 
-localfs._parse_and_keep, cores.fork_call = parsing, counted
+localfs._parse_and_keep, workers.fork_call = parsing, counted
 doctor.MIN_SHARED = 1  # the venv has fewer modules than that
-cores.fork_workers()
+workers.fork_workers()
 code = cli.main(sys.argv[1:])
 programs = [p for p in whole if "/torch/bin/" in p]
 sys.stderr.write(f"forks: {forks} programs parsed whole: {programs}\\n")

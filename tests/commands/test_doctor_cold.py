@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from abifit import workers
 from abifit.engines import plans
 from abifit.engines.doctor import InstalledCode, system_libraries
 from abifit.engines.plans import code_digest, parse, survey
@@ -26,7 +27,6 @@ from abifit.host.environment import Distribution
 from abifit.host.ldconfig import probe_host
 from abifit.host.localfs import LocalObjects, parse_file, parse_head
 from abifit.host.natives import NativeFile
-from abifit.remote import cores
 from abifit.sim.imports import DistributionPlan, PackageCode, load_steps, mentions_in, wrappers_of
 from abifit.sim.loader import Process, cached_paths
 from abifit.sim.process import search_config
@@ -111,19 +111,19 @@ def test_local_objects_give_heads_and_whole_images(built: tuple[Path, Path]) -> 
     whole = source.image(prog)
     assert whole == _full(built[1]) and len(whole.symbols) > 0
     assert source.head(prog) is whole  # once the whole view is known, it serves heads too
-    if cores.parallel():  # the heads and images above came from worker processes
-        assert cores.run(parse_head, prog) == head
+    if workers.parallel():  # the heads and images above came from worker processes
+        assert workers.run(parse_head, prog) == head
 
 
 @pytest.fixture
 def busy_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Future[None]]:
     """One worker process, busy for a while with the first call: calls submitted now wait,
     not started, in the queue of the one thread that hands calls to it."""
-    pool = cores._Pool(1)
+    pool = workers._Pool(1)
     submitter = ThreadPoolExecutor(1)
-    monkeypatch.setattr(cores, "_pool", pool)
-    monkeypatch.setattr(cores, "_submitter", submitter)
-    busy = cores.submit(time.sleep, 1.5)
+    monkeypatch.setattr(workers, "_pool", pool)
+    monkeypatch.setattr(workers, "_submitter", submitter)
+    busy = workers.submit(time.sleep, 1.5)
     yield busy
     busy.result()
     submitter.shutdown()
@@ -245,13 +245,13 @@ def test_a_survey_in_parts_without_wrappers_reads_no_more(tmp_path: Path,
     answer; a part that fails fails the survey, for the caller to read the modules itself."""
     modules = [m for m in _package_modules(tmp_path) if m[0] != "ta._extension.utils"]
     calls: list[str] = []
-    submit = cores.submit
+    submit = workers.submit
 
     def counting(function, *args, **kwargs):  # type: ignore[no-untyped-def]
         calls.append(function.__name__)
         return submit(function, *args, **kwargs)
 
-    monkeypatch.setattr(cores, "submit", counting)
+    monkeypatch.setattr(workers, "submit", counting)
     found = plans.survey_in_parts(modules, None, 2).result(timeout=60)
     assert calls == ["survey", "survey"] and found.mentions == () and found.marked == ()
     assert found == survey(modules, None, False)
@@ -263,7 +263,7 @@ def test_a_survey_in_parts_without_wrappers_reads_no_more(tmp_path: Path,
             return broken
         return counting(function, *args, **kwargs)
 
-    monkeypatch.setattr(cores, "submit", failing)
+    monkeypatch.setattr(workers, "submit", failing)
     calls.clear()
     failed = plans.survey_in_parts(_package_modules(tmp_path), None, 3)
     with pytest.raises(OSError, match="worker gone"):
@@ -304,7 +304,7 @@ def _what_plans_say(made: dict[str, DistributionPlan], natives: list[NativeFile]
             for key, plan in made.items()}
 
 
-@pytest.mark.skipif(not cores.parallel(), reason="needs worker processes (2 cores or more)")
+@pytest.mark.skipif(not workers.parallel(), reason="needs worker processes (2 cores or more)")
 def test_surveys_no_worker_has_started_are_made_here(tmp_path: Path) -> None:
     """While every worker is busy, the surveys waiting for one are made by the caller when it
     asks for the plans, rather than waited for; the plans are those made when the workers
@@ -317,7 +317,7 @@ def test_surveys_no_worker_has_started_are_made_here(tmp_path: Path) -> None:
     assert _what_plans_say(alone.plans(dists, natives), natives) == expected
     assert all(len(loads) == 2 for _, loads, _ in expected.values())  # type: ignore[misc]
 
-    busy = [cores.submit(time.sleep, 3.0) for _ in range(cores.workers_wanted())]
+    busy = [workers.submit(time.sleep, 3.0) for _ in range(workers.workers_wanted())]
     try:
         time.sleep(0.2)  # every submitting thread now waits on a busy worker
         stolen = InstalledCode()

@@ -565,10 +565,10 @@ def test_nothing_is_named_past_a_copy_that_defines_it(
 _COUNTING_FORKS = '''
 import os, sys
 from abifit import cli
-from abifit.remote import cores
+from abifit import workers
 
 made = []
-fork_call = cores.fork_call
+fork_call = workers.fork_call
 
 
 class Done:
@@ -587,8 +587,8 @@ def counted(function):
     return fork
 
 
-cores.fork_call = counted
-cores.fork_workers()
+workers.fork_call = counted
+workers.fork_workers()
 code = cli.main(sys.argv[1:])
 sys.stderr.write(f"forks: {made}\\n")
 sys.exit(code)

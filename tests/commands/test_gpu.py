@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 import abifit.engines.doctor as doctor_command
+from abifit import workers
 from abifit.cli import main
 from abifit.errors import FormatError
 from abifit.formats import fatbin
 from abifit.formats.elf import ElfImage, parse_elf
 from abifit.formats.fatbin import GpuCode, ptx_has_kernels, read_fatbins, read_gpu_code
 from abifit.formats.sources import ByteSource, BytesSource, FileSource
-from abifit.remote import cores
 from abifit.sim.gpu import (
     ComputeCapability,
     GpuTarget,
@@ -312,7 +312,7 @@ def test_gpu_verdicts_are_cached_until_the_file_changes(
         return read(source, image)
 
     monkeypatch.setattr(doctor_command, "read_gpu_code", counting)
-    monkeypatch.setattr(cores, "parallel", lambda: False)  # every read in this process
+    monkeypatch.setattr(workers, "parallel", lambda: False)  # every read in this process
     args = ("doctor", "--python", str(gpu_venv), "--json", "--cache-dir", str(tmp_path))
     first = run(capsys, *args, "--gpu", "10.0")
     assert len(reads) == 1

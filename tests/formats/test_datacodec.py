@@ -343,7 +343,7 @@ def evil_pickles(marker: Path, module: str = "abifit.cache") -> dict[str, bytes]
 def test_the_evil_pickles_do_run_a_command(tmp_path: Path, name: str) -> None:
     """Control: under their module's real name, plain unpickling runs each payload."""
     marker = tmp_path / "MARKER"
-    pickle.loads(evil_pickles(marker, "abifit.remote.cores")[name])
+    pickle.loads(evil_pickles(marker, "abifit.workers")[name])
     assert marker.exists()
 
 

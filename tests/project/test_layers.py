@@ -1,9 +1,12 @@
 """The package's layers: every module imports only from its own layer or the layers below it.
 
-    cli -> report -> commands -> engines -> sim -> host -> remote -> formats -> errors -> version
+    cli -> report -> commands -> engines -> sim -> host -> remote -> formats -> workers
+        -> errors -> version
 
 (`abifit/__init__.py`, the public API, sits on top, and nothing below imports it; the version
-is `abifit.version`, under every layer.) A module that imports from a layer above it fails
+is `abifit.version`, under every layer. `abifit.workers`, the worker processes that local
+parsing, the reading of remote members and the engines hand CPU-bound calls to, is a layer of
+one module, as errors and version are.) A module that imports from a layer above it fails
 here, lazy imports inside functions and imports under TYPE_CHECKING included.
 """
 
@@ -17,8 +20,8 @@ import pytest
 from helpers import SRC
 
 PACKAGE = SRC / "abifit"
-LAYERS = ("version", "errors", "formats", "remote", "host", "sim", "engines", "commands", "report",
-          "cli")
+LAYERS = ("version", "errors", "workers", "formats", "remote", "host", "sim", "engines", "commands",
+          "report", "cli")
 RANK = {name: rank for rank, name in enumerate(LAYERS)}
 TOP = len(LAYERS)  # abifit/__init__.py and __main__.py
 
@@ -81,7 +84,7 @@ def test_every_module_has_a_layer() -> None:
     top = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert top <= set(LAYERS)
     loose = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__", "errors",
-                                                       "version"}
+                                                       "version", "workers"}
     assert loose == set()
 
 

@@ -157,7 +157,7 @@ def test_large_members_of_a_local_wheel_are_read_in_worker_processes(
     inflated and parsed by a worker process: their views equal a local read, with their names
     interned as ever, and their section headers still tell that they hold no GPU code."""
     import abifit.remote.wheels as wheels
-    from abifit.remote import cores
+    from abifit import workers
     from abifit.remote.packageindex import IndexConfig, PackageIndex, Target, path_file
 
     monkeypatch.setattr(wheels, "LOCAL_WORKER_MIN", 0)
@@ -177,8 +177,8 @@ def test_large_members_of_a_local_wheel_are_read_in_worker_processes(
     assert read.keys() == libraries.keys()
     for name, data in libraries.items():
         same_view(read[name], parse_elf(BytesSource(data), relocations=False, sections=False))
-    if cores.workers_wanted() > 0:
-        assert cores._pool is not None and cores._pool.size > 0
+    if workers.workers_wanted() > 0:
+        assert workers._pool is not None and workers._pool.size > 0
 
 
 def test_unknown_project_is_one_line(tmp_path: Path) -> None:

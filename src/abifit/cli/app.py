@@ -47,9 +47,9 @@ from abifit.cli.status import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_
 from abifit.commands.contexts import finish_runs
 from abifit.errors import AbifitError, UsageError
 from abifit.host.localfs import interpreter_problem
-from abifit.remote.cores import stop_workers
 from abifit.report.terminal import Style, Terminal
 from abifit.version import __version__
+from abifit.workers import stop_workers
 
 
 def parser() -> argparse.ArgumentParser:
@@ -91,13 +91,13 @@ def entry() -> int:
     (0.1-0.2 s of a cold doctor) that nobody waits for a result of. Nothing is left to do at
     exit: files are written and closed before `main` returns, and the worker processes end when
     their pipes close with this process. Those are forks of this process where it can
-    (`abifit.remote.cores.fork_workers`)."""
+    (`abifit.workers.fork_workers`)."""
+    from abifit import workers
     from abifit.host.allocator import tune_allocator, tune_collector
-    from abifit.remote import cores
 
     tune_allocator()
     tune_collector()
-    cores.fork_workers()
+    workers.fork_workers()
     code = main()
     try:
         sys.stdout.flush()

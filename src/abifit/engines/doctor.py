@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from abifit import workers
 from abifit.engines.kept import (
     DoctorAsked,
     DoctorPrinted,
@@ -76,7 +77,6 @@ from abifit.host.natives import (
 )
 from abifit.host.numpyuses import numpy_candidates, read_numpy_uses
 from abifit.host.runcache import ReadEnviron
-from abifit.remote import cores
 from abifit.remote.diskcache import GPU_BUCKET, Cache
 from abifit.sim import pythonapi
 from abifit.sim.diagnose import INDEX_FIX
@@ -307,9 +307,9 @@ class InstalledCode:
 
     def start(self, dists: Iterable[Distribution]) -> None:
         """Start reading the modules of `dists` on the other cores, in their order."""
-        if not cores.parallel():
+        if not workers.parallel():
             return
-        parts = cores.workers_wanted()
+        parts = workers.workers_wanted()
         for dist in dists:
             modules = list(self._modules(dist).items())
             if not modules:
@@ -317,7 +317,7 @@ class InstalledCode:
             if len(modules) >= SURVEY_IN_PARTS and parts > 1:
                 coming = survey_in_parts(modules, self._root, parts)
             else:
-                coming = cores.submit(survey, modules, self._root, True)
+                coming = workers.submit(survey, modules, self._root, True)
             self._surveys.append((dist.key, modules, coming))
             self._surveyed.update(path for _, path in modules)
 
@@ -444,7 +444,7 @@ def _verify_imports(env: Environment, verdicts: tuple[ImportVerdict, ...],
     once as there are cores."""
     from abifit.host.realload import CRASHED, real_import
 
-    with ThreadPoolExecutor(max_workers=cores.usable_cores()) as pool:
+    with ThreadPoolExecutor(max_workers=workers.usable_cores()) as pool:
         reals = pool.map(lambda v: real_import(env.facts.executable, v.name), verdicts)
         out = []
         for n, (verdict, real) in enumerate(zip(verdicts, reals, strict=True), 1):
@@ -520,7 +520,7 @@ GpuVerdict = ObjectCoverage | FormatError
 
 
 class GpuReads:
-    """Verdicts on the GPU code of files, worked out on the other cores (`abifit.remote.cores`)
+    """Verdicts on the GPU code of files, worked out on the other cores (`abifit.workers`)
     ahead of `check_gpu_codes`, the largest files first. Nothing is started without worker
     processes, nor for a file whose verdicts are in the cache."""
 
@@ -531,7 +531,7 @@ class GpuReads:
 
     def start(self, natives: Iterable[NativeFile],
               image: Callable[[str], ElfImage | None]) -> None:
-        if not cores.parallel():
+        if not workers.parallel():
             return
         key = _verdicts_key(self.targets)
         where = str(self.cache.base) if self.cache is not None else None
@@ -547,7 +547,7 @@ class GpuReads:
             except OSError:
                 continue
         for _size, path, sections in sorted(wanted, key=lambda w: -w[0]):
-            self._coming[path] = cores.submit(gpu_verdicts_at, path, sections, self.targets,
+            self._coming[path] = workers.submit(gpu_verdicts_at, path, sections, self.targets,
                                               where)
 
     def pending(self) -> bool:
@@ -652,14 +652,14 @@ def _answer(call: Future[R] | None) -> R | None:
 def check_shared(sim: Simulator, targets: list[NativeFile],
                  head: Callable[[str], ElfImage | None]) -> dict[str, Checked]:
     """The checks of `targets` (`Simulator.check`, by path), made here and in a fork of this
-    process (`cores.fork_call`) at once, each taking the next distribution's modules, those
+    process (`workers.fork_call`) at once, each taking the next distribution's modules, those
     with the most symbols first; the fork's logs and reads are taken in. {} where no fork is
     made (on one core, in a library, for a few modules): `simulate_modules` checks them then,
     as it does those of a fork that failed."""
     groups: dict[str, list[NativeFile]] = {}
     for native in targets:
         groups.setdefault(native.distribution, []).append(native)
-    if len(targets) < MIN_SHARED or not 2 <= len(groups) <= cores.Tickets.MAX:
+    if len(targets) < MIN_SHARED or not 2 <= len(groups) <= workers.Tickets.MAX:
         return {}
 
     # what both would work out: each module's prerequisites (their Requires-Dist parsed)
@@ -676,7 +676,7 @@ def check_shared(sim: Simulator, targets: list[NativeFile],
         return sum(symbols.get(key, 0) for key in keys)
 
     order = sorted(groups.values(), key=weight, reverse=True)
-    tickets = cores.Tickets(len(order))
+    tickets = workers.Tickets(len(order))
 
     def take() -> dict[str, Checked]:
         done = {}
@@ -691,7 +691,7 @@ def check_shared(sim: Simulator, targets: list[NativeFile],
         return done, sim.logs, tuple(recorder.seen.items())
 
     try:
-        fork = cores.fork_call(theirs)
+        fork = workers.fork_call(theirs)
         if fork is None:
             return {}
         done = take()
@@ -770,8 +770,8 @@ def _doctor(
     # the code is read on the other cores, the largest distribution first; the ELF files are
     # parsed there once a core is free, and here: the scan takes back those not started yet
     # (their Requires-Dist, which every module's prerequisites read, are parsed there first)
-    requires = (cores.submit(requirements, {d.key: d.requires for d in dists}, facts.markers)
-                if cores.parallel() else None)
+    requires = (workers.submit(requirements, {d.key: d.requires for d in dists}, facts.markers)
+                if workers.parallel() else None)
     code.start(code.largest_first(d for d in dists if has_shared_objects(d)))
     # local files are parsed again rather than kept in the cache: taking a view from the cache
     # costs 2/3 of parsing the file again, and keeping it there more than the parse. Their

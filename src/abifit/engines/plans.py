@@ -18,11 +18,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from abifit import workers
 from abifit.errors import FormatError
 from abifit.formats.pysource import ModuleCode, read_module
 from abifit.host import observe
 from abifit.host.observe import Seen
-from abifit.remote import cores
 from abifit.remote.diskcache import Cache
 from abifit.sim.imports import (
     DistributionPlan,
@@ -224,14 +224,14 @@ def survey_mentions(modules: Sequence[tuple[str, str]], words: Sequence[str],
 
 def survey_in_parts(modules: Sequence[tuple[str, str]], cache_dir: str | None,
                     parts: int) -> Future[Survey]:
-    """`survey(modules, cache_dir, True)` made on the other cores (`abifit.remote.cores`) in
+    """`survey(modules, cache_dir, True)` made on the other cores (`abifit.workers`) in
     `parts` calls at once, then one call for the modules that mention the wrappers found
     (`survey_mentions`): for a distribution so large that one core reading it all would end
     long after the others. The answer is the whole survey's, but for the order of its
     observations; the parts' failure is its failure."""
     size = -(-len(modules) // max(1, parts))
     chunks = [modules[i:i + size] for i in range(0, len(modules), size)]
-    calls = [cores.submit(survey, chunk, cache_dir) for chunk in chunks]
+    calls = [workers.submit(survey, chunk, cache_dir) for chunk in chunks]
     whole: Future[Survey] = Future()
     whole.set_running_or_notify_cancel()  # begun: nobody else may take it over (`cancel`)
     left = [len(calls)]
@@ -248,7 +248,7 @@ def survey_in_parts(modules: Sequence[tuple[str, str]], cache_dir: str | None,
         marked = set(joined.marked)
         read = [name for name, path in modules if path in marked]
         # in the thread the last part ended in, first in line for the next free worker
-        rest = cores.run(survey_mentions, modules, words, read, cache_dir, priority=1e18)
+        rest = workers.run(survey_mentions, modules, words, read, cache_dir, priority=1e18)
         return Survey(joined.seen + rest.seen, joined.marked, joined.codes + rest.codes,
                       rest.mentions)
 
@@ -268,7 +268,7 @@ def survey_in_parts(modules: Sequence[tuple[str, str]], cache_dir: str | None,
 
 
 class ParseAhead:
-    """A parser that reads modules on the other cores (`abifit.remote.cores`) once told of
+    """A parser that reads modules on the other cores (`abifit.workers`) once told of
     them (`ahead`), the longest first, and asks `then` for any other module (or one whose
     reading failed there). A module whose reading is in the cache is left to `then`. Without
     worker processes nothing is read ahead."""
@@ -277,7 +277,7 @@ class ParseAhead:
         self._cache = cache
         self._then = then
         self._coming: dict[str, Future[ModuleCode | None]] = {}
-        self._parallel = cores.parallel()
+        self._parallel = workers.parallel()
 
     def ahead(self, modules: Iterable[tuple[bytes, str, bool]]) -> None:
         """Start reading `modules` (text, name, is_package)."""
@@ -288,7 +288,7 @@ class ParseAhead:
             digest = code_digest(data, name, is_package)
             if digest not in self._coming and not (self._cache is not None
                                                    and self._cache.holds_code(digest)):
-                self._coming[digest] = cores.submit(parse_and_keep, data, name, is_package,
+                self._coming[digest] = workers.submit(parse_and_keep, data, name, is_package,
                                                     where)
 
     def given(self, codes: Iterable[tuple[str, ModuleCode | None]]) -> None:

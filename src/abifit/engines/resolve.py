@@ -47,13 +47,13 @@ from abifit.engines.pairwise import PairJudge, PairVerdict, describe, is_native
 from abifit.errors import AbifitError, UsageError
 from abifit.formats.pins import Pin as FilePin  # fields' types: their hints must evaluate
 from abifit.formats.pins import holds
-from abifit.remote.cores import usable_cores
 from abifit.remote.packageindex import (
     IndexFile,  # a field's type: its hint must evaluate (datacodec)
 )
 from abifit.sim.findings import Finding
 from abifit.sim.process import ModuleStatus
 from abifit.version import __version__
+from abifit.workers import usable_cores
 
 if TYPE_CHECKING:
     from resolvelib.resolvers import Criterion

@@ -37,7 +37,7 @@ from the compressed size).
 are, a format version, and the first 16 bytes of the payload's sha256, so that a damaged entry
 is seen as damaged rather than decoded into another value.
 
-Not covered, on purpose: `abifit.remote.cores` passes pickles between abifit's own processes over
+Not covered, on purpose: `abifit.workers` passes pickles between abifit's own processes over
 pipes; nothing else writes those and nothing reads them back from disk.
 """
 

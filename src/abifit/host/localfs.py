@@ -20,12 +20,12 @@ from collections.abc import Iterable
 from concurrent.futures import Future
 from pathlib import Path
 
+from abifit import workers
 from abifit.errors import FormatError
 from abifit.formats.datacodec import conforms
 from abifit.formats.elf import ElfImage, FileType, is_elf, parse_elf
 from abifit.formats.sources import FileSource
 from abifit.host import observe
-from abifit.remote import cores
 from abifit.remote.diskcache import ELF_BUCKET, key_path, read_value, write_value
 
 
@@ -236,21 +236,21 @@ class LocalObjects:
         self._heads_coming: dict[str, Future[bytes]] = {}
 
     def prefetch(self, paths: Iterable[str], heads: Iterable[str] = ()) -> None:
-        """Start parsing the ELF files at `paths` on the other cores (`abifit.remote.cores`),
+        """Start parsing the ELF files at `paths` on the other cores (`abifit.workers`),
         the largest first, for `image` to take, and the heads of those at `heads`, for `head`;
         a file known, already coming or in the cache is left to `image`. Nothing happens
         without worker processes."""
-        if not cores.parallel():
+        if not workers.parallel():
             return
         wanted = self._wanted(paths, self._coming)
         wanted_heads = self._wanted(heads, self._heads_coming)
         root = str(self._cache.base) if self._cache is not None else None
         for key, (_size, path) in sorted(wanted.items(), key=lambda kv: -kv[1][0]):
-            self._coming[key] = cores.submit(parse_file_pickled, path, root, False,
+            self._coming[key] = workers.submit(parse_file_pickled, path, root, False,
                                              self._relocations)
         for key, (_size, path) in wanted_heads.items():
             if key not in self._coming:
-                self._heads_coming[key] = cores.submit(parse_file_pickled, path, None, True)
+                self._heads_coming[key] = workers.submit(parse_file_pickled, path, None, True)
 
     def _wanted(self, paths: Iterable[str], coming: dict[str, Future[bytes]],
                 ) -> dict[str, tuple[int, str]]:

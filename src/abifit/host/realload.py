@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from abifit.remote.cores import usable_cores
+from abifit.workers import usable_cores
 
 # What both ways of loading run, in the target interpreter: the libraries package code loads
 # first, the module's file as CPython's import loads it, then the import by name (when named).

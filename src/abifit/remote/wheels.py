@@ -23,7 +23,7 @@ fetched.
 Requests are few and overlap: a big member's first tail is fetched together with its local
 header, an inflate asks for all the input a far read needs at once, small members come whole
 in one request, and several members are read at once. The decoding itself (CPU-bound) runs in
-worker processes (`abifit.remote.cores`), the largest members' first.
+worker processes (`abifit.workers`), the largest members' first.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from abifit import workers
 from abifit.errors import AbifitError, FormatError, UsageError, WheelRefused
 from abifit.formats.deflate import TailView, decode_tail, decode_window, expansion
 from abifit.formats.elf import (
@@ -75,7 +76,6 @@ from abifit.formats.wheel import (
     python_members,
     whole_member,
 )
-from abifit.remote import cores
 from abifit.remote.diskcache import Cache
 from abifit.remote.http import HttpClient
 from abifit.remote.packageindex import (
@@ -352,7 +352,7 @@ class RemoteMember:
         while 2 * half <= budget:
             lo, hi = max(0, centre - half), min(size - 1, centre + half)
             try:
-                view = cores.run(decode_window, self._stored(lo, hi), MIDDLE_OUTPUT,
+                view = workers.run(decode_window, self._stored(lo, hi), MIDDLE_OUTPUT,
                                  self._name, priority=self._priority)
             except FormatError:
                 view = None
@@ -424,9 +424,9 @@ class RemoteMember:
             data = sample.result()
             if len(data) < SAMPLE_BYTES // 2:
                 return None
-            return cores.run(expansion, data, priority=self._priority)
+            return workers.run(expansion, data, priority=self._priority)
 
-        ahead = max(1, cores.workers_wanted())
+        ahead = max(1, workers.workers_wanted())
         with ThreadPoolExecutor(max_workers=len(centres)) as pool:
             samples = [pool.submit(fetched, centre) for centre in centres]
             pending: deque[Future[float | None]] = deque()
@@ -487,7 +487,7 @@ class RemoteMember:
         tail = self._stored(size - take, size)
         self._tail_bytes = take
         try:
-            self._tail = cores.run(decode_tail, tail, self._member.size, self._name,
+            self._tail = workers.run(decode_tail, tail, self._member.size, self._name,
                                    priority=self._priority)
         except FormatError:
             self._tail = None
@@ -534,7 +534,7 @@ def read_local_view(path: str, member: Member, where: str, relocations: bool,
                     ) -> tuple[ElfImage | None, bool]:
     """The view of a member of a wheel on this machine (None: not ELF), inflated from its
     start as far as the reads go, and whether it shows no fat binaries (`shows_no_gpu_code`):
-    one large member's inflating and parsing, for a worker process (`cores.run`)."""
+    one large member's inflating and parsing, for a worker process (`workers.run`)."""
     with FileSource(path, mapped=False) as archive:
         opened = open_member(archive, member, where, local=True)
         if not is_elf_member(opened):
@@ -789,7 +789,7 @@ class RemoteWheel:
             if path is not None and member.compressed_size >= LOCAL_WORKER_MIN:
                 # CPU-bound from end to end: on another core, off this process's GIL (a
                 # SymbolTable is built again where it is unpickled, its names interned)
-                image, no_gpu_code = cores.run(read_local_view, str(path), member, where,
+                image, no_gpu_code = workers.run(read_local_view, str(path), member, where,
                                                self.relocations, priority=member.compressed_size)
             else:
                 with _DECODED_MEMBERS if decoded else contextlib.nullcontext():

@@ -1,4 +1,4 @@
-"""`abifit.remote.cores`: calls computed by worker processes answer as the calls themselves
+"""`abifit.workers`: calls computed by worker processes answer as the calls themselves
 would, errors come back as themselves, and a worker that dies costs nothing but its speed."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 import abifit
+from abifit import workers
 from abifit.errors import ElfError, FormatError
 from abifit.formats import deflate
-from abifit.remote import cores
 
 SRC = Path(abifit.__file__).resolve().parents[1]
 
@@ -38,7 +38,7 @@ def _stream() -> tuple[bytes, bytes]:
 def test_a_worker_decodes_as_this_process_does() -> None:
     plain, packed = _stream()
     tail = packed[-(len(packed) // 3):]
-    pool = cores._Pool(1)
+    pool = workers._Pool(1)
     try:
         assert pool.size == 1
         assert pool.run(os.getpid, (), 0) != os.getpid()  # another process answers
@@ -51,7 +51,7 @@ def test_a_worker_decodes_as_this_process_does() -> None:
 
 
 def test_errors_come_back_as_themselves() -> None:
-    pool = cores._Pool(1)
+    pool = workers._Pool(1)
     try:
         with pytest.raises(FormatError) as caught:
             pool.run(deflate.decode_tail, (b"\x00" * 5000, 9000, "lib.so"), 0)
@@ -64,7 +64,7 @@ def test_errors_come_back_as_themselves() -> None:
 
 
 def test_a_dead_worker_leaves_its_calls_to_the_caller() -> None:
-    pool = cores._Pool(1)
+    pool = workers._Pool(1)
     try:
         worker = pool._workers[0]
         worker._process.kill()
@@ -78,8 +78,8 @@ def test_a_dead_worker_leaves_its_calls_to_the_caller() -> None:
 def test_ctrl_c_is_for_the_parent_to_handle(monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker is out of reach of the terminal's Ctrl-C (a session of its own) and ignores
     SIGINT besides; `stop_workers` kills and reaps every worker at once."""
-    pool = cores._Pool(2)
-    monkeypatch.setattr(cores, "_pool", pool)
+    pool = workers._Pool(2)
+    monkeypatch.setattr(workers, "_pool", pool)
     try:
         processes = [w._process for w in pool._workers]
         assert all(os.getsid(p.pid) == p.pid for p in processes)
@@ -95,7 +95,7 @@ def test_ctrl_c_is_for_the_parent_to_handle(monkeypatch: pytest.MonkeyPatch) -> 
         assert all(p.poll() is None for p in processes)  # alive
         assert pool.run(os.getpid, (), 0) in {p.pid for p in processes}  # and answering
         started = time.monotonic()
-        cores.stop_workers()
+        workers.stop_workers()
         assert time.monotonic() - started < 1.0
         assert all(p.returncode == -signal.SIGKILL for p in processes)
         assert pool.run(divmod, (7, 2), 0) == (3, 1)  # the caller answers now
@@ -105,12 +105,12 @@ def test_ctrl_c_is_for_the_parent_to_handle(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_no_workers_when_asked_for_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ABIFIT_WORKERS", "0")
-    assert cores.workers_wanted() == 0
+    assert workers.workers_wanted() == 0
     monkeypatch.setenv("ABIFIT_WORKERS", "3")
-    assert cores.workers_wanted() == 3
+    assert workers.workers_wanted() == 3
     monkeypatch.setenv("ABIFIT_WORKERS", "many")  # not a number: the cores decide
-    assert cores.workers_wanted() == (0 if len(os.sched_getaffinity(0)) == 1
-                                      else min(cores.MAX_WORKERS, len(os.sched_getaffinity(0))))
+    assert workers.workers_wanted() == (0 if len(os.sched_getaffinity(0)) == 1
+                                      else min(workers.MAX_WORKERS, len(os.sched_getaffinity(0))))
 
 
 def test_the_serve_loop_answers_each_call_then_ends() -> None:
@@ -119,7 +119,7 @@ def test_the_serve_loop_answers_each_call_then_ends() -> None:
         pickle.dump(call, calls)
     calls.seek(0)
     answers = io.BytesIO()
-    cores.serve(calls, answers)
+    workers.serve(calls, answers)
     answers.seek(0)
     first, second, third = (pickle.load(answers) for _ in range(3))
     assert first == (True, (3, 2))
@@ -138,7 +138,7 @@ def _until(condition: Callable[[], bool]) -> None:
 
 def test_waiting_calls_of_higher_priority_go_first() -> None:
     """With the one worker busy, calls queued with priorities 1, 3, 2 run as 3, 2, 1."""
-    pool = cores._Pool(1)
+    pool = workers._Pool(1)
     order: list[int] = []
     try:
         blocker = threading.Thread(target=pool.run, args=(time.sleep, (0.3,), 0))
@@ -161,7 +161,7 @@ def test_waiting_calls_of_higher_priority_go_first() -> None:
 _FORKED = r'''
 import os, signal, subprocess, threading, time
 from abifit.host import observe
-from abifit.remote import cores
+from abifit import workers
 
 
 
@@ -170,12 +170,12 @@ def recordings() -> int:
 
 
 assert threading.active_count() == 1
-cores.fork_workers()
+workers.fork_workers()
 with observe.recording():  # forked while this process records: the workers do not
-    pool = cores._Pool(2)
+    pool = workers._Pool(2)
     assert recordings() == 1 and {w.call(recordings, ()) for w in pool._workers} == {0}
 first, second = (w._process for w in pool._workers)
-assert isinstance(first, cores._Forked) and isinstance(second, cores._Forked)
+assert isinstance(first, workers._Forked) and isinstance(second, workers._Forked)
 # forks of this process, each in a session of its own, answering for it
 assert [w.call(os.getpid, ()) for w in pool._workers] == [first.pid, second.pid]
 assert {w.call(os.getppid, ()) for w in pool._workers} == {os.getpid()}
@@ -195,13 +195,13 @@ assert first.poll() is None and pool.run(divmod, (7, 2), 0) == (3, 1)
 pool._workers[0].close()
 assert first.wait(timeout=5) == 0 and second.poll() is None
 # a dead worker leaves its calls to the caller; stop_workers kills and reaps at once
-cores._pool = pool
-cores.stop_workers()
+workers._pool = pool
+workers.stop_workers()
 assert second.returncode == -signal.SIGKILL
 assert pool.run(divmod, (9, 4), 0) == (2, 1)
 # with another thread running, workers are new interpreters again
 threading.Thread(target=time.sleep, args=(0.5,)).start()
-late = cores._Pool(1)
+late = workers._Pool(1)
 assert isinstance(late._workers[0]._process, subprocess.Popen)
 late.close()
 print("done")
@@ -228,60 +228,60 @@ def test_forked_workers_answer_like_new_interpreters(tmp_path: Path) -> None:
 _FORK_CALL = '''
 import os, pickle, sys, threading, time
 from abifit.host import observe
-from abifit.remote import cores
+from abifit import workers
 
 os.environ["ABIFIT_WORKERS"] = "2"
-assert cores.fork_call(os.getpid) is None  # not asked for: a library does not fork
-cores.fork_workers()
+assert workers.fork_call(os.getpid) is None  # not asked for: a library does not fork
+workers.fork_workers()
 state = {"parent": os.getpid()}
 
 def answer():
     print("from the fork")  # its stdout is not the caller's
     with observe.recording() as recorder:
         observe.isfile(__file__)
-    return os.getpid(), state["parent"], cores.workers_wanted(), len(recorder.seen)
+    return os.getpid(), state["parent"], workers.workers_wanted(), len(recorder.seen)
 
 # a call submitted and running is waited for, so that the process forks with one thread
-running = cores.submit(time.sleep, 0.3)
+running = workers.submit(time.sleep, 0.3)
 time.sleep(0.1)
-fork = cores.fork_call(answer)
+fork = workers.fork_call(answer)
 assert fork is not None and running.done()
-pid, parent, workers, seen = fork.result()
-assert (parent, workers, seen) == (os.getpid(), 0, 1) and pid != os.getpid()
-assert cores.submit(divmod, 9, 4).result() == (2, 1)  # submitting again works
+pid, parent, wanted, seen = fork.result()
+assert (parent, wanted, seen) == (os.getpid(), 0, 1) and pid != os.getpid()
+assert workers.submit(divmod, 9, 4).result() == (2, 1)  # submitting again works
 
 def fails():
     raise KeyError("raised in the fork")
 
 try:
-    cores.fork_call(fails).result()
+    workers.fork_call(fails).result()
 except KeyError as e:
     assert "raised in the fork" in str(e)
 else:
     raise AssertionError("the fork's error was not raised again")
 try:
-    cores.fork_call(lambda: os._exit(3)).result()
-except cores.ForkFailed:
+    workers.fork_call(lambda: os._exit(3)).result()
+except workers.ForkFailed:
     pass
 else:
     raise AssertionError("a fork that died answered")
 
 # tickets: each number taken once, by this process or the fork, however they interleave
-tickets = cores.Tickets(500)
+tickets = workers.Tickets(500)
 def take():
     got = []
     while (t := tickets.take()) is not None:
         got.append(t)
         time.sleep(0.0005)
     return got
-fork = cores.fork_call(take)
+fork = workers.fork_call(take)
 here = take()
 there = fork.result()
 tickets.close()
 assert here and there, (len(here), len(there))
 assert sorted(here + there) == list(range(500))
 try:
-    cores.Tickets(cores.Tickets.MAX + 1)
+    workers.Tickets(workers.Tickets.MAX + 1)
 except ValueError:
     pass
 else:
@@ -290,7 +290,7 @@ else:
 # another thread running: no fork
 stop = threading.Event()
 threading.Thread(target=stop.wait).start()
-assert cores.fork_call(os.getpid) is None
+assert workers.fork_call(os.getpid) is None
 stop.set()
 print("done")
 '''

@@ -56,7 +56,7 @@ R = TypeVar("R")
 
 MAX_WORKERS = 16
 _SERVE = ("import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-          "sys.path.insert(0, sys.argv.pop(1)); from abifit.remote.cores import serve; serve()")
+          "sys.path.insert(0, sys.argv.pop(1)); from abifit.workers import serve; serve()")
 
 
 class _WorkerDied(AbifitError):
