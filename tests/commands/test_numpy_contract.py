@@ -378,7 +378,8 @@ def test_the_first_release_built_against_numpy2_is_named(
     from abifit.remote.diskcache import Cache
     from abifit.remote.http import HttpClient
     from abifit.remote.packageindex import IndexConfig, PackageIndex, Target
-    from abifit.remote.wheels import RemoteContext, cached_fetch
+    from abifit.remote.pagefetch import cached_fetch
+    from abifit.remote.runcontext import RemoteContext
     from helpers import make_wheel
     from httpserver import LoopbackServer, publish_index
 

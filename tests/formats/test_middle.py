@@ -22,9 +22,9 @@ from abifit.formats.elf import ElfImage, parse_elf, parse_layout
 from abifit.formats.middle import dynamic_site, place
 from abifit.formats.sources import BytesSource
 from abifit.formats.wheel import WheelArchive
-from abifit.remote import wheels as remote
 from abifit.remote.http import HttpClient
-from abifit.remote.wheels import ReadAhead, open_member
+from abifit.remote.memberbytes import MIDDLE_MIN, open_member
+from abifit.remote.readahead import ReadAhead
 from fixtures.build import compile_c
 from helpers import PATCHELF, big_library_source, library_wheel, same_view
 from httpserver import LoopbackServer
@@ -107,7 +107,7 @@ def read_remote(wheel: bytes, name: str, mode: str = "ranges") -> tuple[ElfImage
         source = ReadAhead(http)
         archive = WheelArchive(source, "demo-1.0-py3-none-any.whl")
         member = archive.member(f"demo/lib/{name}")
-        assert member.compressed_size >= remote.MIDDLE_MIN
+        assert member.compressed_size >= MIDDLE_MIN
         image = parse_elf(open_member(ReadAhead(http), member, name), relocations=False,
                           sections=False)
         return image, client.transfer.bytes_fetched

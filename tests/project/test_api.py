@@ -55,7 +55,8 @@ def test_the_command_line_loads_no_network_module_before_it_needs_one() -> None:
                 "abifit.commands.doctor", "abifit.engines.gpus", "abifit.engines.plans",
                 "abifit.host.cudastack")
     code = ("import sys, abifit.cli, abifit.commands.check, abifit.report.check, "
-            "abifit.report.inspect, abifit.remote.wheels, abifit.remote.http as h; "
+            "abifit.report.inspect, abifit.remote.wheels, abifit.remote.recording, "
+            "abifit.remote.pagefetch, abifit.remote.http as h; "
             "h.HttpClient().close(); "
             f"print(*sorted(m for m in sys.modules if m.split('.')[0] in {unwanted!r} "
             f"or m in {unwanted!r}))")

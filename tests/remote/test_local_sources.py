@@ -32,7 +32,7 @@ from abifit.remote.packageindex import (
     PackageIndex,
     find_links_files,
 )
-from abifit.remote.wheels import content_addressed, file_sha256
+from abifit.remote.wheelcache import content_addressed, file_sha256
 from fixtures.build import compile_c
 from helpers import CHECK_SOURCES, big_library_source, make_wheel
 from httpserver import LoopbackIndex, Projects

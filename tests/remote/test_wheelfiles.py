@@ -16,6 +16,8 @@ from abifit.errors import FormatError
 from abifit.remote.diskcache import Cache
 from abifit.remote.http import HttpClient
 from abifit.remote.packageindex import IndexConfig, PackageIndex, Target
+from abifit.remote.pagefetch import cached_fetch
+from abifit.remote.runcontext import RemoteContext
 from abifit.remote.wheelfiles import (
     LibrarySearch,
     LibraryWheel,
@@ -25,7 +27,6 @@ from abifit.remote.wheelfiles import (
     parse_library_table,
     render_library_fix,
 )
-from abifit.remote.wheels import RemoteContext, cached_fetch
 from helpers import SRC
 from httpserver import LoopbackIndex, LoopbackServer, Projects
 

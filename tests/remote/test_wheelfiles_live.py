@@ -18,8 +18,10 @@ from abifit.remote.packageindex import (
     Target,
     select_one,
 )
+from abifit.remote.pagefetch import cached_fetch
+from abifit.remote.runcontext import RemoteContext
 from abifit.remote.wheelfiles import LibraryRule, find_library_wheels, load_library_table
-from abifit.remote.wheels import RemoteContext, RemoteWheel, cached_fetch
+from abifit.remote.wheels import RemoteWheel
 
 pytestmark = pytest.mark.network
 

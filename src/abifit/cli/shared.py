@@ -15,7 +15,7 @@ from abifit.errors import UsageError
 from abifit.report.terminal import Terminal
 
 if TYPE_CHECKING:
-    from abifit.remote.wheels import RemoteContext
+    from abifit.remote.runcontext import RemoteContext
 
 _Options = TypeVar("_Options")
 _Report = TypeVar("_Report")

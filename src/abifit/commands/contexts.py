@@ -25,7 +25,7 @@ from abifit.remote.diskcache import Cache, default_cache_dir
 if TYPE_CHECKING:
     from abifit.formats.pins import Pins
     from abifit.host.profile import HostProfile
-    from abifit.remote.wheels import RemoteContext
+    from abifit.remote.runcontext import RemoteContext
     from abifit.sim.gpu import GpuTarget
 
 
@@ -181,7 +181,8 @@ def index_context(
             pip_index_config,
             pip_network_config,
         )
-        from abifit.remote.wheels import RemoteContext, RunState, cached_fetch
+        from abifit.remote.pagefetch import cached_fetch
+        from abifit.remote.runcontext import RemoteContext, RunState
 
         store = cache()
         from abifit.remote.http import DEADLINE_S, MAX_DOWNLOAD
@@ -221,10 +222,10 @@ _UNFINISHED: list[RemoteContext] = []  # contexts made and not yet finished (`fi
 
 def finish_runs() -> None:
     """End the runs of the index contexts made since the last call: the views each read are
-    noted in the symbol store (`remote.wheels.record_seen`). The command and the library API
+    noted in the symbol store (`remote.recording.record_seen`). The command and the library API
     call it once a command is done."""
     while _UNFINISHED:
-        from abifit.remote.wheels import record_seen  # a command that made none never needs it
+        from abifit.remote.recording import record_seen  # a command that made none never needs it
 
         record_seen(_UNFINISHED.pop())
 

@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from abifit.formats.fatbin import GpuCode
     from abifit.formats.numpyapi import NumpyUse
     from abifit.remote.packageindex import IndexFile, Target
-    from abifit.remote.wheels import RemoteContext
+    from abifit.remote.runcontext import RemoteContext
 
 # The doctor's library search and the import plans are imported where they are used: a check
 # whose result the cache holds never needs them. (The field types of the dataclasses are
@@ -1023,7 +1023,7 @@ def _result_key(wheels: Sequence[Wheel], target: Target, host: HostProfile,
     cached under (`view_key`: its URL, size and sha256 on an index; its own sha256 here), and
     abifit's release and files (`runcache.fingerprint`)."""
     from abifit.remote.packageindex import IndexFile
-    from abifit.remote.wheels import view_key
+    from abifit.remote.wheelcache import view_key
     from abifit.version import __version__
 
     hashes = []

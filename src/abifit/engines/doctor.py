@@ -120,8 +120,8 @@ from abifit.sim.process import (
 from abifit.sim.verdict import verdict
 
 if TYPE_CHECKING:
+    from abifit.remote.runcontext import RemoteContext
     from abifit.remote.wheelfiles import LibrarySearch
-    from abifit.remote.wheels import RemoteContext
 
 
 @dataclass(frozen=True, slots=True)

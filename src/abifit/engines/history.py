@@ -26,8 +26,10 @@ from abifit.errors import AbifitError, UsageError
 from abifit.formats.demangle import compare_signatures, demangle, parse_signature
 from abifit.remote.diskcache import Cache
 from abifit.remote.packageindex import IndexFile
+from abifit.remote.recording import is_recorded
+from abifit.remote.runcontext import RemoteContext
 from abifit.remote.store import StoredSymbol, SymbolStore
-from abifit.remote.wheels import RemoteContext, RemoteWheel, is_recorded
+from abifit.remote.wheels import RemoteWheel
 
 Progress = Callable[[str], None]
 T = TypeVar("T")

@@ -28,7 +28,7 @@ from abifit.remote.store import SymbolStore
 if TYPE_CHECKING:
     from abifit.remote.http import HttpClient
     from abifit.remote.packageindex import IndexFile
-    from abifit.remote.wheels import RemoteContext
+    from abifit.remote.runcontext import RemoteContext
 
 Progress = Callable[[str], None]
 
@@ -73,10 +73,10 @@ class IndexTransferReport:
 
 def open_store(root: Path) -> SymbolStore:
     """The symbol store of the cache directory `root`, with the views other commands noted as
-    read recorded first (`remote.wheels.index_seen`, from the cache of views there);
+    read recorded first (`remote.recording.index_seen`, from the cache of views there);
     `CacheError` when it cannot be opened."""
     from abifit.remote.diskcache import Cache
-    from abifit.remote.wheels import index_seen
+    from abifit.remote.recording import index_seen
 
     store = SymbolStore.open(root)
     if store is None:
@@ -126,7 +126,8 @@ def _add_one(file: IndexFile, ctx: RemoteContext, store: SymbolStore,
              progress: Progress) -> IndexedWheel:
     from packaging.utils import canonicalize_name
 
-    from abifit.remote.wheels import RemoteWheel, is_recorded
+    from abifit.remote.recording import is_recorded
+    from abifit.remote.wheels import RemoteWheel
 
     wheel = file.wheel()
     assert wheel is not None

@@ -40,7 +40,7 @@ from abifit.sim.gpu import GpuTarget, ObjectCoverage, object_coverage
 
 if TYPE_CHECKING:
     from abifit.remote.packageindex import IndexFile
-    from abifit.remote.wheels import RemoteContext
+    from abifit.remote.runcontext import RemoteContext
 
 Progress = Callable[[str], None]
 
@@ -323,7 +323,8 @@ def _inspect_index_file(
 ) -> list[ObjectReport]:
     """Reports for the ELF members of a wheel, each under `label` (default: its file name).
     Without symbols to list, the summaries of their views are read (`RemoteWheel.summary`)."""
-    from abifit.remote.wheels import RemoteWheel, member_summaries, member_views
+    from abifit.remote.memberreads import member_summaries, member_views
+    from abifit.remote.wheels import RemoteWheel
 
     label = label or file.filename
     wheel = RemoteWheel(file, ctx)

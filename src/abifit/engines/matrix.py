@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
     from abifit.remote.packageindex import IndexFile, Target
-    from abifit.remote.wheels import RemoteContext
+    from abifit.remote.runcontext import RemoteContext
     from abifit.sim.gpu import GpuTarget
 
 __all__ = ["SYMBOL_KINDS", "Cell", "MatrixReport", "MissingSymbol", "OtherForm", "Setting",

@@ -22,7 +22,7 @@ from abifit.sim.findings import Finding, FindingKind
 
 if TYPE_CHECKING:
     from abifit.remote.packageindex import Candidate
-    from abifit.remote.wheels import RemoteContext
+    from abifit.remote.runcontext import RemoteContext
 
 MAX_READS = 6  # modules read per package at most
 

@@ -28,7 +28,7 @@ from abifit.sim.verdict import costs
 if TYPE_CHECKING:
     from abifit.engines.check import CheckReport
     from abifit.remote.packageindex import IndexFile, Target
-    from abifit.remote.wheels import RemoteContext
+    from abifit.remote.runcontext import RemoteContext
     from abifit.sim.gpu import GpuTarget
 
 SYMBOL_KINDS = (FindingKind.UNDEFINED_SYMBOL, FindingKind.MISSING_VERSION)

@@ -35,7 +35,7 @@ from abifit.sim.verdict import costs
 if TYPE_CHECKING:
     from abifit.host.profile import HostProfile
     from abifit.remote.packageindex import IndexFile
-    from abifit.remote.wheels import RemoteContext
+    from abifit.remote.runcontext import RemoteContext
 
 Progress = Callable[[str], None]
 
@@ -282,7 +282,7 @@ class PairJudge:
         return PairVerdict(name, other, True, fits, () if fits else problems_of(report.findings))
 
     def _key(self, extension: IndexFile, host: IndexFile) -> str | None:
-        from abifit.remote.wheels import view_key
+        from abifit.remote.wheelcache import view_key
         from abifit.version import __version__
 
         keys = (view_key(extension), view_key(host))

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from resolvelib.resolvers import Criterion
 
     from abifit.host.profile import HostProfile
-    from abifit.remote.wheels import RemoteContext
+    from abifit.remote.runcontext import RemoteContext
     from abifit.sim.gpu import GpuTarget
 
 Progress = Callable[[str], None]

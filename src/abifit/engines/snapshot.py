@@ -60,7 +60,7 @@ from abifit.sim.process import Environment, ModuleStatus, Progress, Simulation, 
 if TYPE_CHECKING:
     from abifit.formats.pins import Pin
     from abifit.remote.packageindex import IndexFile
-    from abifit.remote.wheels import RemoteContext
+    from abifit.remote.runcontext import RemoteContext
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
     from abifit.formats.wheel import Member
     from abifit.remote.packageindex import IndexFile, Target
-    from abifit.remote.wheels import RemoteContext, RemoteWheel
+    from abifit.remote.runcontext import RemoteContext
+    from abifit.remote.wheels import RemoteWheel
 
 Progress = Callable[[str], None]
 View = ElfImage | FormatError | None

@@ -20,7 +20,7 @@ The body, decompressed, is a stream of MessagePack values:
     [version, ...]                   M symbol version nodes (GLIBC_2.17, ...), each once
     W wheel records, each:
     [key, package, version, wheel, [object, ...]]
-        key      the wheel's store key (`abifit.remote.wheels.view_key`)
+        key      the wheel's store key (`abifit.remote.wheelcache.view_key`)
         package  canonical project name; version: the release as the wheel names it;
         wheel    the wheel's file name
         object:  [member, soname or nil, [name index, ...], [version number, ...], defined]

@@ -15,7 +15,7 @@ member that a process can load, `complete`). Any other command that reads a view
 `inspect`, `matrix`, `variants`, local wheels as remote ones) notes it in `seen` as it ends
 (`note_seen`: a few rows, milliseconds, nothing decoded); the views themselves are in the
 cache of views already, and `index_seen` moves them into `objects` and `symbols` before the
-store is next queried (`abifit.remote.wheels.index_seen`), as a wheel that is not `complete`
+store is next queried (`abifit.remote.recording.index_seen`), as a wheel that is not `complete`
 unless every one of its members was read. So every view read is recorded, and writing stays
 off the commands' paths; a seen view that the cache no longer holds is dropped.
 
@@ -121,7 +121,7 @@ class StoredPackage:
 class SeenView:
     """A dynamic view a command read from a wheel, where the cache of views holds it."""
 
-    key: str  # the wheel's (`abifit.remote.wheels.store_key`; the views cache's key too)
+    key: str  # the wheel's (`abifit.remote.recording.store_key`; the views cache's key too)
     member: str  # member path inside the wheel
     package: str
     version: str
@@ -237,7 +237,7 @@ class SymbolStore:
                                   for n, v, d in rows]) for member, soname, rows in objects]
 
     def has_wheel(self, wheel_key: str) -> bool:
-        """Whether the wheel of this key (`abifit.remote.wheels.view_key`) is recorded whole."""
+        """Whether the wheel of this key (`abifit.remote.wheelcache.view_key`) is recorded whole."""
         with self._lock:
             row = self._db.execute("SELECT 1 FROM wheels WHERE key = ? AND complete = 1",
                                    (wheel_key,)).fetchone()

@@ -32,7 +32,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from abifit.errors import AbifitError, FormatError
 from abifit.remote.packageindex import IndexFile, select_one
-from abifit.remote.wheels import RemoteContext, shared_wheel
+from abifit.remote.runcontext import RemoteContext
+from abifit.remote.wheels import shared_wheel
 
 DATA = Path(__file__).parent.parent / "data"
 TABLE = DATA / "library_wheels.json"

@@ -11,6 +11,7 @@ from abifit.formats.elf import parse_elf
 from abifit.formats.sources import BytesSource
 from abifit.formats.wheel import member_data_start
 from abifit.remote.http import HttpClient, HttpError
+from abifit.remote.memberbytes import open_member
 from abifit.remote.packageindex import (
     IndexConfig,
     IndexFile,
@@ -18,7 +19,9 @@ from abifit.remote.packageindex import (
     PackageIndex,
     Target,
 )
-from abifit.remote.wheels import RemoteContext, cached_fetch, open_member, open_wheel, resolve
+from abifit.remote.pagefetch import cached_fetch
+from abifit.remote.runcontext import RemoteContext
+from abifit.remote.wheels import open_wheel, resolve
 
 pytestmark = pytest.mark.network
 

@@ -8,19 +8,16 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from abifit.errors import FormatError
 from abifit.formats.elf import ElfImage, parse_elf
 from abifit.formats.sources import BytesSource
 from abifit.formats.wheel import WheelArchive
 from abifit.remote.http import HttpClient
-from abifit.remote.wheels import ReadAhead, open_member
+from abifit.remote.memberbytes import open_member
+from abifit.remote.readahead import ReadAhead
 from fixtures.build import compile_c
 from helpers import PATCHELF, big_library_source, library_wheel, same_view
 from httpserver import LoopbackServer, publish_index
@@ -112,15 +109,12 @@ def test_view_summaries_are_cached_beside_the_views_and_read_alone(
     the summaries from the cache, fetching nothing, even once the views themselves are gone."""
     from abifit.formats.elf import summarize_image
     from abifit.remote.diskcache import VIEWS_BUCKET, Cache, key_path
+    from abifit.remote.memberreads import member_summaries
     from abifit.remote.packageindex import IndexConfig, PackageIndex, Target
-    from abifit.remote.wheels import (
-        RemoteContext,
-        RemoteWheel,
-        cached_fetch,
-        member_summaries,
-        resolve,
-        view_key,
-    )
+    from abifit.remote.pagefetch import cached_fetch
+    from abifit.remote.runcontext import RemoteContext
+    from abifit.remote.wheelcache import view_key
+    from abifit.remote.wheels import RemoteWheel, resolve
 
     wheel = library_wheel(libraries)
     cache = Cache(tmp_path)
@@ -159,13 +153,14 @@ def test_large_members_of_a_local_wheel_are_read_in_worker_processes(
     import abifit.remote.wheels as wheels
     from abifit import workers
     from abifit.remote.packageindex import IndexConfig, PackageIndex, Target, path_file
+    from abifit.remote.pagefetch import cached_fetch
+    from abifit.remote.runcontext import RemoteContext
 
     monkeypatch.setattr(wheels, "LOCAL_WORKER_MIN", 0)
     path = tmp_path / "demo-1.0-py3-none-any.whl"
     path.write_bytes(library_wheel(libraries))
-    index = PackageIndex(wheels.cached_fetch(None, None), IndexConfig())
-    ctx = wheels.RemoteContext(index, None, None,
-                               Target((3, 11), platforms=("manylinux_2_28_x86_64",)))
+    index = PackageIndex(cached_fetch(None, None), IndexConfig())
+    ctx = RemoteContext(index, None, None, Target((3, 11), platforms=("manylinux_2_28_x86_64",)))
     wheel = wheels.RemoteWheel(path_file(str(path)), ctx)
     read = {}
     for member in wheel.members():
@@ -192,133 +187,3 @@ def test_unknown_project_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("error: ") and "nosuchproject" in done.stderr
     assert "Traceback" not in done.stderr
-
-
-class _CountingSource:
-    """Bytes in memory that count the reads made of them (the requests a remote source makes)."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-        self.reads: list[tuple[int, int]] = []
-
-    @property
-    def name(self) -> str:
-        return "<counted>"
-
-    @property
-    def size(self) -> int:
-        return len(self._data)
-
-    def read_at(self, offset: int, length: int) -> bytes:
-        self.reads.append((offset, length))
-        return self._data[offset:offset + length]
-
-
-def test_read_ahead_widens_over_a_sequential_scan() -> None:
-    """Reading 16 MiB front to back in 64 KiB pieces takes a few requests of up to 1 MiB each,
-    not one per piece: a read that starts where the last fetch ended continues the scan."""
-    data = bytes(range(256)) * (64 << 10)
-    base = _CountingSource(data)
-    source = ReadAhead(base)
-    pieces = [source.read_at(offset, 64 << 10) for offset in range(0, len(data), 64 << 10)]
-    assert b"".join(pieces) == data
-    assert max(length for _offset, length in base.reads) == 1 << 20
-    assert len(base.reads) <= 24, len(base.reads)
-    base.reads.clear()
-    assert source.read_at(0, 100) == data[:100]  # recent spans are kept: no request
-    assert base.reads == []
-
-
-def test_read_ahead_fetches_only_what_a_read_lacks() -> None:
-    """A first fetch of `first` bytes; a read that runs past a held span fetches from the span's
-    end, not the whole read again."""
-    data = bytes(range(256)) * 4096
-    base = _CountingSource(data)
-    source = ReadAhead(base, granule=4096, first=10_000)
-    assert source.read_at(100, 50) == data[100:150]
-    assert base.reads == [(100, 10_000)]
-    assert source.read_at(5000, 9000) == data[5000:14_000]
-    assert base.reads[1][0] == 10_100  # the rest only
-    assert sum(length for _offset, length in base.reads) < 10_000 + 9000
-
-
-def test_threads_sharing_a_read_ahead_fetch_at_once() -> None:
-    """Two threads that miss different spans of one read-ahead fetch them at the same time (the
-    base only answers once both requests are in flight), and get their own bytes."""
-    data = bytes(range(256)) * 4096
-    gate = threading.Barrier(2, timeout=10)
-
-    class Gated(_CountingSource):
-        def read_at(self, offset: int, length: int) -> bytes:
-            gate.wait()
-            return super().read_at(offset, length)
-
-    source = ReadAhead(Gated(data))
-    with ThreadPoolExecutor(2) as pool:
-        got = list(pool.map(lambda at: source.read_at(at, 100), [1000, 500_000]))
-    assert got == [data[1000:1100], data[500_000:500_100]]
-
-
-def test_a_read_waits_for_the_prefetch_that_holds_it() -> None:
-    """A read inside a prefetch under way waits for it instead of fetching again; when the
-    prefetch fails, the read fetches for itself."""
-    data = bytes(range(256)) * 4096
-    started = threading.Event()
-
-    class Slow(_CountingSource):
-        fail = False
-
-        def read_at(self, offset: int, length: int) -> bytes:
-            started.set()
-            time.sleep(0.2)
-            if self.fail:
-                self.fail = False
-                raise FormatError("slow", "dropped")
-            return super().read_at(offset, length)
-
-    base = Slow(data)
-    source = ReadAhead(base)
-    source.prefetch(600_000, 100_000)
-    started.wait(5)
-    assert source.read_at(650_000, 1000) == data[650_000:651_000]
-    assert base.reads == [(600_000, 100_000)]
-    base.fail = True
-    source.prefetch(100_000, 50_000)
-    assert source.read_at(120_000, 10) == data[120_000:120_010]
-    assert base.reads[-1][0] == 120_000  # fetched by the read itself
-
-
-def test_a_stale_index_page_is_revalidated_not_fetched_again(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A cached page past its freshness is asked for with its ETag (or Last-Modified); a 304
-    costs no body and makes it fresh again; a changed page (200) replaces it."""
-    import abifit.remote.wheels as wheels
-    from abifit.remote.diskcache import Cache
-    from httpserver import Reply, Request
-
-    pages = {"v1": b"<a href='a-1.0-py3-none-any.whl'>a</a>" * 100}
-    seen: list[dict[str, str]] = []
-
-    def reply(request: Request) -> Reply:
-        seen.append(dict(request.headers))
-        etag = f'"{next(iter(pages))}"'
-        if request.headers.get("If-None-Match") == etag:
-            return Reply(304, b"", {"ETag": etag})
-        return Reply(200, pages[next(iter(pages))], {"ETag": etag, "Content-Type": "text/html"})
-
-    monkeypatch.setattr(wheels, "PAGE_MAX_AGE", 0.0)  # every cached page is stale
-    with LoopbackServer() as server, HttpClient() as client:
-        server.add_handler("/simple/a/", reply)
-        fetch = wheels.cached_fetch(client, Cache(tmp_path))
-        url = server.url("/simple/a/")
-        first = fetch(url, {})
-        before = client.transfer.bytes_fetched
-        second = fetch(url, {})
-        assert second[0] == 200 and second[2] == first[2] == pages["v1"]
-        assert client.transfer.bytes_fetched == before  # a 304: no body
-        assert [h.get("If-None-Match") for h in seen] == [None, '"v1"']
-        pages.clear()
-        pages["v2"] = b"<a href='a-2.0-py3-none-any.whl'>a</a>"
-        third = fetch(url, {})
-        assert third[2] == pages["v2"] and seen[-1].get("If-None-Match") == '"v1"'
-        assert fetch(url, {})[2] == pages["v2"] and seen[-1].get("If-None-Match") == '"v2"'
