@@ -66,6 +66,7 @@ from abifit.host.cudastack import (
     sonames_in_listing,
 )
 from abifit.host.ldconfig import HostFacts, LoaderDefaults
+from abifit.report.derivation import explanation
 from abifit.sim.cudaproblems import cuda_findings
 from fixtures.build import STUBS, compile_c
 
@@ -739,8 +740,8 @@ def test_major_mix_sgl_kernel_story() -> None:
     mix = findings[0]
     assert mix.candidates == ("libcublas.so.12", "libcudart.so.12", "libnvrtc.so.12")
     assert "CUDA 12" in mix.message and "CUDA 13" in mix.message
-    assert "nvidia-cuda-runtime" in mix.explanation
-    assert "cannot open shared object file" in mix.explanation
+    assert "nvidia-cuda-runtime" in explanation(mix)
+    assert "cannot open shared object file" in explanation(mix)
 
 
 def test_major_mix_names_the_odd_ones_out() -> None:
@@ -783,7 +784,7 @@ def test_driver_too_old() -> None:
     findings = cuda_findings(_stack_with(driver), needed, provided)
     assert [(f.kind, f.library) for f in findings] == [("driver-too-old", "libcudart.so.13")]
     assert findings[0].hint is not None and "580.65.06" in findings[0].hint
-    assert "575.57.08" in findings[0].explanation
+    assert "575.57.08" in explanation(findings[0])
 
 
 def test_unknown_driver_is_not_too_old() -> None:
@@ -811,7 +812,7 @@ def test_toolkit_not_searched(in_conf: bool, hint: str) -> None:
     assert [(f.kind, f.object, f.library) for f in findings] == [
         ("toolkit-not-searched", "/usr/local/cuda-13.0/lib64", "libnvrtc.so.13")]
     assert findings[0].hint is not None and hint in findings[0].hint
-    assert "libnvrtc.so.13: cannot open shared object file" in findings[0].explanation
+    assert "libnvrtc.so.13: cannot open shared object file" in explanation(findings[0])
 
 
 def test_searched_copy_elsewhere_silences_not_searched() -> None:

@@ -113,14 +113,30 @@ from abifit.report.resolve import (
 )
 from abifit.report.snapshot import requirements_text, snapshot_json, snapshot_text
 from abifit.report.variants import variants_json, variants_text
-from abifit.sim.findings import (
-    Effect,
-    Finding,
-    FindingKind,
+from abifit.sim.derivation import (
+    DriverTooOld,
+    DuplicateSoname,
+    FilesFound,
+    GpuCodeUnreadable,
+    ImportDisagrees,
+    KernelsMiss,
+    LoadDisagrees,
     NearestDefinition,
-    SearchStep,
-    Severity,
+    NearestLine,
+    NeedsLibrary,
+    NeedsSymbol,
+    NewestVersion,
+    NoFileFound,
+    Outcome,
+    OwnLoadFails,
+    ProvidedBy,
+    RequiresVersion,
+    RuntimeMix,
+    SomeKernelsMiss,
+    StringAbiDiffers,
+    ToolkitNotSearched,
 )
+from abifit.sim.findings import Effect, Finding, FindingKind, SearchStep, Severity
 from abifit.sim.gpu import ComputeCapability, CoveredObject, GpuCheck, GpuTarget, ObjectCoverage
 from abifit.sim.process import ImportVerdict, ModuleStatus
 from helpers import GOLDEN, validate
@@ -131,11 +147,6 @@ SCHEMAS = files("abifit").joinpath("report/schemas")
 SITE = "/opt/venv/lib/python3.11/site-packages"
 WHEELS = "/abifit-wheels/site-packages"  # where `abifit check` installs wheels, virtually
 NO_KERNEL_IMAGE = "no kernel image is available for execution on the device"
-DISAGREEMENT = ("abifit predicted one outcome and the real loader, in a fresh process of the "
-                "target interpreter, gave another: abifit's model of this case is wrong.")
-IMPORT_DISAGREEMENT = ("abifit predicted what `import` shows and a fresh process of the target "
-                       "interpreter showed something else: abifit's model of this package is "
-                       "wrong.")
 PRESET_NOTE = ("host: the manylinux_2_28 preset: glibc 2.28 and the libstdc++ and libgcc_s of "
                "AlmaLinux 8, as this machine's copies limited to those versions; no other "
                "system library")
@@ -174,7 +185,7 @@ def _no_kernel_image(name: str, path: str, coverage: ObjectCoverage,
         kind=FindingKind.NO_KERNEL_IMAGE, object=path, module=name,
         message=f"no kernel of {name} runs on the GPU {target.arch} ({target.source}): "
                 f"'{coverage.error}'",
-        explanation=coverage.reason,
+        derivation=(KernelsMiss(coverage.reason),),
         hint=f"install a build of it made with code for {target.arch} (SASS for "
              f"sm_{target.capability.major}x, or PTX it can JIT-compile), or build it from "
              f"source with TORCH_CUDA_ARCH_LIST / -gencode for {target.capability}",
@@ -188,18 +199,15 @@ def _partial_kernel_image(name: str, path: str, coverage: ObjectCoverage,
         kind=FindingKind.PARTIAL_KERNEL_IMAGE, object=path, module=name,
         message=f"{coverage.containers - coverage.covered} of {coverage.containers} fat "
                 f"binaries of {name} carry no code for the GPU {target.arch} ({target.source})",
-        explanation=f"Because {coverage.uncovered_reason}, a kernel of those fat binaries fails "
-                    f"with '{coverage.error}' if it is launched; libraries often build such "
-                    "kernels for one architecture only and launch them only there, so this is "
-                    "a warning, not a failure.",
+        derivation=(SomeKernelsMiss(coverage.uncovered_reason,
+                                    coverage.error or NO_KERNEL_IMAGE),),
     )
 
 
 def _unreadable_gpu_code(name: str, path: str, error: str) -> Finding:
     return Finding(
         kind=FindingKind.UNREADABLE_GPU_CODE, object=path, message=error,
-        explanation=f"The fat binaries of {name} could not be read, so whether its kernels run "
-                    "on the GPU is unknown.",
+        derivation=(GpuCodeUnreadable(name),),
     )
 
 
@@ -287,19 +295,18 @@ def doctor_problems() -> DoctorReport:
     undefined = Finding(
         kind=FindingKind.UNDEFINED_SYMBOL, object=torchvision, module="torchvision._C",
         message=f"{torchvision}: undefined symbol: {old}",
-        explanation="\n".join([
-            f"Because {torchvision} (torchvision 0.20.1) needs `{old_text}` and none of the 41 "
-            "objects in its lookup scope defines it, the import fails.",
-            f"Nearest definition, in {SITE}/torch/lib/libc10.so (torch 2.7.0): `{new_text}` — "
-            f"{describe}.",
-            "The std::string ABIs differ: one side was built with -D_GLIBCXX_USE_CXX11_ABI=0 "
-            "(the old ABI), the other with the cxx11 ABI.",
-        ]),
+        derivation=(
+            NeedsSymbol(torchvision, "torchvision 0.20.1", old, old_text, None, 41,
+                        Outcome.IMPORT_FAILS),
+            NearestLine(libc10_near := _near(new, new_text, f"{SITE}/torch/lib/libc10.so",
+                                             "torch 2.7.0", describe)),
+            StringAbiDiffers(),
+        ),
         symbol=old, demangled=old_text,
         hint="torchvision 0.20.1 was built against another torch than the installed torch "
              "2.7.0 (it requires torch==2.5.1): install the torch release it was built for, or "
              "a torchvision release built for torch 2.7.0",
-        nearest=(_near(new, new_text, f"{SITE}/torch/lib/libc10.so", "torch 2.7.0", describe),),
+        nearest=(libc10_near,),
         import_name="torchvision", reachability="always",
     )
     logger_old, logger_new = ("_ZN3c1013MessageLoggerC1EPKciib",
@@ -310,43 +317,38 @@ def doctor_problems() -> DoctorReport:
         kind=FindingKind.UNDEFINED_SYMBOL, object=libtorchaudio,
         module="torchaudio/lib/libtorchaudio.so",
         message=f"{libtorchaudio}: undefined symbol: {logger_old}",
-        explanation="\n".join([
-            f"Because {libtorchaudio} (torchaudio 2.5.1) needs "
-            "`c10::MessageLogger::MessageLogger(char const*, int, int, bool)` and none of the 38 "
-            "objects in its lookup scope defines it, the import fails.",
-            f"Nearest definition, in {SITE}/torch/lib/libc10.so (torch 2.7.0): "
-            f"`c10::MessageLogger::MessageLogger(c10::SourceLocation, int, bool)` — "
-            f"{logger_describe}.",
-        ]),
+        derivation=(
+            NeedsSymbol(libtorchaudio, "torchaudio 2.5.1", logger_old,
+                        "c10::MessageLogger::MessageLogger(char const*, int, int, bool)", None,
+                        38, Outcome.IMPORT_FAILS),
+            NearestLine(logger_near := _near(
+                logger_new, "c10::MessageLogger::MessageLogger(c10::SourceLocation, int, bool)",
+                f"{SITE}/torch/lib/libc10.so", "torch 2.7.0", logger_describe)),
+        ),
         symbol=logger_old,
         demangled="c10::MessageLogger::MessageLogger(char const*, int, int, bool)",
         hint="torchaudio 2.5.1 was built against another torch than the installed torch 2.7.0 "
              "(it requires torch==2.5.1): install the torch release it was built for, or a "
              "torchaudio release built for torch 2.7.0",
-        nearest=(_near(logger_new,
-                       "c10::MessageLogger::MessageLogger(c10::SourceLocation, int, bool)",
-                       f"{SITE}/torch/lib/libc10.so", "torch 2.7.0", logger_describe),),
+        nearest=(logger_near,),
         import_name="torchaudio", reachability="always",
     )
     blocked = Finding(  # what sim.process makes of a module missing a library its package loads
         kind=FindingKind.MISSING_LIBRARY, object=torchaudio_ext,
         module="torchaudio.lib._torchaudio", library="libtorchaudio.so",
         message="libtorchaudio.so: cannot open shared object file: No such file or directory",
-        explanation=f"Because the package's own code loads {libtorchaudio} before "
-                    "torchaudio.lib._torchaudio (which finds it by its name libtorchaudio.so), "
-                    "and that library does not load itself, torchaudio.lib._torchaudio cannot "
-                    "find it: this is a consequence, the cause is that library's own problem.",
+        derivation=(OwnLoadFails(libtorchaudio, "torchaudio.lib._torchaudio",
+                                 "libtorchaudio.so"),),
         hint="fix what keeps libtorchaudio.so from loading (its own finding)",
         import_name="torchaudio", reachability="always",
     )
     missing_library = Finding(
         kind=FindingKind.MISSING_LIBRARY, object=mmcv, module="mmcv._ext",
         message="libcudart.so.11.0: cannot open shared object file: No such file or directory",
-        explanation="\n".join([
-            f"Because {mmcv} (mmcv 2.1.0) needs libcudart.so.11.0 and the loader did not find it "
-            "in the 4 places it looked (paths considered, in order, below), it does not load.",
-            f"Files with that name on this machine: {cuda118}/libcudart.so.11.0.",
-        ]),
+        derivation=(
+            NeedsLibrary(mmcv, "mmcv 2.1.0", "libcudart.so.11.0", 4, Outcome.DOES_NOT_LOAD),
+            FilesFound((f"{cuda118}/libcudart.so.11.0",)),
+        ),
         library="libcudart.so.11.0",
         hint=f"add {cuda118} to the loader's path: `echo {cuda118} | sudo tee "
              "/etc/ld.so.conf.d/abifit.conf && sudo ldconfig`, or "
@@ -367,11 +369,11 @@ def doctor_problems() -> DoctorReport:
     missing_version = Finding(
         kind=FindingKind.MISSING_VERSION, object=arrow, module="pyarrow.lib",
         message=f"{libstdcxx}: version `GLIBCXX_3.4.32' not found (required by {arrow})",
-        explanation="\n".join([
-            f"Because {arrow} (pyarrow 18.1.0) requires version GLIBCXX_3.4.32 and the "
-            f"{libstdcxx} that the loader found does not define it, the import fails.",
-            "The newest GLIBCXX version it defines is GLIBCXX_3.4.30.",
-        ]),
+        derivation=(
+            RequiresVersion(arrow, "pyarrow 18.1.0", "GLIBCXX_3.4.32", libstdcxx,
+                            Outcome.IMPORT_FAILS),
+            NewestVersion("GLIBCXX_3.4.30"),
+        ),
         library=libstdcxx, version="GLIBCXX_3.4.32", newest="GLIBCXX_3.4.30",
         hint="use a newer libstdc++.so.6 (for example from a newer toolchain or conda's "
              "libstdcxx-ng), or a build of the package made for this system",
@@ -382,21 +384,17 @@ def doctor_problems() -> DoctorReport:
     duplicate = Finding(  # paddle.base.libpaddle loads: no import is placed for it
         kind=FindingKind.DUPLICATE_SONAME, object=cudnn_new, module="paddle.base.libpaddle",
         message=f"{cudnn_new}: a second copy of libcudnn.so.9 ({cudnn_old} is already loaded)",
-        explanation=f"Because {cudnn_old} is already in the process under the soname "
-                    f"libcudnn.so.9 and loading paddle.base.libpaddle maps {cudnn_new} as well, "
-                    "two copies of that library live in one process; their global state "
-                    "(allocators, thread pools, registries) is not shared.",
+        derivation=(DuplicateSoname(cudnn_old, "libcudnn.so.9", "paddle.base.libpaddle",
+                                    cudnn_new),),
         library="libcudnn.so.9", hint="make both packages use one copy of libcudnn.so.9",
     )
     on_use = Finding(
         kind=FindingKind.MISSING_LIBRARY, object=tbbpool, module="numba.np.ufunc.tbbpool",
         message="libtbb.so.12: cannot open shared object file: No such file or directory",
-        explanation="\n".join([
-            f"Because {tbbpool} (numba 0.61.0) needs libtbb.so.12 and the loader did not find "
-            "it in the 4 places it looked (paths considered, in order, below), it does not "
-            "load.",
-            "No file with that name was found on this machine.",
-        ]),
+        derivation=(
+            NeedsLibrary(tbbpool, "numba 0.61.0", "libtbb.so.12", 4, Outcome.DOES_NOT_LOAD),
+            NoFileFound(),
+        ),
         library="libtbb.so.12", hint="install the package that provides libtbb.so.12",
         effect=Effect.PREREQUISITE, prerequisite="TBB",
         trace=(
@@ -413,18 +411,18 @@ def doctor_problems() -> DoctorReport:
     guarded = Finding(
         kind=FindingKind.UNDEFINED_SYMBOL, object=xformers, module="xformers._C",
         message=f"{xformers}: undefined symbol: {set_device}",
-        explanation="\n".join([
-            f"Because {xformers} (xformers 0.0.28.post3) needs `c10::cuda::SetDevice(int)` and "
-            "none of the 40 objects in its lookup scope defines it, it does not load.",
-            f"Nearest definition, in {SITE}/torch/lib/libc10_cuda.so (torch 2.7.0): "
-            f"`c10::cuda::SetDevice(signed char, bool)` — {set_device_describe}.",
-        ]),
+        derivation=(
+            NeedsSymbol(xformers, "xformers 0.0.28.post3", set_device,
+                        "c10::cuda::SetDevice(int)", None, 40, Outcome.DOES_NOT_LOAD),
+            NearestLine(set_device_near := _near(
+                set_device_new, "c10::cuda::SetDevice(signed char, bool)",
+                f"{SITE}/torch/lib/libc10_cuda.so", "torch 2.7.0", set_device_describe)),
+        ),
         symbol=set_device, demangled="c10::cuda::SetDevice(int)",
         hint="xformers 0.0.28.post3 was built against another torch than the installed torch "
              "2.7.0 (it requires torch==2.5.1): install the torch release it was built for, or "
              "a xformers release built for torch 2.7.0",
-        nearest=(_near(set_device_new, "c10::cuda::SetDevice(signed char, bool)",
-                       f"{SITE}/torch/lib/libc10_cuda.so", "torch 2.7.0", set_device_describe),),
+        nearest=(set_device_near,),
         import_name="xformers", severity=Severity.WARNING, reachability="guarded",
         effect=Effect.DEGRADES,
     )
@@ -508,22 +506,22 @@ def doctor_problems() -> DoctorReport:
         Finding(kind=FindingKind.MODEL_DISAGREEMENT, object=modules[5].path,
                 module="pyarrow.lib",
                 message=f"predicted: fails: {missing_version.message}; real loader: loads",
-                explanation=DISAGREEMENT,
+                derivation=(LoadDisagrees(),),
                 hint="please report this with `abifit doctor --json --verify` output"),
         Finding(kind=FindingKind.MODEL_DISAGREEMENT, object=bnb, module=bnb_label,
                 message="predicted: loads; real loader: could not be run: timed out after 120 s",
-                explanation=DISAGREEMENT,
+                derivation=(LoadDisagrees(),),
                 hint="please report this with `abifit doctor --json --verify` output"),
         Finding(kind=FindingKind.MODEL_DISAGREEMENT, object="bitsandbytes",
                 module="bitsandbytes", import_name="bitsandbytes",
                 message="import bitsandbytes: predicted: works; real import: could not be run: "
                         "timed out after 300 s",
-                explanation=IMPORT_DISAGREEMENT,
+                derivation=(ImportDisagrees(),),
                 hint="please report this with `abifit doctor --json --verify` output"),
         Finding(kind=FindingKind.MODEL_DISAGREEMENT, object="pyarrow", module="pyarrow",
                 import_name="pyarrow",
                 message=f"import pyarrow: predicted: fails: {pyarrow_error}; real import: works",
-                explanation=IMPORT_DISAGREEMENT,
+                derivation=(ImportDisagrees(),),
                 hint="please report this with `abifit doctor --json --verify` output"),
     )
     rtx5090 = GpuTarget(ComputeCapability(12, 0), (12, 8),
@@ -563,12 +561,10 @@ def doctor_clean() -> DoctorReport:
     on_use = Finding(
         kind=FindingKind.MISSING_LIBRARY, object=omppool, module="numba.np.ufunc.omppool",
         message="libgomp.so.1: cannot open shared object file: No such file or directory",
-        explanation="\n".join([
-            f"Because {omppool} (numba 0.61.0) needs libgomp.so.1 and the loader did not find "
-            "it in the 2 places it looked (paths considered, in order, below), it does not "
-            "load.",
-            "No file with that name was found on this machine.",
-        ]),
+        derivation=(
+            NeedsLibrary(omppool, "numba 0.61.0", "libgomp.so.1", 2, Outcome.DOES_NOT_LOAD),
+            NoFileFound(),
+        ),
         library="libgomp.so.1", hint="install the package that provides libgomp.so.1",
         effect=Effect.PREREQUISITE, prerequisite="libgomp.so.1",
         trace=(
@@ -641,33 +637,31 @@ def check_abi_fails() -> CheckReport:
     old, new = "_ZN3c104cuda9SetDeviceEi", "_ZN3c104cuda9SetDeviceEab"
     describe = ("same function c10::cuda::SetDevice; parameter 1: `int` → `signed char`; "
                 "parameter 2 added: `bool`")
+    near = _near(new, "c10::cuda::SetDevice(signed char, bool)",
+                 f"{WHEELS}/torch/lib/libc10_cuda.so", "torch 2.6.0", describe)
     undefined = Finding(
         kind=FindingKind.UNDEFINED_SYMBOL, object=flash, module="flash_attn_2_cuda",
         message=f"{flash}: undefined symbol: {old}",
-        explanation="\n".join([
-            f"Because {flash} (flash_attn 2.7.4.post1) needs `c10::cuda::SetDevice(int)` and "
-            "none of the 29 objects in its lookup scope defines it, the import fails.",
-            f"Nearest definition, in {WHEELS}/torch/lib/libc10_cuda.so (torch 2.6.0): "
-            f"`c10::cuda::SetDevice(signed char, bool)` — {describe}.",
-        ]),
+        derivation=(
+            NeedsSymbol(flash, "flash_attn 2.7.4.post1", old, "c10::cuda::SetDevice(int)", None,
+                        29, Outcome.IMPORT_FAILS),
+            NearestLine(near),
+        ),
         symbol=old, demangled="c10::cuda::SetDevice(int)",
         hint="flash_attn 2.7.4.post1 was built against another torch than the installed torch "
              "2.6.0: install the torch release it was built for, or a flash_attn release built "
              "for torch 2.6.0",
-        nearest=(_near(new, "c10::cuda::SetDevice(signed char, bool)",
-                       f"{WHEELS}/torch/lib/libc10_cuda.so", "torch 2.6.0", describe),),
+        nearest=(near,),
         # a top-level extension module: its own import name (top_level.txt), always loaded
         import_name="flash_attn_2_cuda", reachability="always",
     )
     missing_library = Finding(
         kind=FindingKind.MISSING_LIBRARY, object=mamba, module="selective_scan_cuda",
         message="libcudart.so.11.0: cannot open shared object file: No such file or directory",
-        explanation="\n".join([
-            f"Because {mamba} (mamba_ssm 2.2.4) needs libcudart.so.11.0 and the loader did not "
-            "find it in the 3 places it looked (paths considered, in order, below), it does not "
-            "load.",
-            "No file with that name was found on this machine.",
-        ]),
+        derivation=(
+            NeedsLibrary(mamba, "mamba_ssm 2.2.4", "libcudart.so.11.0", 3, Outcome.DOES_NOT_LOAD),
+            NoFileFound(),
+        ),
         library="libcudart.so.11.0",
         hint="`pip install nvidia-cuda-runtime-cu11` provides libcudart.so.11.0",
         trace=(
@@ -680,18 +674,16 @@ def check_abi_fails() -> CheckReport:
     guarded = Finding(
         kind=FindingKind.UNDEFINED_SYMBOL, object=xformers, module="xformers._C",
         message=f"{xformers}: undefined symbol: {old}",
-        explanation="\n".join([
-            f"Because {xformers} (xformers 0.0.28.post3) needs `c10::cuda::SetDevice(int)` and "
-            "none of the 27 objects in its lookup scope defines it, it does not load.",
-            f"Nearest definition, in {WHEELS}/torch/lib/libc10_cuda.so (torch 2.6.0): "
-            f"`c10::cuda::SetDevice(signed char, bool)` — {describe}.",
-        ]),
+        derivation=(
+            NeedsSymbol(xformers, "xformers 0.0.28.post3", old, "c10::cuda::SetDevice(int)",
+                        None, 27, Outcome.DOES_NOT_LOAD),
+            NearestLine(near),
+        ),
         symbol=old, demangled="c10::cuda::SetDevice(int)",
         hint="xformers 0.0.28.post3 was built against another torch than the installed torch "
              "2.6.0 (it requires torch==2.5.1): install the torch release it was built for, or "
              "a xformers release built for torch 2.6.0",
-        nearest=(_near(new, "c10::cuda::SetDevice(signed char, bool)",
-                       f"{WHEELS}/torch/lib/libc10_cuda.so", "torch 2.6.0", describe),),
+        nearest=(near,),
         # xformers/_cpp_lib.py loads it under try/except and goes on without its C++ kernels
         import_name="xformers", severity=Severity.WARNING, reachability="guarded",
         effect=Effect.DEGRADES,
@@ -797,12 +789,10 @@ def _cupy_check(host_missing: tuple[str, ...], assumed_driver: str | None,
     on_use = Finding(
         kind=FindingKind.MISSING_LIBRARY, object=nccl, module="cupy_backends.cuda.libs.nccl",
         message="libnccl.so.2: cannot open shared object file: No such file or directory",
-        explanation="\n".join([
-            f"Because {nccl} (cupy-cuda12x 13.3.0) needs libnccl.so.2 and the loader did not "
-            "find it in the 2 places it looked (paths considered, in order, below), it does not "
-            "load.",
-            "No file with that name was found on this machine.",
-        ]),
+        derivation=(
+            NeedsLibrary(nccl, "cupy-cuda12x 13.3.0", "libnccl.so.2", 2, Outcome.DOES_NOT_LOAD),
+            NoFileFound(),
+        ),
         library="libnccl.so.2", hint="`pip install nvidia-nccl-cu12` provides libnccl.so.2",
         effect=Effect.PREREQUISITE, prerequisite="libnccl.so.2",
         trace=(
@@ -1102,10 +1092,8 @@ def cuda_full() -> CudaReport:
         Finding(
             kind=FindingKind.DRIVER_TOO_OLD, object="nvidia-cuda-runtime",
             message="libcudart.so.13 is CUDA 13; the driver supports CUDA up to 12.8",
-            explanation=f"Because nvidia-cuda-runtime, {', '.join(runtime_users)} use "
-                        "libcudart.so.13 (CUDA 13) and the NVIDIA driver 570.124.06 supports "
-                        "CUDA up to 12.8 (cuDriverGetVersion), CUDA calls fail with 'CUDA "
-                        "driver version is insufficient for CUDA runtime version'.",
+            derivation=(DriverTooOld(("nvidia-cuda-runtime", *runtime_users), "libcudart.so.13",
+                                     13, "570.124.06", "12.8", "cuDriverGetVersion"),),
             library="libcudart.so.13", version="570.124.06",
             hint="install an NVIDIA driver >= 580.65.06, or use CUDA 12 builds",
             candidates=("nvidia-cuda-runtime", *runtime_users)),
@@ -1113,10 +1101,9 @@ def cuda_full() -> CudaReport:
             kind=FindingKind.CUDA_MAJOR_MIX, object="mmcv._ext",
             message="needs CUDA 11 runtime libraries (libcudart.so.11.0); the environment "
                     "brings CUDA 13",
-            explanation="Because mmcv._ext was built against CUDA 11 and needs "
-                        "libcudart.so.11.0, while the environment's CUDA runtime is CUDA 13 "
-                        "(libcudart.so.13 from nvidia-cuda-runtime). libcudart.so.11.0 is not "
-                        "provided, so loading fails with 'cannot open shared object file'.",
+            derivation=(RuntimeMix("mmcv._ext", (11,), ("libcudart.so.11.0",), 13,
+                                   (ProvidedBy("libcudart.so.13", ("nvidia-cuda-runtime",)),),
+                                   ("libcudart.so.11.0",)),),
             library="libcudart.so.11.0",
             hint="use a CUDA 13 build of it (for wheels, a +cu130-style local version), or "
                  "CUDA 11 for the whole environment",
@@ -1125,12 +1112,8 @@ def cuda_full() -> CudaReport:
             kind=FindingKind.TOOLKIT_NOT_SEARCHED, object="/usr/local/cuda-11.8/lib64",
             message="libcudart.so.11.0 is in /usr/local/cuda-11.8/lib64, which the loader does "
                     "not search",
-            explanation="Because mmcv._ext need libcudart.so.11.0, no toolkit directory that "
-                        "ld.so searches holds it, and /usr/local/cuda-11.8/lib64, which does, is "
-                        "listed in ld.so.conf but not in /etc/ld.so.cache (ldconfig has not run "
-                        "since), loading fails with 'libcudart.so.11.0: cannot open shared "
-                        "object file' unless another search path (an RPATH, a pip package "
-                        "already loaded) provides it.",
+            derivation=(ToolkitNotSearched(("mmcv._ext",), "libcudart.so.11.0",
+                                           "/usr/local/cuda-11.8/lib64", True),),
             library="libcudart.so.11.0", hint="run `ldconfig` as root to rebuild the cache",
             candidates=("mmcv._ext",)),
     )
@@ -1180,12 +1163,8 @@ def cuda_old_driver() -> CudaReport:
     finding = Finding(
         kind=FindingKind.TOOLKIT_NOT_SEARCHED, object="/opt/cuda/lib64",
         message="libcudart.so.11.0 is in /opt/cuda/lib64, which the loader does not search",
-        explanation="Because mmcv._ext need libcudart.so.11.0, no toolkit directory that ld.so "
-                    "searches holds it, and /opt/cuda/lib64, which does, is not in "
-                    "LD_LIBRARY_PATH, not in /etc/ld.so.cache and not a default directory, "
-                    "loading fails with 'libcudart.so.11.0: cannot open shared object file' "
-                    "unless another search path (an RPATH, a pip package already loaded) "
-                    "provides it.",
+        derivation=(ToolkitNotSearched(("mmcv._ext",), "libcudart.so.11.0", "/opt/cuda/lib64",
+                                       False),),
         library="libcudart.so.11.0",
         hint="add /opt/cuda/lib64 to LD_LIBRARY_PATH, or list it in a file under "
              "/etc/ld.so.conf.d/ and run `ldconfig`",
@@ -1653,19 +1632,20 @@ def diff_breaks() -> DiffReport:
         a="cluster/pylock.toml", b="/opt/venv",
         abi=(
             Change(ChangeKind.STOPS_LOADING, "flash_attn_2_cuda", "loads",
-                   f"{flash}: undefined symbol: {symbol}",
-                   f"Because {flash} (flash_attn 2.8.3) needs `{INT_LINE}` and none of the 42 "
-                   "objects in its lookup scope defines it, the import fails.\n"
-                   f"Nearest definition, in {SITE}/torch/lib/libc10_cuda.so (torch "
-                   f"2.9.0+cu130): `{UNSIGNED_LINE}` — same function "
-                   f"c10::cuda::c10_cuda_check_implementation; {TO_UNSIGNED}.",
-                   breaks=True),
+                   f"{flash}: undefined symbol: {symbol}", breaks=True, derivation=(
+                       NeedsSymbol(flash, "flash_attn 2.8.3", symbol, INT_LINE, None, 42,
+                                   Outcome.IMPORT_FAILS),
+                       NearestLine(_near(
+                           symbol.replace("S2_ib", "S2_jb"), UNSIGNED_LINE,
+                           f"{SITE}/torch/lib/libc10_cuda.so", "torch 2.9.0+cu130",
+                           "same function c10::cuda::c10_cuda_check_implementation; "
+                           f"{TO_UNSIGNED}")))),
             Change(ChangeKind.STOPS_LOADING, "selective_scan_cuda", "loads",
                    "libcudart.so.12: cannot open shared object file: No such file or directory",
-                   f"Because {mamba} (mamba_ssm 2.2.4) needs libcudart.so.12 and the loader did "
-                   "not find it in the 4 places it looked (paths considered, in order, below), "
-                   "it does not load.\nNo file with that name was found on this machine.",
-                   breaks=True),
+                   breaks=True, derivation=(
+                       NeedsLibrary(mamba, "mamba_ssm 2.2.4", "libcudart.so.12", 4,
+                                    Outcome.DOES_NOT_LOAD),
+                       NoFileFound())),
             Change(ChangeKind.CUDA_MAJOR, "torch._C", "libcublas CUDA 12", "libcublas CUDA 13",
                    "maps libcublas of another CUDA major"),
             Change(ChangeKind.CUDA_MAJOR, "torch._C", "libcudart CUDA 12", "libcudart CUDA 13",
@@ -1690,9 +1670,10 @@ def diff_breaks() -> DiffReport:
                    "beside changed"),
             Change(ChangeKind.STOPS_LOADING, "causal_conv1d_cuda", None,
                    f"{libstdcxx}: version `GLIBCXX_3.4.32' not found (required by {conv})",
-                   f"Because {conv} (causal_conv1d 1.5.2) requires version GLIBCXX_3.4.32 and "
-                   f"the {libstdcxx} that the loader found does not define it, the import "
-                   "fails.\nThe newest GLIBCXX version it defines is GLIBCXX_3.4.30."),
+                   derivation=(
+                       RequiresVersion(conv, "causal_conv1d 1.5.2", "GLIBCXX_3.4.32", libstdcxx,
+                                       Outcome.IMPORT_FAILS),
+                       NewestVersion("GLIBCXX_3.4.30"))),
             Change(ChangeKind.HOST, "glibc", "2.28", "2.35"),
             Change(ChangeKind.HOST, "libstdc++", "GLIBCXX_3.4.25", "GLIBCXX_3.4.30"),
             Change(ChangeKind.HOST, "ld.so.conf", f"{CUDA_LIB} ({CUDA_CONF}:1)", None,
@@ -1751,8 +1732,8 @@ def explain_mixed() -> ExplainReport:
     finding = Finding(
         kind=FindingKind.UNDEFINED_SYMBOL, object=path, module="sgl_kernel.common_ops",
         message=error, symbol=symbol, demangled=text,
-        explanation=f"Because {path} (sgl-kernel 0.3.21) needs `{text}` and none of the 31 "
-        "objects in its lookup scope defines it, the import fails.",
+        derivation=(NeedsSymbol(path, "sgl-kernel 0.3.21", symbol, text, None, 31,
+                                Outcome.IMPORT_FAILS),),
     )
     return ExplainReport("/home/u/.venv/bin/python", "3.12.3", (
         Explanation(

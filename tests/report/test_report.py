@@ -23,6 +23,13 @@ from abifit.report.findings import problem_blocks
 from abifit.report.json import SCHEMA_VERSIONS, dumps
 from abifit.report.matrix import matrix_html, matrix_json, matrix_text
 from abifit.report.variants import variants_json, variants_text
+from abifit.sim.derivation import (
+    NearestDefinition,
+    NearestLine,
+    NeedsLibrary,
+    NeedsSymbol,
+    Outcome,
+)
 from abifit.sim.diagnose import Context, diagnose
 from abifit.sim.findings import Finding, FindingKind, Severity
 from abifit.sim.loader import LoadProblem, ProblemKind
@@ -331,13 +338,14 @@ def test_dumps_keeps_the_order_built_and_indents_by_two() -> None:
         '{\n  "schema_version": 1,\n  "command": "x",\n  "rows": [\n    1\n  ]\n}')
 
 
-def _undefined(module: str, demangled: str, nearest: str, n: int) -> Finding:
+def _undefined(module: str, demangled: str, nearest: NearestDefinition, n: int) -> Finding:
     return Finding(
         kind=FindingKind.UNDEFINED_SYMBOL, object=f"/site/{module}.so", module=module,
         message=f"/site/{module}.so: undefined symbol: _Z{n}", symbol=f"_Z{n}",
         demangled=demangled,
-        explanation=(f"Because /site/{module}.so needs `{demangled}` and none of the 3 objects "
-                     f"in its lookup scope defines it, the import fails.\n{nearest}\n{nearest}"),
+        derivation=(NeedsSymbol(f"/site/{module}.so", None, f"_Z{n}", demangled, None, 3,
+                                Outcome.IMPORT_FAILS),
+                    NearestLine(nearest), NearestLine(nearest)),
         hint="rebuild it")
 
 
@@ -345,10 +353,14 @@ def test_one_block_per_object_and_kind() -> None:
     """Undefined symbols of one module make one block: the first explained whole, the others
     by name with their nearest definitions (identical lines once), past five counted; another
     module's findings keep their own block."""
+    definitions = [NearestDefinition("_Z1fj", "f(unsigned int)", "/site/libc10.so", None, False,
+                                     (), "parameter 1"),
+                   NearestDefinition("_Z1gb", "g(bool)", "/site/libc10.so", None, False, (),
+                                     "parameter 2 added")]
     nearest = ["Nearest definition, in /site/libc10.so: `f(unsigned int)` — parameter 1.",
                "Nearest definition, in /site/libc10.so: `g(bool)` — parameter 2 added."]
-    findings = tuple(_undefined("ext", f"f{i}(int)", nearest[i % 2], i) for i in range(8))
-    findings += (_undefined("other", "h()", nearest[0], 9),)
+    findings = tuple(_undefined("ext", f"f{i}(int)", definitions[i % 2], i) for i in range(8))
+    findings += (_undefined("other", "h()", definitions[0], 9),)
     blocks = problem_blocks(findings, (), (), None)
     assert len(blocks) == 2
     lines = blocks[0].splitlines()
@@ -407,7 +419,8 @@ def test_one_block_for_modules_that_miss_a_library_alike() -> None:
                        module=module, library="libcudart.so.12",
                        message="libcudart.so.12: cannot open shared object file: No such file "
                                "or directory",
-                       explanation=f"Because /site/{module}.so needs libcudart.so.12 ...",
+                       derivation=(NeedsLibrary(f"/site/{module}.so", None, "libcudart.so.12",
+                                                3, Outcome.IMPORT_FAILS),),
                        hint=hint, severity=severity)
 
     fix = "`pip install nvidia-cuda-runtime-cu12` provides libcudart.so.12"

@@ -12,7 +12,9 @@ from dataclasses import replace
 import pytest
 
 from abifit.formats.demangle import demangler_available
+from abifit.report.derivation import explanation
 from abifit.report.findings import trace_line
+from abifit.sim.derivation import IndexFix, IndexMiss
 from abifit.sim.diagnose import Context, diagnose
 from abifit.sim.findings import FindingKind, SearchStep
 from abifit.sim.loader import Attempt, LoadProblem, ProblemKind, Resolution, Via
@@ -57,7 +59,7 @@ def test_changed_parameter_is_the_nearest_definition() -> None:
     assert (finding.kind, finding.object, finding.module, finding.symbol, finding.version) == (
         FindingKind.UNDEFINED_SYMBOL, EXT, "extpkg._ops", OLD, None)
     assert finding.message == f"{EXT}: undefined symbol: {OLD}"
-    assert finding.explanation.splitlines()[:2] == [
+    assert explanation(finding).splitlines()[:2] == [
         f"Because {EXT} (extpkg 1.0) needs `{OLD_TEXT}` and none of the 3 objects in its lookup "
         "scope defines it, the import fails.",
         f"Nearest definition, in {HOST} (hostpkg 2.0): `{NEW_TEXT}` — {CHANGE}.",
@@ -77,7 +79,7 @@ def test_shallow_diagnosis_skips_the_search() -> None:
     ctx = replace(NOTHING, exports=lambda _path: [NEW],
                   rebuild_hint=lambda _obj, _provider: "never asked")
     finding = diagnose(undefined(OLD), None, ctx, deep=False)
-    assert finding.explanation == (
+    assert explanation(finding) == (
         f"Because {EXT} needs `{OLD_TEXT}` and none of the 3 objects in its lookup scope defines "
         "it, the import fails.")
     assert (finding.nearest, finding.hint, finding.module) == ((), None, None)
@@ -88,7 +90,7 @@ def test_a_definition_at_another_version_is_named() -> None:
     ctx = replace(NOTHING, exports=lambda path: ["prec_extra"] if path == HOST else ())
     finding = diagnose(undefined("prec_extra", version="HOST_2.0"), "extpkg._ops", ctx)
     assert finding.version == "HOST_2.0"
-    assert finding.explanation.splitlines() == [
+    assert explanation(finding).splitlines() == [
         f"Because {EXT} needs `prec_extra` at version HOST_2.0 and none of the 3 objects in its "
         "lookup scope defines it, the import fails.",
         f"{HOST} defines that name, but not at version HOST_2.0.",
@@ -102,7 +104,7 @@ def test_string_abi_change_is_explained() -> None:
     old, new = ("_ZN4host8describeERKSs",
                 "_ZN4host8describeERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE")
     finding = diagnose(undefined(old), None, replace(NOTHING, exports=lambda _path: [new]))
-    assert finding.explanation.splitlines()[-1] == (
+    assert explanation(finding).splitlines()[-1] == (
         "The std::string ABIs differ: one side was built with -D_GLIBCXX_USE_CXX11_ABI=0 (the old "
         "ABI), the other with the cxx11 ABI.")
     assert finding.nearest[0].mangled == new
@@ -133,7 +135,7 @@ def test_missing_version_names_the_newest_one_defined(defined: tuple[str, ...],
         FindingKind.MISSING_VERSION, LIBSTDCXX, "GLIBCXX_3.4.32", problem.message)
     because = (f"Because {EXT} (extpkg 1.0) requires version GLIBCXX_3.4.32 and the {LIBSTDCXX} "
                "that the loader found does not define it, the import fails.")
-    assert finding.explanation.splitlines() == [
+    assert explanation(finding).splitlines() == [
         because, *([f"The newest GLIBCXX version it defines is {newest}."] if newest else [])]
     assert finding.hint == (
         "use a newer libstdc++.so.6 (for example from a newer toolchain or conda's "
@@ -195,7 +197,7 @@ def test_missing_library_traces_the_search() -> None:
         "/usr/lib/x86_64-linux-gnu/libfoo.so.1  [ld.so.cache: not found]",
         "/lib/libfoo.so.1  [system directory: not found]",
     ]
-    assert finding.explanation.splitlines() == [
+    assert explanation(finding).splitlines() == [
         f"Because {EXT} (extpkg 1.0) needs libfoo.so.1 and the loader did not find it in the 3 "
         "places it looked (paths considered, in order, below), the import fails.",
         "No file with that name was found on this machine.",
@@ -208,7 +210,7 @@ def test_a_copy_elsewhere_on_the_machine_gives_the_path_to_add() -> None:
     found = ("/opt/foo/lib/libfoo.so.1", "/home/u/libfoo.so.1")
     finding = diagnose(missing(), None, replace(NOTHING, locate=lambda _name: found))
     assert finding.candidates == found
-    assert finding.explanation.splitlines()[-1] == (
+    assert explanation(finding).splitlines()[-1] == (
         "Files with that name on this machine: /opt/foo/lib/libfoo.so.1, /home/u/libfoo.so.1.")
     assert finding.hint == (
         "add /opt/foo/lib to the loader's path: `echo /opt/foo/lib | sudo tee "
@@ -227,7 +229,7 @@ def test_the_driver_library_is_not_a_pip_package() -> None:
     assert finding.hint == (
         "libcuda.so.1 is the NVIDIA driver's library, not a pip package: install the NVIDIA "
         "driver (a machine without an NVIDIA GPU cannot load this module)")
-    assert finding.explanation.splitlines()[-1] == (
+    assert explanation(finding).splitlines()[-1] == (
         "No file with that name was found on this machine.")
 
 
@@ -237,20 +239,22 @@ def test_the_driver_library_is_not_a_pip_package() -> None:
     ("nvidia-foo>=13,<14", None, "`pip install 'nvidia-foo>=13,<14'` provides libfoo.so.1",
      "No file with that name was found on this machine."),
     ("nvidia-foo", ("`pip install 'nvidia-foo==13.1.0'` provides libfoo.so.1 (in nvidia/lib)",
-                    "nvidia-foo 13.1.0 ships nvidia/lib/libfoo.so.1."),
+                    IndexFix("nvidia-foo 13.1.0 ships nvidia/lib/libfoo.so.1.")),
      "`pip install 'nvidia-foo==13.1.0'` provides libfoo.so.1 (in nvidia/lib)",
-     "nvidia-foo 13.1.0 ships nvidia/lib/libfoo.so.1."),
-    ("nvidia-foo", (None, "abifit found no wheel that ships libfoo.so.1 (the index is down)."),
+     "From the index: nvidia-foo 13.1.0 ships nvidia/lib/libfoo.so.1."),
+    ("nvidia-foo", (None, IndexMiss("abifit found no wheel that ships libfoo.so.1 (the index "
+                                    "is down)")),
      "`pip install nvidia-foo` provides libfoo.so.1",
      "abifit found no wheel that ships libfoo.so.1 (the index is down)."),
 ], ids=["package", "package-with-specifier-is-quoted", "wheel-on-the-index",
         "no-wheel-keeps-the-package-hint"])
-def test_the_package_that_provides_the_library(package: str, fix: tuple[str | None, str] | None,
-                                               hint: str, last_line: str) -> None:
+def test_the_package_that_provides_the_library(
+        package: str, fix: tuple[str | None, IndexFix | IndexMiss] | None, hint: str,
+        last_line: str) -> None:
     """The provider package is the hint; a wheel found on the index replaces it."""
     asked: list[tuple[str, str]] = []
 
-    def library_fix(soname: str, obj: str) -> tuple[str | None, str] | None:
+    def library_fix(soname: str, obj: str) -> tuple[str | None, IndexFix | IndexMiss] | None:
         asked.append((soname, obj))
         return fix
 
@@ -258,14 +262,14 @@ def test_the_package_that_provides_the_library(package: str, fix: tuple[str | No
     finding = diagnose(missing(), None, ctx)
     assert asked == [("libfoo.so.1", EXT)]
     assert finding.hint == hint
-    assert finding.explanation.splitlines()[-1] == last_line
+    assert explanation(finding).splitlines()[-1] == last_line
 
 
 def test_a_wrong_elf_class_keeps_its_kind() -> None:
     """A wrong ELF class keeps its kind, explained like a missing library."""
     finding = diagnose(missing(kind=ProblemKind.WRONG_ELF_CLASS), None, NOTHING)
     assert finding.kind is FindingKind.WRONG_ELF_CLASS
-    lines = finding.explanation.splitlines()
+    lines = explanation(finding).splitlines()
     assert ("A file of that name exists on the search path but is built for another ELF class "
             "(32-bit vs 64-bit).") in lines
     assert lines[-1] == "No file with that name was found on this machine."
@@ -276,6 +280,6 @@ def test_an_unreadable_file_says_it_cannot_be_read() -> None:
     cannot be read (not that it is missing), with a hint to replace it."""
     finding = diagnose(missing(kind=ProblemKind.UNREADABLE_OBJECT), None, NOTHING)
     assert finding.kind is FindingKind.UNREADABLE_OBJECT
-    assert "cannot be read as a shared object" in finding.explanation
-    assert "did not find it" not in finding.explanation
+    assert "cannot be read as a shared object" in explanation(finding)
+    assert "did not find it" not in explanation(finding)
     assert finding.hint is not None and "damaged" in finding.hint

@@ -10,6 +10,15 @@ from __future__ import annotations
 
 import pytest
 
+from abifit.report.derivation import derivation_text
+from abifit.sim.derivation import (
+    IndexFix,
+    NeedsLibrary,
+    NoFileFound,
+    NotWhereLoaderLooks,
+    OtherRelease,
+    Outcome,
+)
 from abifit.sim.findings import Effect, Finding, FindingKind, Severity, Verdict
 from abifit.sim.loader import LoadProblem, ProblemKind
 from abifit.sim.verdict import (
@@ -81,7 +90,9 @@ def test_a_library_the_stack_has_elsewhere_degrades() -> None:
     """The stack holds the very soname, but the loader does not find it: the stack's layout,
     not something to install."""
     cause = problem_cause(missing("libnvrtc.so.13"), "sgl-kernel", STACK)
-    assert cause.effect is Effect.DEGRADES and "not where the loader looks" in cause.reason
+    assert cause.effect is Effect.DEGRADES
+    assert isinstance(cause.reason, NotWhereLoaderLooks)
+    assert cause.reason.soname == "libnvrtc.so.13"
 
 
 @pytest.mark.parametrize("kind", [ProblemKind.UNDEFINED_SYMBOL, ProblemKind.MISSING_VERSION,
@@ -209,8 +220,8 @@ def test_stack_cuda(versions: dict[str, str], cuda: str | None) -> None:
 
 
 def finding(effect: Effect | None, severity: Severity = Severity.INFO) -> Finding:
-    return Finding(FindingKind.MISSING_LIBRARY, "/x.so", "m", "e", severity=severity,
-                   effect=effect)
+    return Finding(FindingKind.MISSING_LIBRARY, "/x.so", "m", (NoFileFound(),),
+                   severity=severity, effect=effect)
 
 
 def test_the_verdict_is_the_worst_effect() -> None:
@@ -233,16 +244,18 @@ def test_a_library_of_another_release_is_fixed_by_a_build_not_by_its_wheel() -> 
 
     cause = problem_cause(missing("libcudart.so.12"), "xformers", STACK)
     assert cause.hint is not None and "CUDA 13 build of xformers" in cause.hint
+    needs = NeedsLibrary("/x.so", None, "libcudart.so.12", 3, Outcome.DOES_NOT_LOAD)
     finding = Finding(FindingKind.MISSING_LIBRARY, "/x.so", "libcudart.so.12: cannot open",
-                      "Because /x.so needs libcudart.so.12, it does not load.\nFrom the index: "
-                      "pip install 'nvidia-cuda-runtime-cu12'\nThe loader looks there when ...",
+                      (needs, NoFileFound(), IndexFix("pip install 'nvidia-cuda-runtime-cu12'\n"
+                                                      "The loader looks there when ...")),
                       library="libcudart.so.12")
-    assert _explained(finding, cause).splitlines() == [
-        "Because /x.so needs libcudart.so.12, it does not load.",
+    assert _explained(finding, cause) == (
+        needs, NoFileFound(), OtherRelease("libcudart.so.12", ("libcudart.so.13",)))
+    assert derivation_text(_explained(finding, cause)).splitlines()[-1] == (
         "It needs libcudart.so.12, the stack has libcudart.so.13: it was built for another "
-        "release."]
+        "release.")
     plain = problem_cause(missing("libavutil.so.59"), "torchcodec", STACK)
-    assert _explained(finding, plain) == finding.explanation
+    assert _explained(finding, plain) == finding.derivation
 
 
 def test_a_library_of_another_build_is_fixed_by_the_matching_build() -> None:

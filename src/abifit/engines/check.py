@@ -1010,7 +1010,7 @@ def target_gpu_codes(wheels: Sequence[Wheel], progress: Progress,
 
 
 # what a stored result holds changes with the simulation's model, not only with releases
-RESULT_FORMAT = "verdict-9"
+RESULT_FORMAT = "verdict-10"
 # a stored result: anything else in its place is a miss
 _STORED = tuple[tuple[ModuleStatus, ...], tuple[Finding, ...], tuple[str, ...],
                 tuple[ImportVerdict, ...], tuple[str, ...]]

@@ -33,6 +33,7 @@ from packaging.utils import canonicalize_name
 from abifit.errors import UsageError
 from abifit.formats.pylock import LockedPackage, ModuleRecord, Snapshot, loads
 from abifit.host.cudastack import cuda_major_of_soname
+from abifit.sim.derivation import Sentence
 from abifit.sim.findings import Finding
 from abifit.sim.process import Progress
 from abifit.sim.verdict import costs
@@ -78,7 +79,9 @@ class ChangeKind(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One difference: what it is about, what A and B have, and why it matters."""
+    """One difference: what it is about, what A and B have, and why it matters: a module that
+    stops loading has the derivation of B's finding about it (`derivation`, written by the
+    report where other changes have their `detail`)."""
 
     kind: ChangeKind
     subject: str
@@ -87,6 +90,7 @@ class Change:
     detail: str = ""
     breaks: bool = False
     distribution: str | None = None  # of the module a change is about
+    derivation: tuple[Sentence, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,10 +131,11 @@ def _key(m: ModuleRecord) -> tuple[str, str]:
     return canonicalize_name(m.distribution), m.module
 
 
-def _explanation(module: str, findings: tuple[Finding, ...]) -> str:
+def _derivation(module: str, findings: tuple[Finding, ...]) -> tuple[Sentence, ...]:
+    """The derivation of the finding about `module` that costs something (else the first)."""
     mine = [f for f in findings if f.module == module]
     found = next((f for f in mine if costs(f)), mine[0] if mine else None)
-    return found.explanation if found is not None else ""
+    return found.derivation if found is not None else ()
 
 
 def _cuda_majors(m: ModuleRecord) -> dict[str, int]:
@@ -207,15 +212,14 @@ def _modules(a: Side, b: Side) -> list[Change]:
                                   distribution=m.distribution))
             continue
         if not other.loads:
-            why = _explanation(other.module, b.findings)
+            why = _derivation(other.module, b.findings)
             out.append(Change(ChangeKind.STOPS_LOADING, m.module, "loads", other.error,
-                              why, breaks=True, distribution=other.distribution))
+                              breaks=True, distribution=other.distribution, derivation=why))
             continue
         out += _module_changes(m, other)
     a_keys = {_key(m) for m in a.snapshot.modules}
-    out += [Change(ChangeKind.STOPS_LOADING, m.module, None, m.error,
-                   _explanation(m.module, b.findings), breaks=False,
-                   distribution=m.distribution)
+    out += [Change(ChangeKind.STOPS_LOADING, m.module, None, m.error, breaks=False,
+                   distribution=m.distribution, derivation=_derivation(m.module, b.findings))
             for m in b.snapshot.modules if _key(m) not in a_keys and not m.loads]
     return out
 

@@ -79,7 +79,13 @@ from abifit.host.numpyuses import numpy_candidates, read_numpy_uses
 from abifit.host.runcache import ReadEnviron
 from abifit.remote.diskcache import GPU_BUCKET, Cache
 from abifit.sim import pythonapi
-from abifit.sim.diagnose import INDEX_FIX
+from abifit.sim.derivation import (
+    ImportDisagrees,
+    IndexFix,
+    IndexMiss,
+    LoadDisagrees,
+    SkippedEntry,
+)
 from abifit.sim.findings import Finding, FindingKind, Verdict
 from abifit.sim.gpu import GpuCheck, GpuTarget, ObjectCoverage, gpu_check, object_coverage
 from abifit.sim.imports import (
@@ -243,20 +249,20 @@ def index_library_fix(search: LibrarySearchFn, roots: list[str]) -> LibraryFix:
     """The fix for a missing soname from the wheels on the index that ship it (`search`,
     from `library_search`)."""
 
-    def fix(soname: str, needer: str) -> tuple[str | None, str] | None:
+    def fix(soname: str, needer: str) -> tuple[str | None, IndexFix | IndexMiss] | None:
         found = search(soname)
         if found is None:
             return None
         from abifit.remote.wheelfiles import render_library_fix  # as `search` imports it
 
         if not found.wheels:
-            return None, found.reason.rstrip(".") + "."
+            return None, IndexMiss(found.reason)
         root = site_root(needer, roots)
         text = render_library_fix(found, site_packages=root or "<site-packages>",
                                   needed_by=os.path.relpath(needer, root) if root else None)
         hint = " or ".join(f"`{w.command}` provides {soname} (in {w.directory})"
                            for w in found.wheels)
-        return hint, INDEX_FIX + text
+        return hint, IndexFix(text)
 
     return fix
 
@@ -472,9 +478,7 @@ def _not_a_file(entry: NotAFile, env: Environment) -> Finding:
     return Finding(
         kind=FindingKind.NOT_A_FILE, object=entry.path, module=entry.module,
         message=f"{entry.path}: {entry.what}, not a file",
-        explanation=(f"The import system skips {entry.what} named like an extension module, "
-                     f"so `import {entry.module}` fails with ModuleNotFoundError: No module "
-                     f"named '{entry.module}'."),
+        derivation=(SkippedEntry(entry.what, entry.module),),
         hint=f"reinstall {label}: the file its installation recorded is not there",
         import_name=entry.module.partition(".")[0],
     )
@@ -487,8 +491,7 @@ def _import_disagreement(c: ImportCheck) -> Finding:
     return Finding(
         kind=FindingKind.MODEL_DISAGREEMENT, object=c.name, module=c.name, import_name=c.name,
         message=f"import {c.name}: predicted: {predicted}; real import: {actual}",
-        explanation="abifit predicted what `import` shows and a fresh process of the target "
-        "interpreter showed something else: abifit's model of this package is wrong.",
+        derivation=(ImportDisagrees(),),
         hint="please report this with `abifit doctor --json --verify` output",
     )
 
@@ -500,8 +503,7 @@ def _disagreement(v: Verification, path: str) -> Finding:
     return Finding(
         kind=FindingKind.MODEL_DISAGREEMENT, object=path, module=v.module,
         message=f"predicted: {predicted}; real loader: {actual}",
-        explanation="abifit predicted one outcome and the real loader, in a fresh process of the "
-        "target interpreter, gave another: abifit's model of this case is wrong.",
+        derivation=(LoadDisagrees(),),
         hint="please report this with `abifit doctor --json --verify` output",
     )
 

@@ -40,7 +40,7 @@ class DoctorOptions:
 
 
 # what a kept whole run holds changes with the model, not only with releases
-RUN_FORMAT = "verdict-2"
+RUN_FORMAT = "verdict-3"
 
 
 @dataclass(frozen=True, slots=True)

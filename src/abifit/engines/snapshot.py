@@ -53,6 +53,7 @@ from abifit.host.ldconfig import (
     read_ld_so_conf_entries,
 )
 from abifit.host.natives import site_root
+from abifit.sim.derivation import FoundThroughLdConf, FoundThroughLdLibraryPath
 from abifit.sim.findings import Finding, FindingKind
 from abifit.sim.loader import LoadResult, Via
 from abifit.sim.process import Environment, ModuleStatus, Progress, Simulation, Simulator
@@ -445,12 +446,10 @@ def _recorded_fix(finding: Finding, snap: Snapshot) -> Finding:
     lib = finding.library
     conf = next((d for d in host.ld_so_conf if lib in d.libraries), None)
     if conf is not None:
-        where = f"{conf.file} (line {conf.line})" if conf.file else "ld.so.conf"
         return replace(
             finding,
-            explanation=f"{finding.explanation} On the snapshot's machine {lib} was found "
-            f"through the ld.so cache in {conf.directory}, a directory that {where} names; "
-            "this host's loader configuration does not find it.",
+            derivation=(*finding.derivation,
+                        FoundThroughLdConf(lib, conf.directory, conf.file, conf.line)),
             hint=f"add {conf.directory} to {conf.file or '/etc/ld.so.conf'} (a file under "
             f"/etc/ld.so.conf.d/ on this host) and run ldconfig, as on the snapshot's machine; "
             f"{lib} must be in that directory")
@@ -458,8 +457,7 @@ def _recorded_fix(finding: Finding, snap: Snapshot) -> Finding:
     if env is not None:
         return replace(
             finding,
-            explanation=f"{finding.explanation} On the snapshot's machine {lib} was found "
-            f"through LD_LIBRARY_PATH, in {env.directory}.",
+            derivation=(*finding.derivation, FoundThroughLdLibraryPath(lib, env.directory)),
             hint=f"put {env.directory} (holding {lib}) on LD_LIBRARY_PATH, as on the "
             "snapshot's machine")
     return finding

@@ -4,6 +4,7 @@ then the verdict; `--json` prints the same report as one versioned document."""
 from __future__ import annotations
 
 from abifit.engines.diff import Change, ChangeKind, DiffReport
+from abifit.report.derivation import derivation_text
 from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 
 _LABEL = {
@@ -19,6 +20,12 @@ _LABEL = {
 }
 
 
+def _detail(c: Change) -> str:
+    """Why a change matters: its derivation in words (a module that stops loading), else its
+    detail."""
+    return derivation_text(c.derivation) if c.derivation else c.detail
+
+
 def _abi_line(c: Change) -> list[str]:
     mark = "BREAKS " if c.breaks else ""
     if c.kind is ChangeKind.STOPS_LOADING:
@@ -29,7 +36,7 @@ def _abi_line(c: Change) -> list[str]:
                 + (f": {c.detail}" if c.detail else ""))
         return [head]
     # the derivation and the nearest definition (the signature that changed), not every one
-    return [head] + [f"      {line}" for line in c.detail.splitlines()[:2]]
+    return [head] + [f"      {line}" for line in _detail(c).splitlines()[:2]]
 
 
 def _version_line(c: Change) -> str:
@@ -61,7 +68,7 @@ def diff_json(report: DiffReport) -> JsonObject:
 
     def change(c: Change) -> JsonObject:
         return {"kind": c.kind.value, "subject": c.subject, "before": c.before,
-                "after": c.after, "detail": c.detail, "breaks": c.breaks}
+                "after": c.after, "detail": _detail(c), "breaks": c.breaks}
 
     return {"schema_version": SCHEMA_VERSIONS["diff"], "command": "diff", "a": report.a,
             "b": report.b, "breaks": len(report.breaks),

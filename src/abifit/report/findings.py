@@ -6,9 +6,10 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
+from abifit.report.derivation import derivation_text, explanation, sentence
 from abifit.report.gpu import gpu_check_line
 from abifit.report.json import JsonObject
-from abifit.sim.diagnose import newest_sentence
+from abifit.sim.derivation import NearestLine, NewestVersion
 from abifit.sim.findings import Effect, Finding, FindingKind, SearchStep
 from abifit.sim.verdict import prerequisite_of
 
@@ -17,9 +18,12 @@ if TYPE_CHECKING:
 
 
 def finding_json(finding: Finding) -> JsonObject:
-    """A finding's JSON: its fields, `trace` and `nearest` as the lines the text shows, and the
-    same as records (`searched`, `definitions`)."""
-    doc = asdict(finding)
+    """A finding's JSON: its fields, the derivation in words (`explanation`, where the field
+    stands), `trace` and `nearest` as the lines the text shows, and the same as records
+    (`searched`, `definitions`)."""
+    doc = {("explanation" if key == "derivation" else key): value
+           for key, value in asdict(finding).items()}
+    doc["explanation"] = explanation(finding)  # in the place of the records, in words
     doc["trace"] = [trace_line(step) for step in finding.trace]
     doc["nearest"] = [f"{near.mangled}  {near.description}" for near in finding.nearest]
     for key in ("candidates", "behind"):
@@ -72,7 +76,7 @@ def finding_text(finding: Finding) -> list[str]:
     works = _works_without(finding)
     if works:
         lines.append(works)
-    lines += [f"  {line}" for line in dict.fromkeys(finding.explanation.splitlines())]
+    lines += [f"  {line}" for line in dict.fromkeys(explanation(finding).splitlines())]
     if finding.trace:
         lines.append("  paths considered, in order:")
         lines += [f"    {trace_line(t)}" for t in finding.trace]
@@ -143,9 +147,9 @@ def _versions_text(group: list[Finding]) -> list[str]:
     works = _works_without(first)
     if works:
         lines.append(works)
-    said = newest_sentence(first.newest) if first.newest else None  # shown in the head
-    lines += [f"  {line}" for line in dict.fromkeys(first.explanation.splitlines())
-              if line != said]
+    told = [s for s in first.derivation  # the newest version is shown in the head
+            if not (isinstance(s, NewestVersion) and s.newest == first.newest)]
+    lines += [f"  {line}" for line in dict.fromkeys(derivation_text(told).splitlines())]
     if first.hint:
         lines.append(f"  hint: {first.hint}")
     return lines
@@ -183,8 +187,9 @@ def group_text(group: list[Finding]) -> list[str]:
     lines.append(f"  also missing ({len(group) - 1} more):")
     for finding in group[1:SHOWN]:
         lines.append(f"    {_what(finding)}")
-        for line in finding.explanation.splitlines():
-            if line.startswith("Nearest definition") and line not in seen:
+        for near in finding.derivation:
+            line = sentence(near) if isinstance(near, NearestLine) else None
+            if line is not None and line not in seen:
                 seen.add(line)
                 lines.append(f"      {line}")
     if len(group) > SHOWN:

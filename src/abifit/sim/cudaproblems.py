@@ -17,6 +17,7 @@ from abifit.host.cudastack import (
     cuda_major_of_soname,
     minimum_driver_for,
 )
+from abifit.sim.derivation import DriverTooOld, ProvidedBy, RuntimeMix, ToolkitNotSearched
 from abifit.sim.findings import Finding, FindingKind
 
 
@@ -47,10 +48,8 @@ def _driver_too_old(
             kind=FindingKind.DRIVER_TOO_OLD, object=users[0] if users else soname, library=soname,
             version=driver.version,
             message=f"{soname} is CUDA {major}; the driver supports CUDA up to {supported}",
-            explanation=(f"Because {_names(users)} use {soname} (CUDA {major}) and the NVIDIA "
-                         f"driver {driver.version or '(version unknown)'} supports CUDA up to "
-                         f"{supported} ({how}), CUDA calls fail with 'CUDA driver version is "
-                         "insufficient for CUDA runtime version'."),
+            derivation=(DriverTooOld(tuple(users), soname, major, driver.version,
+                                     str(supported), how),),
             hint=(f"install an NVIDIA driver >= {minimum or f'the minimum for CUDA {major}.0'}, "
                   f"or use CUDA {supported.major} builds"),
             candidates=tuple(users)))
@@ -94,19 +93,15 @@ def _mix_finding(
 ) -> Finding:
     majors = sorted({m for m in _runtime_majors(sonames).values()})
     wanted = "/".join(map(str, majors))
-    sources = "; ".join(f"{s} from {_names(provided[s])}" for s in brings)
-    missing = [s for s in sonames if s not in provided]
-    tail = (f" {_names(missing)} {'is' if len(missing) == 1 else 'are'} not provided, so "
-            "loading fails with 'cannot open shared object file'." if missing else
-            f" Both CUDA {wanted} and CUDA {env_major} runtimes end up in one process.")
+    sources = tuple(ProvidedBy(s, tuple(sorted(provided[s]))) for s in brings)
+    missing = tuple(s for s in sonames if s not in provided)
     return Finding(
         kind=FindingKind.CUDA_MAJOR_MIX, object=needer, library=sonames[0],
         candidates=tuple(sonames),
         message=f"needs CUDA {wanted} runtime libraries ({_names(sonames)}); the environment "
                 f"brings CUDA {env_major}",
-        explanation=(f"Because {needer} was built against CUDA {wanted} and needs "
-                     f"{_names(sonames)}, while the environment's CUDA runtime is CUDA "
-                     f"{env_major} ({sources}).{tail}"),
+        derivation=(RuntimeMix(needer, tuple(majors), tuple(sonames), env_major, sources,
+                               missing),),
         hint=f"use a CUDA {env_major} build of it (for wheels, a +cu{env_major}0-style local "
              f"version), or CUDA {wanted} for the whole environment",
     )
@@ -127,20 +122,16 @@ def _not_searched(
 
 def _not_searched_finding(soname: str, lib_dir: LibDir, needers: list[str]) -> Finding:
     if lib_dir.search.in_ld_so_conf:
-        why = "is listed in ld.so.conf but not in /etc/ld.so.cache (ldconfig has not run since)"
         hint = "run `ldconfig` as root to rebuild the cache"
     else:
-        why = "is not in LD_LIBRARY_PATH, not in /etc/ld.so.cache and not a default directory"
         hint = (f"add {lib_dir.path} to LD_LIBRARY_PATH, or list it in a file under "
                 "/etc/ld.so.conf.d/ and run `ldconfig`")
     return Finding(
         kind=FindingKind.TOOLKIT_NOT_SEARCHED, object=lib_dir.path, library=soname,
         candidates=tuple(needers),
         message=f"{soname} is in {lib_dir.path}, which the loader does not search",
-        explanation=(f"Because {_names(needers)} need {soname}, no toolkit directory that "
-                     f"ld.so searches holds it, and {lib_dir.path}, which does, {why}, loading "
-                     f"fails with '{soname}: cannot open shared object file' unless another "
-                     "search path (an RPATH, a pip package already loaded) provides it."),
+        derivation=(ToolkitNotSearched(tuple(needers), soname, lib_dir.path,
+                                       lib_dir.search.in_ld_so_conf),),
         hint=hint,
     )
 

@@ -2,14 +2,17 @@
 
 An *error* (`abifit.errors`) means something could not be analysed; a finding means it could
 be, and something in it would fail (or deserves a warning). Every finding has a kind from
-`FindingKind`, the object it is about, the loader's message, a derivation ("Because X needs S
-and Y does not define it, the import fails") and, where one exists, a hint.
+`FindingKind`, the object it is about, the loader's message, a derivation (the facts of
+"Because X needs S and Y does not define it, the import fails", as `sim.derivation` records:
+the sentences are written from them in `report.derivation`) and, where one exists, a hint.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+
+from abifit.sim.derivation import NearestDefinition, Sentence
 
 
 class FindingKind(str, Enum):
@@ -113,40 +116,17 @@ class SearchStep:
 
 
 @dataclass(frozen=True, slots=True)
-class NearestDefinition:
-    """A definition in a missing symbol's lookup scope that comes close to it
-    (`formats.demangle.nearest`): its mangled name and demangled `text`, the file that defines
-    it and the distribution that owns that file (`owner`: "torch 2.10.0"), whether it is the
-    same function, each difference of its signature, and all of that as one line
-    (`SignatureDiff.describe`)."""
-
-    mangled: str
-    text: str
-    path: str
-    owner: str | None
-    same_function: bool
-    differences: tuple[str, ...]
-    description: str
-
-    @property
-    def change(self) -> str:
-        """What differs, without the function's name ("parameter 4: `int` → `unsigned int`")."""
-        from abifit.formats.demangle import describe_change  # ctypes only when it is asked
-
-        return describe_change(self.differences, self.same_function)
-
-
-@dataclass(frozen=True, slots=True)
 class Finding:
     """One problem found: data, never raised. Besides the `message` (the loader's words) and
-    the `explanation` (the derivation, for people), what a program needs is here as fields:
-    the symbol and its demangled text, the library and version, the newest version of that
-    family the library defines, the paths searched and the nearest definitions as records."""
+    the `derivation` (why it fails, as records of facts: `report.derivation.explanation` writes
+    it for people), what a program needs is here as fields: the symbol and its demangled text,
+    the library and version, the newest version of that family the library defines, the paths
+    searched and the nearest definitions as records."""
 
     kind: FindingKind
     object: str
     message: str
-    explanation: str
+    derivation: tuple[Sentence, ...]
     module: str | None = None
     symbol: str | None = None
     library: str | None = None

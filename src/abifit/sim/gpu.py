@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 
 from abifit.errors import FormatError
 from abifit.formats.fatbin import Arch, FatbinContainer, FatbinEntry, GpuCode, Variant
+from abifit.sim.derivation import GpuCodeUnreadable, KernelsMiss, SomeKernelsMiss
 from abifit.sim.findings import Finding, FindingKind
 
 if TYPE_CHECKING:  # the CUDA probes (host.cudastack) are only named in gpu_targets' signature
@@ -501,7 +502,7 @@ def coverage_finding(name: str, path: str, result: ObjectCoverage, target: GpuTa
             kind=FindingKind.NO_KERNEL_IMAGE, object=path, module=module,
             message=f"no kernel of {name} runs on the GPU {where}: "
                     f"'{result.error or NO_KERNEL_IMAGE}'",
-            explanation=result.reason,
+            derivation=(KernelsMiss(result.reason),),
             hint=f"install a build of it made with code for {target.arch} (SASS for "
                  f"sm_{target.capability.major}x, or PTX it can JIT-compile), or build it from "
                  f"source with TORCH_CUDA_ARCH_LIST / -gencode for {target.capability}",
@@ -511,10 +512,8 @@ def coverage_finding(name: str, path: str, result: ObjectCoverage, target: GpuTa
             kind=FindingKind.PARTIAL_KERNEL_IMAGE, object=path, module=module,
             message=f"{result.containers - result.covered} of {result.containers} fat binaries "
                     f"of {name} carry no code for the GPU {where}",
-            explanation=(f"Because {result.uncovered_reason}, a kernel of those fat binaries "
-                         f"fails with '{result.error or NO_KERNEL_IMAGE}' if it is launched; "
-                         "libraries often build such kernels for one architecture only and "
-                         "launch them only there, so this is a warning, not a failure."),
+            derivation=(SomeKernelsMiss(result.uncovered_reason,
+                                        result.error or NO_KERNEL_IMAGE),),
         )
     return None
 
@@ -561,8 +560,7 @@ def gpu_check(
             objects.append(CoveredObject(name, path, None, str(verdict)))
             warnings.append(Finding(
                 kind=FindingKind.UNREADABLE_GPU_CODE, object=path, message=str(verdict),
-                explanation=f"The fat binaries of {name} could not be read, so whether its "
-                            "kernels run on the GPU is unknown."))
+                derivation=(GpuCodeUnreadable(name),)))
             continue
         objects.append(CoveredObject(name, path, verdict))
         found = coverage_finding(name, path, verdict, target, module=name)

@@ -39,7 +39,18 @@ from abifit.host.environment import (
     InterpreterFacts,
 )
 from abifit.host.ldconfig import HostFacts
-from abifit.sim.diagnose import FAILS, INDEX_FIX, OPTIONAL, Context, diagnose
+from abifit.sim.derivation import (
+    BlockedBy,
+    DoesNotCompile,
+    DuplicateSoname,
+    IndexFix,
+    IndexMiss,
+    NeededPackageFails,
+    Outcome,
+    OwnLoadFails,
+    Sentence,
+)
+from abifit.sim.diagnose import Context, diagnose
 from abifit.sim.findings import Effect, Finding, FindingKind, Severity
 from abifit.sim.loader import (
     LoadProblem,
@@ -567,7 +578,7 @@ def _defined_names(image: ElfImage) -> Iterable[str]:
     return compress(table.names, table.section_indexes)  # SHN_UNDEF is 0: the undefined
 
 
-LibraryFix = Callable[[str, str], "tuple[str | None, str] | None"]
+LibraryFix = Callable[[str, str], "tuple[str | None, IndexFix | IndexMiss] | None"]
 
 
 def context(sim: Simulator, locate: Callable[[str], tuple[str, ...]],
@@ -598,9 +609,7 @@ def _duplicate(native: NativeFile, soname: str, new: str, old: str, ctx: Context
     return Finding(
         kind=FindingKind.DUPLICATE_SONAME, object=new, module=native.name, library=soname,
         message=f"{new}: a second copy of {soname} ({old} is already loaded)",
-        explanation=f"Because {old} is already in the process under the soname {soname} and "
-        f"loading {native.name} maps {new} as well, two copies of that library live in one "
-        "process; their global state (allocators, thread pools, registries) is not shared.",
+        derivation=(DuplicateSoname(old, soname, native.name, new),),
         hint=f"make both packages use one copy of {soname}",
     )
 
@@ -650,7 +659,7 @@ def simulate_modules(
         own = {name: s for s in steps if s in sim.failed_own
                for name in sim.step_names(s)}
         counting = place is None or _counts(sim.env, native, place, result.error)
-        outcome = FAILS if counting else OPTIONAL
+        outcome = Outcome.IMPORT_FAILS if counting else Outcome.DOES_NOT_LOAD
         found: list[tuple[Finding, Cause | None]] = []
         for i, problem in enumerate(problems):
             consequence = _blocked(problem, native.name, own)
@@ -661,7 +670,7 @@ def simulate_modules(
                                outcome=outcome)
             cause_of = problem_cause(problem, native.distribution, stack)
             found.append((finding, cause_of if not problem.behind else None))
-        found += [(b.finding, Cause(Effect.DEGRADES, reason="a package it needs does not load"))
+        found += [(b.finding, Cause(Effect.DEGRADES, reason=NeededPackageFails()))
                   for b in blocked]
         found += [(_duplicate(native, soname, new, old, ctx), None)
                   for soname, new, old in result.duplicates]
@@ -744,20 +753,20 @@ def _judge(env: Environment, statuses: list[ModuleStatus], judged: list[_Judged]
                     else resolved(status, cause) or effect)
             findings.append(replace(
                 finding, effect=mine, severity=_EFFECT_SEVERITY[mine],
-                hint=cause.hint or finding.hint, explanation=_explained(finding, cause),
+                hint=cause.hint or finding.hint, derivation=_explained(finding, cause),
                 prerequisite=(cause.prerequisite.name if cause.prerequisite
                               and mine is Effect.PREREQUISITE else None)))
     return out_statuses, findings
 
 
-def _explained(finding: Finding, cause: Cause) -> str:
-    """The finding's explanation; where the cause changes the fix (a library the stack has in
+def _explained(finding: Finding, cause: Cause) -> tuple[Sentence, ...]:
+    """The finding's derivation; where the cause changes the fix (a library the stack has in
     another release), the cause in place of the index's wheel for the library, which would
     mix two releases in one process."""
     if cause.hint is None:
-        return finding.explanation
-    kept = finding.explanation.split("\n" + INDEX_FIX, 1)[0]
-    return f"{kept}\n{cause.reason[:1].upper()}{cause.reason[1:]}." if cause.reason else kept
+        return finding.derivation
+    kept = tuple(s for s in finding.derivation if not isinstance(s, IndexFix))
+    return (*kept, cause.reason) if cause.reason is not None else kept
 
 
 _EFFECT_SEVERITY = {Effect.FAILS: Severity.ERROR, Effect.DEGRADES: Severity.WARNING,
@@ -839,9 +848,8 @@ def _blocked_by(native: NativeFile, cause: tuple[NativeFile, LoadResult],
         library=sonames[0], candidates=tuple(sonames),
         message=f"{module.name} ({module.distribution}) does not load, so {names} "
                 f"{'is' if len(sonames) == 1 else 'are'} not in the process",
-        explanation=(f"Because {native.name} needs {names} from {module.distribution}, whose "
-                     f"{module.name} does not load ({result.error}), the libraries it would "
-                     f"have brought are missing: {native.name} fails only as a consequence."),
+        derivation=(BlockedBy(native.name, tuple(sonames), module.distribution, module.name,
+                              result.error),),
         hint=f"fix {module.name} first: its own finding says why it does not load",
     )
 
@@ -855,10 +863,7 @@ def _blocked(problem: LoadProblem, module: str, own: Mapping[str, Step]) -> Find
     return Finding(
         kind=FindingKind.MISSING_LIBRARY, object=problem.object, module=module,
         library=problem.library, message=problem.message,
-        explanation=(f"Because the package's own code loads {step.path} before {module} "
-                     f"(which finds it by its name {problem.library}), and that library itself "
-                     f"does not load, {module} cannot find it: this is a consequence, the "
-                     "cause is that library's own problem."),
+        derivation=(OwnLoadFails(step.path, module, problem.library),),
         hint=f"fix what keeps {os.path.basename(step.path)} from loading (its own finding)",
     )
 
@@ -1000,8 +1005,7 @@ def compile_findings(env: Environment, verdicts: Iterable[ImportVerdict]) -> lis
         python = ".".join(env.facts.version.split(".")[:2])
         out.append(Finding(
             FindingKind.PYTHON_SYNTAX, v.cause, v.error or "",
-            f"Because {v.cause} ({owner}) does not compile under Python {python}, `import "
-            f"{v.name}` raises {v.error} before any native file of it is loaded.",
+            (DoesNotCompile(v.cause, owner, python, v.name, v.error),),
             module=v.name, import_name=v.name, effect=Effect.FAILS,
             hint=f"install a release of {owner.split()[0]} made for Python {python}"))
     return out

@@ -30,6 +30,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from abifit.sim.derivation import (
+    CannotBeLoaded,
+    DefinedByPrerequisite,
+    DependencyShouldProvide,
+    HostLacksVersion,
+    NotDefinedInForm,
+    NothingProvides,
+    NotWhereLoaderLooks,
+    NumpyMismatch,
+    OtherBuild,
+    OtherRelease,
+    OwnFileFails,
+    Reason,
+)
 from abifit.sim.findings import Effect, Finding, Verdict
 from abifit.sim.loader import LoadProblem, ProblemKind
 
@@ -162,12 +176,14 @@ class Stack:
 @dataclass(frozen=True, slots=True)
 class Cause:
     """Why one problem keeps a file from loading, as the rule sees it: the effect, what to
-    install for a prerequisite, or the file of the same distribution whose failure it is."""
+    install for a prerequisite, or the file of the same distribution whose failure it is; the
+    `reason` as a record (`sim.derivation`), which ends the finding's derivation where the
+    cause changes the fix."""
 
     effect: Effect
     prerequisite: Prerequisite | None = None
     sibling: str | None = None  # the own file it needs and that does not load (its effect)
-    reason: str = ""
+    reason: Reason | None = None
     hint: str | None = None  # the fix, where the cause changes it (another build, not a wheel)
 
 
@@ -177,35 +193,30 @@ def problem_cause(problem: LoadProblem, distribution: str, stack: Stack) -> Caus
     outside = (prerequisite_of_symbol(problem.symbol)
                if problem.kind is ProblemKind.UNDEFINED_SYMBOL and problem.symbol else None)
     if outside is not None:
-        return Cause(Effect.PREREQUISITE, outside, reason=f"it needs {problem.symbol}, which "
-                     f"{outside.name} defines: the process must have loaded it")
+        return Cause(Effect.PREREQUISITE, outside,
+                     reason=DefinedByPrerequisite(problem.symbol or "", outside.name))
     if problem.kind is not ProblemKind.MISSING_LIBRARY or not problem.library:
         return Cause(Effect.DEGRADES, reason=_broken(problem))
     soname = problem.library
     holders = stack.files.get(soname, frozenset())
     if distribution in holders:
-        return Cause(Effect.DEGRADES, sibling=soname,
-                     reason=f"its own {soname} does not load")
+        return Cause(Effect.DEGRADES, sibling=soname, reason=OwnFileFails(soname))
     if holders:
-        return Cause(Effect.DEGRADES, reason=f"the stack has {soname} "
-                     f"({', '.join(sorted(holders))}), but not where the loader looks")
+        return Cause(Effect.DEGRADES,
+                     reason=NotWhereLoaderLooks(soname, tuple(sorted(holders))))
     others = stack.other_majors(soname)
     if others:
-        return Cause(Effect.DEGRADES, reason=f"it needs {soname}, the stack has "
-                     f"{', '.join(others)}: it was built for another release",
+        return Cause(Effect.DEGRADES, reason=OtherRelease(soname, tuple(others)),
                      hint=_rebuild_hint(distribution, soname, others))
     build = build_sonames().get(soname)
-    if build in stack.installed:
-        return Cause(Effect.DEGRADES, reason=f"it needs {soname}, which the stack's {build} "
-                     "lacks: it is another build of it (CPU, CUDA or ROCm)",
+    if build is not None and build in stack.installed:
+        return Cause(Effect.DEGRADES, reason=OtherBuild(soname, build),
                      hint=f"use the build of {distribution} made for the installed build of "
                      f"{build}, or the build of {build} that ships {soname}")
     declared = stack.declares_provider(distribution, soname)
     if declared:
-        return Cause(Effect.DEGRADES, reason=f"its dependency {declared} should provide "
-                     f"{soname}")
-    return Cause(Effect.PREREQUISITE, prerequisite_of(soname),
-                 reason=f"it needs {soname}, which nothing in the stack provides")
+        return Cause(Effect.DEGRADES, reason=DependencyShouldProvide(declared, soname))
+    return Cause(Effect.PREREQUISITE, prerequisite_of(soname), reason=NothingProvides(soname))
 
 
 def _rebuild_hint(distribution: str, soname: str, others: Sequence[str]) -> str:
@@ -224,14 +235,14 @@ def _rebuild_hint(distribution: str, soname: str, others: Sequence[str]) -> str:
             f"release of the stack that ships {soname}")
 
 
-def _broken(problem: LoadProblem) -> str:
+def _broken(problem: LoadProblem) -> Reason:
     if problem.kind is ProblemKind.UNDEFINED_SYMBOL:
-        return f"it needs {problem.symbol}, which the stack does not define in that form"
+        return NotDefinedInForm(problem.symbol)
     if problem.kind is ProblemKind.MISSING_VERSION:
-        return f"it needs {problem.version} of {problem.library}, which the host lacks"
+        return HostLacksVersion(problem.version, problem.library)
     if problem.kind is ProblemKind.NUMPY_C_API:
-        return f"it needs {problem.version}, and the stack has numpy {problem.library}"
-    return "the file cannot be loaded as it is"
+        return NumpyMismatch(problem.version, problem.library)
+    return CannotBeLoaded()
 
 
 # --- variant sets -----------------------------------------------------------------------------
