@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from abifit.cli import main
+from abifit.engines.explanation import ReleaseChanged, StandsIn
+from abifit.report.explain import note_text
 from fixtures.build import compile_c
 from helpers import FIXTURES, schema, validate, venv_with_package
 
@@ -157,10 +159,15 @@ def test_symbol_history_seam_is_used(venv: Venv) -> None:
     assert e.provider == "torch 2.8.0-2.9.1 define it (of 4 releases, 2.8.0 to 2.10.0)"
     assert e.fix == ("`pip install torch==2.9.1` (the newest release examined that defines "
                      "it), or rebuild explpkg against torch 2.10.0")
-    assert "torch 2.10.0 stands in for the environment's (--with)" in e.notes
+    assert StandsIn("torch", "2.10.0") in e.notes
+    assert ReleaseChanged("torch", "2.10.0", "parameter 4: `int` → `unsigned int`",
+                          "c10::cuda::c10_cuda_check_implementation(int, char const*, char "
+                          "const*, unsigned int, bool)") in e.notes
+    notes = [note_text(n) for n in e.notes]
+    assert "torch 2.10.0 stands in for the environment's (--with)" in notes
     assert any(n.startswith("torch 2.10.0 changed it: parameter 4: `int` → `unsigned int`; "
                             "from 2.10.0 it is c10::cuda::c10_cuda_check_implementation(int, "
-                            "char const*, char const*, unsigned int, bool)") for n in e.notes)
+                            "char const*, char const*, unsigned int, bool)") for n in notes)
 
 
 def test_history_of_only_another_form_says_what_changed(venv: Venv) -> None:
@@ -184,7 +191,7 @@ def test_history_of_only_another_form_says_what_changed(venv: Venv) -> None:
                           "implementation(int, char const*, char const*, unsigned int, bool) "
                           "instead")
     assert ("against the form needed: same function c10::cuda::c10_cuda_check_implementation; "
-            "parameter 4: `int` → `unsigned int`") in e.notes
+            "parameter 4: `int` → `unsigned int`") in [note_text(n) for n in e.notes]
     assert e.fix == "install the torch release that defines it, or rebuild explpkg against torch"
 
 

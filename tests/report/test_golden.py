@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from abifit.engines import explanation as says
 from abifit.engines.check import CheckReport, Role, Wheel, target_markers
 from abifit.engines.cuda import CudaReport, SonameUse
 from abifit.engines.diff import Change, ChangeKind, DiffReport
@@ -1737,25 +1738,25 @@ def explain_mixed() -> ExplainReport:
     )
     return ExplainReport("/home/u/.venv/bin/python", "3.12.3", (
         Explanation(
-            UndefinedSymbol(path, symbol), Verdict.CONFIRMED, f"{symbol} needed by {path}",
+            UndefinedSymbol(path, symbol), Verdict.CONFIRMED, says.SymbolNeeded(symbol, path),
             text, text, path, "path", "sgl-kernel 0.3.21", status, (finding,),
             history_pointer(symbol, "torch"),
             "install the torch release that defines it, or rebuild sgl-kernel against the "
-            "installed torch 2.10.0", ("torch 2.10.0 is installed",)),
+            "installed torch 2.10.0", (says.Installed("torch", "2.10.0"),)),
         Explanation(
             UnsupportedArch("sm_120", ("sm_75", "sm_80", "sm_86", "sm_90")), Verdict.EXPLAINED,
-            "torch's kernels do not cover the GPU's sm_120", distribution="torch 2.10.0",
+            says.ArchNotCovered("sm_120"), distribution="torch 2.10.0",
             fix="install a torch build whose CUDA release compiles for sm_120 (for a Blackwell "
             "GPU, CUDA 12.8 or newer: `pip install torch --index-url "
             "https://download.pytorch.org/whl/cu128`)",
-            notes=("the installed torch's kernels cover sm_75 sm_80 sm_86 sm_90",)),
+            notes=(says.KernelsCover(("sm_75", "sm_80", "sm_86", "sm_90")),)),
         Explanation(
             CudaMajorMismatch("12.8", "13.0"), Verdict.EXPLAINED,
-            "torchvision is built for CUDA 13.0, torch for CUDA 12.8",
+            says.CudaBuildsDiffer("13.0", "12.8"),
             provider="a torchvision build for CUDA 12.8",
             fix="`pip install --force-reinstall torch==2.10.0 torchvision --index-url "
             "https://download.pytorch.org/whl/cu128`",
-            notes=("installed: torch 2.10.0+cu128, torchvision 0.25.0+cu130",)),
+            notes=(says.InstalledReleases(("torch 2.10.0+cu128", "torchvision 0.25.0+cu130")),)),
     ))
 
 

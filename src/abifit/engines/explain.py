@@ -25,6 +25,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from abifit.engines import explanation as says
+from abifit.engines.explanation import Note, Summary
 from abifit.errors import UsageError
 from abifit.formats.errortext import (
     BusError,
@@ -94,11 +96,12 @@ class Verdict(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class Explanation:
-    """One recognised message: what it means, what the environment says of it, the fix."""
+    """One recognised message: what it means, what the environment says of it, the fix. The
+    summary and the notes are records (`engines.explanation`), written by `report.explain`."""
 
     clue: Clue
     verdict: Verdict
-    summary: str  # one line: what the message says
+    summary: Summary  # what the message says
     demangled: str | None = None  # the symbol's C++ (or Rust) name
     signature: str | None = None  # for a C++ function: its name and parameter types
     object: str | None = None  # the object named, as found in the environment
@@ -108,7 +111,7 @@ class Explanation:
     findings: tuple[Finding, ...] = ()  # doctor's findings about it
     provider: str | None = None  # who should provide the symbol or library
     fix: str | None = None
-    notes: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -167,18 +170,18 @@ class TargetEnvironment:
 
         return next((d for d in self.dists if d.key == canonicalize_name(name)), None)
 
-    def version_of(self, name: str) -> tuple[str | None, str]:
+    def version_of(self, name: str) -> tuple[str | None, Note]:
         """The version of `name` that explanations are about, and how it is known: the one
         `--with` stands in with, else the installed one."""
         from packaging.utils import canonicalize_name
 
         given = self.standing_in.get(canonicalize_name(name))
         if given is not None:
-            return given, f"{name} {given} stands in for the environment's (--with)"
+            return given, says.StandsIn(name, given)
         installed = self.dist(name)
         if installed is not None:
-            return installed.version, f"{name} {installed.version} is installed"
-        return None, f"{name} is not installed in this environment"
+            return installed.version, says.Installed(name, installed.version)
+        return None, says.NotInstalled(name)
 
     def locate(self, named: str) -> Located | None:
         """The object `named` (a path or a file name) in the environment: the file at that
@@ -313,9 +316,9 @@ class Simulated:
             return Verdict.FAILS_OTHERWISE
         return Verdict.LOADS_HERE
 
-    def explanation(self, clue: Clue, summary: str, *, demangled: str | None = None,
+    def explanation(self, clue: Clue, summary: Summary, *, demangled: str | None = None,
                     signature: str | None = None, provider: str | None = None,
-                    fix: str | None = None, notes: tuple[str, ...] = ()) -> Explanation:
+                    fix: str | None = None, notes: tuple[Note, ...] = ()) -> Explanation:
         """The explanation of `clue` with what the simulation found."""
         where = self.located
         dist = where.distribution if where else None
@@ -386,7 +389,7 @@ def _undefined_symbol(clue: UndefinedSymbol, env: TargetEnvironment) -> Explanat
     sim = (simulate(env.locate(clue.obj), env, relevant) if clue.obj
            else _search_all(env, relevant))
     package = NAMESPACE_PACKAGES.get(namespace or "")
-    notes: list[str] = []
+    notes: list[Note] = []
     provider = None
     releases: ReleasesSay | None = None
     version: str | None = None
@@ -415,14 +418,13 @@ def _undefined_symbol(clue: UndefinedSymbol, env: TargetEnvironment) -> Explanat
             fitting = env.fits(extension, package, version, _owned_by(package))
             if fitting:
                 good = [f.release for f in fitting if f.fits]
-                notes.append(_fits_note(extension, against, fitting, good))
+                notes.append(_fits_note(extension, package, version, fitting, good))
                 if good:
                     fix += (f", or `pip install {extension}=={good[0]}` (the newest {extension} "
                             f"release that needs only symbols {against} defines)")
     return sim.explanation(
-        clue, clue.symbol + (f" needed by {clue.obj}" if clue.obj else ""),
-        demangled=demangled, signature=signature, provider=provider, fix=fix,
-        notes=tuple(notes))
+        clue, says.SymbolNeeded(clue.symbol, clue.obj), demangled=demangled,
+        signature=signature, provider=provider, fix=fix, notes=tuple(notes))
 
 
 def _extension_project(obj: str | None, dist: Distribution | None) -> str | None:
@@ -447,18 +449,17 @@ def _owned_by(package: str) -> Callable[[str], bool]:
     return owns
 
 
-def _fits_note(extension: str, against: str, fitting: tuple[Fit, ...], good: list[str]) -> str:
+def _fits_note(extension: str, package: str, version: str | None, fitting: tuple[Fit, ...],
+               good: list[str]) -> Note:
+    """Which of the newest releases of the extension need only symbols `package` `version`
+    defines, or what the newest needs that it lacks."""
     from abifit.formats.demangle import demangle
 
-    newest = f"the {len(fitting)} newest" if len(fitting) > 1 else "the newest"
     if good:
-        return (f"{extension} releases that need only symbols {against} defines (of {newest}): "
-                f"{', '.join(good)}")
+        return says.ReleasesFit(extension, package, version, len(fitting), tuple(good))
     last = fitting[0]
-    shown = "; ".join(demangle(m) for m in last.missing[:3])
-    more = f" (+{len(last.missing) - 3} more)" if len(last.missing) > 3 else ""
-    return (f"none of {newest} {extension} releases needs only symbols {against} defines: "
-            f"{extension} {last.release} needs {len(last.missing)} it lacks: {shown}{more}")
+    return says.NoReleaseFits(extension, package, version, len(fitting), last.release,
+                              len(last.missing), tuple(demangle(m) for m in last.missing[:3]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,7 +469,7 @@ class ReleasesSay:
 
     provider: str
     newest: str | None
-    notes: tuple[str, ...]
+    notes: tuple[Note, ...]
 
 
 def releases_say(found: HistoryReport, symbol: str) -> ReleasesSay:
@@ -479,8 +480,8 @@ def releases_say(found: HistoryReport, symbol: str) -> ReleasesSay:
 
     package, examined = found.package, found.releases
     form = next((f for f in found.forms if f.name == symbol), None)
-    notes = [f"{package} {c.release} changed it: {c.description}; from {c.release} it is "
-             f"{demangle(c.new)}" for c in found.changes if c.old == symbol and c.new]
+    notes: list[Note] = [says.ReleaseChanged(package, c.release, c.description, demangle(c.new))
+                         for c in found.changes if c.old == symbol and c.new]
     if form is not None:
         provider = (f"{package} {ranges(form.releases, examined)} define it (of "
                     f"{span(examined)})")
@@ -492,9 +493,8 @@ def releases_say(found: HistoryReport, symbol: str) -> ReleasesSay:
                      f"{other.demangled} instead")
         diff = compare_signatures(symbol, other.name)
         if diff is not None:
-            notes.append(f"against the form needed: {diff.describe()}")
-        notes.append(f"the extension was built against other {package} releases than these: "
-                     "more releases (--releases N) may find those that define it")
+            notes.append(says.AgainstFormNeeded(diff.describe()))
+        notes.append(says.BuiltAgainstOtherReleases(package))
     return ReleasesSay(provider, None, tuple(notes))
 
 
@@ -512,12 +512,11 @@ def _missing_library(clue: MissingLibrary, env: TargetEnvironment) -> Explanatio
     provider = f"the pip package {package}" if package else None
     hint = next((f.hint for f in sim.findings if f.hint), None)
     fix = hint or (f"`pip install {package}`" if package else None)
-    notes: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()
     if sim.located is None and "/" in clue.library:
-        notes = (f"{clue.library} is the file that was asked for: it is not there",)
-    return sim.explanation(clue, f"{library} was not found"
-                           + (f" (needed by {clue.obj})" if clue.obj else ""),
-                           provider=provider, fix=fix, notes=notes)
+        notes = (says.AskedFileMissing(clue.library),)
+    return sim.explanation(clue, says.LibraryNotFound(library, clue.obj), provider=provider,
+                           fix=fix, notes=notes)
 
 
 def _needed_by(clue: MissingLibrary, library: str, needers: tuple[str, ...],
@@ -525,18 +524,12 @@ def _needed_by(clue: MissingLibrary, library: str, needers: tuple[str, ...],
     """A message naming only a soname that no object of the environment fails on: the objects
     that need it (they find it here), or that none does."""
     fix = f"`pip install {package}`" if package else None
+    provider = f"the pip package {package}" if package else None
     if not needers:
-        return Explanation(clue, Verdict.NOT_NEEDED, f"{library} was not found, and no object "
-                           "of this environment needs it", provider=(
-                               f"the pip package {package}" if package else None), fix=fix,
-                           notes=("the error came from another environment, or from a library "
-                                  "that package code loads by name at run time (dlopen)",))
-    shown = ", ".join(needers[:5]) + (f" and {len(needers) - 5} more" if len(needers) > 5
-                                        else "")
-    return Explanation(clue, Verdict.LOADS_HERE, f"{library} was not found elsewhere; here "
-                       f"the objects that need it find it", provider=(
-                           f"the pip package {package}" if package else None), fix=fix,
-                       notes=(f"needed here by {shown}",))
+        return Explanation(clue, Verdict.NOT_NEEDED, says.LibraryNeededNowhere(library),
+                           provider=provider, fix=fix, notes=(says.FromElsewhere(),))
+    return Explanation(clue, Verdict.LOADS_HERE, says.LibraryFoundHere(library),
+                       provider=provider, fix=fix, notes=(says.NeededHereBy(needers),))
 
 
 def _unreadable(f: Finding) -> bool:
@@ -546,10 +539,8 @@ def _unreadable(f: Finding) -> bool:
 def _damaged(clue: DamagedObject, env: TargetEnvironment) -> Explanation:
     sim = simulate(env.locate(clue.obj), env, _unreadable)
     fix = next((f.hint for f in sim.findings if f.hint), None)
-    notes = ("the loader found the file and would not load it: it is damaged (cut short, "
-             "overwritten) or not a shared object; reinstalling its package puts it back whole",)
-    return sim.explanation(clue, f"the loader refuses {clue.obj}: {clue.said}", fix=fix,
-                           notes=notes)
+    return sim.explanation(clue, says.LoaderRefuses(clue.obj, clue.said), fix=fix,
+                           notes=(says.DamagedFile(),))
 
 
 def _bus_error(clue: BusError, env: TargetEnvironment) -> Explanation:
@@ -557,11 +548,8 @@ def _bus_error(clue: BusError, env: TargetEnvironment) -> Explanation:
     library cut short; the first such library of the environment, as doctor finds it."""
     sim = _search_all(env, lambda f: _unreadable(f) and crashes(f.message))
     fix = next((f.hint for f in sim.findings if f.hint), None)
-    summary = ("the process died of SIGBUS" + (f": {sim.located.path} is cut short"
-                                               if sim.located else ""))
-    notes = ("loading a library cut short does this: the loader maps pages past the end of "
-             "the file and touching one raises SIGBUS, which no `except` catches",)
-    return sim.explanation(clue, summary, fix=fix, notes=notes)
+    summary = says.DiedOfSigbus(sim.located.path if sim.located else None)
+    return sim.explanation(clue, summary, fix=fix, notes=(says.CutShortKills(),))
 
 
 def _numpy(clue: NumpyContract, env: TargetEnvironment) -> Explanation:
@@ -579,16 +567,9 @@ def _numpy(clue: NumpyContract, env: TargetEnvironment) -> Explanation:
     modules = list(dict.fromkeys(f.module or f.object for f in (report.findings if report else ())
                                  if f.kind is FindingKind.NUMPY_C_API))
     numpy = env.dist("numpy")
-    here = f"numpy {numpy.version}" if numpy else "no numpy"
-    summary = (f"a module built for another NumPy's C API is imported beside {here}"
-               + (f": {len(modules)} module(s) of this environment do that, "
-                  f"{', '.join(modules[:5])}" + (" ..." if len(modules) > 5 else "")
-                  if modules else ""))
+    summary = says.NumpyApiMismatch(numpy.version if numpy else None, tuple(modules))
     fix = next((f.hint for f in sim.findings if f.hint), None)
-    notes = ("NumPy's C API is a table the module takes from NumPy when it is imported: the "
-             "loader cannot see a mismatch; the headers a module was built with decide which "
-             "NumPy releases it imports beside",)
-    return sim.explanation(clue, summary, fix=fix, notes=notes)
+    return sim.explanation(clue, summary, fix=fix, notes=(says.NumpyApiAtImport(),))
 
 
 _VERSION_OWNERS = (("GLIBCXX_", "libstdc++ (GCC's C++ runtime)"),
@@ -613,9 +594,7 @@ def _missing_version(clue: MissingVersion, env: TargetEnvironment) -> Explanatio
                "'libstdcxx-ng>=13'` in a conda environment, or a newer GCC's on the system")
     elif fix is None and clue.version.startswith("GLIBC_"):
         fix = "use a wheel built for this system's glibc (an older manylinux tag), or a newer OS"
-    return sim.explanation(clue, f"version {clue.version} not found"
-                           + (f" in {clue.library}" if clue.library else "")
-                           + (f" (required by {clue.obj})" if clue.obj else ""),
+    return sim.explanation(clue, says.VersionNotFound(clue.version, clue.library, clue.obj),
                            provider=provider, fix=fix)
 
 
@@ -631,21 +610,20 @@ def _masked_file(clue: MissingOperator) -> str | None:
 
 
 def _masked(clue: MissingOperator | CouldNotLoad, env: TargetEnvironment) -> Explanation:
+    summary: Summary
+    hidden: Note
     if isinstance(clue, CouldNotLoad):
         located = env.locate(clue.path)
-        summary = f"torch.ops.load_library could not load {clue.path}"
-        hidden = "torch.ops.load_library hides the loader's error"
+        summary, hidden = says.LoadLibraryFailed(clue.path), says.LoadLibraryHides()
     else:
         pattern = _masked_file(clue)
         located = env.locate_glob(pattern) if pattern else None
-        summary = f"operator {clue.namespace}::{clue.name} is not registered"
-        hidden = (f"{clue.namespace} registers it from {pattern}; when that file does not "
-                  "load, the package goes on and fails later with this error"
-                  if pattern else f"the library of {clue.namespace} that registers it did "
-                  "not load")
+        summary = says.OperatorNotRegistered(clue.namespace, clue.name)
+        hidden = (says.RegisteredFrom(clue.namespace, pattern) if pattern
+                  else says.RegisteringLibraryFailed(clue.namespace))
     sim = simulate(located, env, lambda f: True)
     cause = sim.status.error if sim.status and not sim.status.loads else None
-    notes = [hidden] + ([f"the loader's error underneath: {cause}"] if cause else [])
+    notes = [hidden] + ([says.LoaderErrorUnderneath(cause)] if cause else [])
     fix = next((f.hint for f in sim.findings if f.hint), None)
     return sim.explanation(clue, summary, notes=tuple(notes), fix=fix)
 
@@ -654,32 +632,32 @@ def _masked(clue: MissingOperator | CouldNotLoad, env: TargetEnvironment) -> Exp
 # GPU and CUDA messages
 
 
-def _gpu_fields(checks: tuple[GpuCheck, ...], reason: str | None) -> tuple[list[str], bool]:
-    """Lines on what the GPU check found in torch's code, and whether it found no kernel."""
-    notes: list[str] = []
+def _gpu_fields(checks: tuple[GpuCheck, ...], reason: str | None) -> tuple[list[Note], bool]:
+    """Notes on what the GPU check found in torch's code, and whether it found no kernel."""
+    notes: list[Note] = []
     broken = False
     for check in checks:
         for o in check.objects:
             if o.coverage is not None and not o.coverage.verdict.startswith("runs"):
                 broken = broken or o.coverage.verdict == "no-kernel-image"
-                notes.append(f"{o.name}: {o.coverage.verdict}: {o.coverage.reason}")
+                notes.append(says.CoverageFound(o.name, o.coverage.verdict, o.coverage.reason))
         if not check.objects:
-            notes.append(f"none of the objects checked carries GPU code (checked for "
-                         f"{check.target.arch})")
+            notes.append(says.NoGpuCode(check.target.arch))
     if reason:
-        notes.append(f"no GPU checked: {reason}")
+        notes.append(says.NoGpuChecked(reason))
     return notes, broken
 
 
 def _gpu(clue: NoKernelImage | UnsupportedArch, env: TargetEnvironment) -> Explanation:
     torch = env.dist("torch")
     packages = ("torch",) if torch is not None else ()
-    notes: list[str] = []
+    notes: list[Note] = []
+    summary: Summary
     if isinstance(clue, UnsupportedArch):
         targets: tuple[GpuTarget, ...] | None = (parse_gpu_option(clue.arch),)
-        summary = f"torch's kernels do not cover the GPU's {clue.arch}"
+        summary = says.ArchNotCovered(clue.arch)
         if clue.supported:
-            notes.append("the installed torch's kernels cover " + " ".join(clue.supported))
+            notes.append(says.KernelsCover(clue.supported))
         fix = (f"install a torch build whose CUDA release compiles for {clue.arch} (for a "
                "Blackwell GPU, CUDA 12.8 or newer: `pip install torch --index-url "
                "https://download.pytorch.org/whl/cu128`)" if clue.arch.startswith("sm_12")
@@ -688,7 +666,7 @@ def _gpu(clue: NoKernelImage | UnsupportedArch, env: TargetEnvironment) -> Expla
                "https://pytorch.org/get-started/locally/)")
     else:
         targets = None  # this machine's GPUs
-        summary = "no kernel for this GPU in the code that was run"
+        summary = says.NoKernelForGpu()
         fix = ("install builds of the packages with GPU code that carry SASS or PTX for this "
                "GPU (`abifit doctor` names them)")
     report = env.doctor(packages, gpus=targets)
@@ -708,15 +686,14 @@ def _driver(clue: DriverTooOld, env: TargetEnvironment) -> Explanation:
     report = env.cuda()
     findings = tuple(f for f in report.findings if f.kind is FindingKind.DRIVER_TOO_OLD)
     driver = report.stack.driver
-    notes = [f"driver: {driver.version or driver.reason or 'not found'}"
-             + (f", supports CUDA up to {driver.cuda_version}" if driver.cuda_version else "")]
+    supports = str(driver.cuda_version) if driver.cuda_version else None
+    notes: tuple[Note, ...] = (says.DriverFound(driver.version, driver.reason, supports),)
     fix = next((f.hint for f in findings if f.hint),
                "upgrade the NVIDIA driver, or install builds made for the CUDA release the "
                "driver supports (`abifit cuda` shows both)")
     return Explanation(clue, Verdict.CONFIRMED if findings else Verdict.EXPLAINED,
-                       "the NVIDIA driver is older than the CUDA runtime the code needs",
-                       findings=findings, provider="the NVIDIA driver (not a pip package)",
-                       fix=fix, notes=tuple(notes))
+                       says.DriverBehindRuntime(), findings=findings,
+                       provider="the NVIDIA driver (not a pip package)", fix=fix, notes=notes)
 
 
 def _cuda_majors(clue: CudaMajorMismatch, env: TargetEnvironment) -> Explanation:
@@ -727,10 +704,11 @@ def _cuda_majors(clue: CudaMajorMismatch, env: TargetEnvironment) -> Explanation
     report = env.cuda()
     findings = tuple(f for f in report.findings if f.kind is FindingKind.CUDA_MAJOR_MIX)
     vision = env.dist("torchvision")
-    notes = [f"installed: {', '.join(f'{d.name} {d.version}' for d in (torch, vision) if d)}"]
+    installed = says.InstalledReleases(tuple(f"{d.name} {d.version}" for d in (torch, vision)
+                                             if d))
     return Explanation(
         clue, Verdict.CONFIRMED if findings else Verdict.EXPLAINED,
-        f"torchvision is built for CUDA {clue.vision_cuda}, torch for CUDA {clue.torch_cuda}",
+        says.CudaBuildsDiffer(clue.vision_cuda, clue.torch_cuda),
         findings=findings, provider=f"a torchvision build for CUDA {clue.torch_cuda}",
         fix=f"`pip install --force-reinstall {pin}torchvision --index-url {index}`",
-        notes=tuple(notes))
+        notes=(installed,))
