@@ -25,6 +25,7 @@ from abifit.formats import fatbin
 from abifit.formats.elf import ElfImage, parse_elf
 from abifit.formats.fatbin import GpuCode, ptx_has_kernels, read_fatbins, read_gpu_code
 from abifit.formats.sources import ByteSource, BytesSource, FileSource
+from abifit.report.gpu import coverage_reason
 from abifit.sim.gpu import (
     ComputeCapability,
     GpuTarget,
@@ -90,7 +91,8 @@ def test_ptx_is_named_as_a_virtual_architecture(cuda: dict[str, Path]) -> None:
     assert summarize(code).ptx == ("compute_80",)
     result = object_coverage(code, target("8.6"))
     assert result.verdict == "runs-ptx-jit"
-    assert "PTX compute_80" in result.reason and "sm_80" not in result.reason
+    reason = coverage_reason(result.reason)
+    assert "PTX compute_80" in reason and "sm_80" not in reason
 
 
 @pytest.mark.parametrize(("fixture", "gpu", "kinds"), [

@@ -38,6 +38,8 @@ from abifit.formats.fatbin import (
     read_gpu_code,
 )
 from abifit.formats.sources import BytesSource, FileSource
+from abifit.report.gpu import coverage_reason
+from abifit.sim.derivation import NoImageFits, NoneRun
 from abifit.sim.gpu import (
     NO_KERNEL_IMAGE,
     UNSUPPORTED_PTX,
@@ -602,7 +604,7 @@ def test_embedded_repeats_are_counted(crafted_dir: Path) -> None:
                                                        ("compute_80",))
     on_ampere = object_coverage(code, GpuTarget(parse_compute_capability("8.6"), None, "--gpu"))
     assert (on_ampere.verdict, on_ampere.covered, on_ampere.containers) == ("runs-sass", 3, 1004)
-    assert on_ampere.reason.startswith("3 of 1004 fat binaries have code for 8.6")
+    assert coverage_reason(on_ampere.reason).startswith("3 of 1004 fat binaries have code for 8.6")
 
 
 @pytest.mark.parametrize(("limit", "sections", "message"), [
@@ -764,7 +766,9 @@ def test_coverage_verdicts(
 def test_no_kernel_image_reason_is_a_derivation() -> None:
     """The reason names the GPU, the archs present and the runtime's error message."""
     result = coverage(_code("sm_80 sm_120"), _cc("9.0"))
-    assert result.reason == (
+    assert result.reason == NoneRun("9.0", NoImageFits("9.0", ("sm_80", "sm_120"), ()), 1, 1,
+                                    NO_KERNEL_IMAGE)
+    assert coverage_reason(result.reason) == (
         "Because the GPU is 9.0 and there is no SASS for 9.0 (SASS: sm_80, sm_120) and no PTX "
         f"that can be JIT-compiled for it (PTX: none), launching a kernel fails: {NO_KERNEL_IMAGE}")
 
@@ -773,7 +777,7 @@ def test_ptx_too_new_names_the_unsupported_toolchain_error() -> None:
     """PTX newer than the driver is no kernel image, with the runtime's toolchain message."""
     result = coverage(_code("compute_80@9.0"), _cc("9.0"), (12, 8))
     assert result.containers[0].error == UNSUPPORTED_PTX
-    assert "newer than a CUDA 12.8 driver reads" in result.reason
+    assert "newer than a CUDA 12.8 driver reads" in coverage_reason(result.reason)
 
 
 def test_repeated_containers_count_in_verdicts() -> None:
@@ -783,8 +787,8 @@ def test_repeated_containers_count_in_verdicts() -> None:
                                        single.containers[1]))
     on_hopper = object_coverage(code, GpuTarget(_cc("9.0"), None, "--gpu"))
     assert (on_hopper.covered, on_hopper.containers, on_hopper.partial) == (1, 6, True)
-    assert on_hopper.reason.startswith("1 of 6 fat binaries have code for 9.0")
-    assert "(in 5 of 6 fat binaries)" in coverage(code, _cc("7.5")).reason
+    assert coverage_reason(on_hopper.reason).startswith("1 of 6 fat binaries have code for 9.0")
+    assert "(in 5 of 6 fat binaries)" in coverage_reason(coverage(code, _cc("7.5")).reason)
     assert [(g.count, g.sass) for g in summarize(code).groups] == [
         (5, ("sm_80",)), (1, ("sm_90",))]
 

@@ -15,6 +15,7 @@ import pytest
 
 from abifit.formats.datacodec import decode, encode
 from abifit.report.derivation import derivation_text, explanation, reason_text, sentence
+from abifit.report.gpu import coverage_reason, image_choice
 from abifit.sim import derivation as d
 from abifit.sim.diagnose import Context, diagnose
 from abifit.sim.findings import Finding, FindingKind
@@ -123,14 +124,16 @@ SENTENCES: list[tuple[d.Sentence, str]] = [
     (d.NothingProvides("libavutil.so.59"),
      "It needs libavutil.so.59, which nothing in the stack provides."),
     (d.NeededPackageFails(), "A package it needs does not load."),
-    (d.KernelsMiss("Because the GPU is 12.0 and there is no SASS for 12.0 (SASS: sm_80), "
-                   "launching a kernel fails: no kernel image is available"),
-     "Because the GPU is 12.0 and there is no SASS for 12.0 (SASS: sm_80), launching a kernel "
-     "fails: no kernel image is available"),
-    (d.SomeKernelsMiss("there is no SASS for 9.0 (SASS: sm_90a)", "no kernel image"),
-     "Because there is no SASS for 9.0 (SASS: sm_90a), a kernel of those fat binaries fails "
-     "with 'no kernel image' if it is launched; libraries often build such kernels for one "
-     "architecture only and launch them only there, so this is a warning, not a failure."),
+    (d.KernelsMiss(d.NoneRun("12.0", d.NoImageFits("12.0", ("sm_80",), ()), 3, 3,
+                             "no kernel image is available")),
+     "Because the GPU is 12.0 and there is no SASS for 12.0 (SASS: sm_80) and no PTX that can be "
+     "JIT-compiled for it (PTX: none) (in 3 of 3 fat binaries), launching a kernel fails: no "
+     "kernel image is available"),
+    (d.SomeKernelsMiss(d.NoImageFits("9.0", ("sm_90a",), ()), "no kernel image"),
+     "Because there is no SASS for 9.0 (SASS: sm_90a) and no PTX that can be JIT-compiled for it "
+     "(PTX: none), a kernel of those fat binaries fails with 'no kernel image' if it is "
+     "launched; libraries often build such kernels for one architecture only and launch them "
+     "only there, so this is a warning, not a failure."),
     (d.GpuCodeUnreadable("vllm._C"),
      "The fat binaries of vllm._C could not be read, so whether its kernels run on the GPU is "
      "unknown."),
@@ -182,6 +185,45 @@ SENTENCES: list[tuple[d.Sentence, str]] = [
 ]
 
 
+PTX_80 = d.PtxImage("compute_80", "8.0")
+# every reason of the GPU check, and its words (`report.gpu`)
+IMAGE_CHOICES: list[tuple[d.ImageChoice, str]] = [
+    (d.SassRuns("sm_90a", "9.0"), "sm_90a SASS runs on 9.0"),
+    (d.PtxCompiles(PTX_80, "9.0"), "compute_80 (ISA 8.0) PTX is JIT-compiled for 9.0"),
+    (d.NoImageFits("12.0", ("sm_80", "sm_90"), (PTX_80, d.PtxImage("compute_90", "8.4"))),
+     "there is no SASS for 12.0 (SASS: sm_80, sm_90) and no PTX that can be JIT-compiled for it "
+     "(PTX: compute_80 (ISA 8.0), compute_90 (ISA 8.4))"),
+    (d.NoImageFits("12.0", (), (d.PtxImage("compute_120", "8.8"),), "12.4"),
+     "there is no SASS for 12.0 (SASS: none) and the PTX that fits it (compute_120 (ISA 8.8)) is "
+     "newer than a CUDA 12.4 driver reads"),
+]
+COVERAGE_REASONS: list[tuple[d.CoverageReason, str]] = [
+    (d.NoKernelsHeld(), "its fat binaries hold no kernels (registration code only)"),
+    (d.NoGpuCodeHeld(), "the object carries no SASS and no PTX"),
+    (d.NoneRun("9.0", d.NoImageFits("9.0", ("sm_100a",), ()), 4, 6, "no kernel image"),
+     "Because the GPU is 9.0 and there is no SASS for 9.0 (SASS: sm_100a) and no PTX that can "
+     "be JIT-compiled for it (PTX: none) (in 4 of 6 fat binaries), launching a kernel fails: no "
+     "kernel image"),
+    (d.NoneRun("9.0", d.NoImageFits("9.0", (), ()), 1, 1, "no kernel image"),
+     "Because the GPU is 9.0 and there is no SASS for 9.0 (SASS: none) and no PTX that can be "
+     "JIT-compiled for it (PTX: none), launching a kernel fails: no kernel image"),
+    (d.SomeRun("9.0", 5, 7, False, ("sm_80", "sm_90"), ()),
+     "5 of 7 fat binaries have code for 9.0 (SASS; the object holds SASS sm_80, sm_90; PTX "
+     "none)"),
+    (d.SomeRun("12.0", 3, 3, True, ("sm_80",), ("compute_80",)),
+     "every fat binary has code for 12.0 (SASS or PTX JIT-compiled by the driver; the object "
+     "holds SASS sm_80; PTX compute_80)"),
+    (d.EmbeddedNoneRun("12.0", 4, (".ldata", ".rodata"), ("sm_90",), (), "no kernel image"),
+     "Because the GPU is 12.0 and none of the fat binaries has code for it (its kernels are in 4 "
+     "fat binaries embedded in .ldata, .rodata, which the library loads itself; SASS sm_90; PTX "
+     "none), launching a kernel fails: no kernel image"),
+    (d.EmbeddedSomeRun("9.0", 3, 4, (".rodata",), ("sm_90",), ("compute_90",)),
+     "3 of 4 fat binaries have code for 9.0 (its kernels are in 4 fat binaries embedded in "
+     ".rodata, which the library loads itself, choosing by the GPU; SASS sm_90; PTX "
+     "compute_90)"),
+]
+
+
 def _members(union: object) -> set[type]:
     """The classes of a union type, nested unions flattened."""
     args = typing.get_args(union)
@@ -196,8 +238,25 @@ def test_each_record_states_its_sentence(record: d.Sentence, text: str) -> None:
 
 
 def test_every_record_has_its_sentence_here() -> None:
-    """The table above covers every kind of record a derivation may hold."""
+    """The tables above cover every kind of record a derivation may hold, and every reason of
+    the GPU check."""
     assert {type(r) for r, _ in SENTENCES} == _members(d.Sentence)
+    assert {type(r) for r, _ in IMAGE_CHOICES} == _members(d.ImageChoice)
+    assert {type(r) for r, _ in COVERAGE_REASONS} == _members(d.CoverageReason)
+
+
+@pytest.mark.parametrize(("record", "text"), IMAGE_CHOICES,
+                         ids=[type(r).__name__ for r, _ in IMAGE_CHOICES])
+def test_each_fat_binarys_reason_has_its_words(record: d.ImageChoice, text: str) -> None:
+    """Why one fat binary runs on a GPU, or not, in the GPU check's words."""
+    assert image_choice(record) == text
+
+
+@pytest.mark.parametrize(("record", "text"), COVERAGE_REASONS,
+                         ids=[type(r).__name__ for r, _ in COVERAGE_REASONS])
+def test_each_objects_reason_has_its_words(record: d.CoverageReason, text: str) -> None:
+    """Why an object's kernels run on a GPU, or not, in the GPU check's words."""
+    assert coverage_reason(record) == text
 
 
 def test_a_reason_is_a_clause_and_a_sentence() -> None:
@@ -234,11 +293,13 @@ def test_what_the_snapshots_machine_did_goes_on_the_last_line() -> None:
 def test_a_finding_with_every_record_goes_through_the_cache_codec() -> None:
     """A finding whose derivation holds every kind of record is written by the cache's codec
     and read back equal (nothing in it is a pickle, each field checked against its type)."""
+    gpu = (*(d.KernelsMiss(r) for r, _ in COVERAGE_REASONS),
+           *(d.SomeKernelsMiss(r, "no kernel image") for r, _ in IMAGE_CHOICES))
     finding = Finding(FindingKind.UNDEFINED_SYMBOL, X, "undefined symbol: _ZN1h5checkEi",
-                      tuple(record for record, _ in SENTENCES), nearest=(NEAR,))
+                      (*(record for record, _ in SENTENCES), *gpu), nearest=(NEAR,))
     back = decode(encode(finding), "a cache entry")
     assert back == finding
-    assert [type(s) for s in back.derivation] == [type(r) for r, _ in SENTENCES]
+    assert [type(s) for s in back.derivation] == [type(s) for s in finding.derivation]
 
 
 # --- a finding diagnose builds reads as the golden report reads --------------------------------

@@ -10,6 +10,7 @@ import pytest
 
 from abifit.engines import explanation as says
 from abifit.report.explain import note_text, summary_text
+from abifit.sim.derivation import NoGpuCodeHeld
 
 SUMMARIES: list[tuple[says.Summary, str]] = [
     (says.SymbolNeeded("_Z1fv", "/s/x.so"), "_Z1fv needed by /s/x.so"),
@@ -84,8 +85,8 @@ NOTES: list[tuple[says.Note, str]] = [
     (says.LoaderErrorUnderneath("libz.so.1: cannot open shared object file"),
      "the loader's error underneath: libz.so.1: cannot open shared object file"),
     (says.KernelsCover(("sm_80", "sm_90")), "the installed torch's kernels cover sm_80 sm_90"),
-    (says.CoverageFound("torch._C", "no-kernel-image", "Because the GPU is 12.0 ..."),
-     "torch._C: no-kernel-image: Because the GPU is 12.0 ..."),
+    (says.CoverageFound("torch._C", "no-kernel-image", NoGpuCodeHeld()),
+     "torch._C: no-kernel-image: the object carries no SASS and no PTX"),
     (says.NoGpuCode("sm_90"), "none of the objects checked carries GPU code (checked for sm_90)"),
     (says.NoGpuChecked("no GPU found"), "no GPU checked: no GPU found"),
     (says.DriverFound("570.124.06", None, "12.8"),

@@ -117,6 +117,7 @@ from abifit.report.variants import variants_json, variants_text
 from abifit.sim.derivation import (
     DriverTooOld,
     DuplicateSoname,
+    EmbeddedSomeRun,
     FilesFound,
     GpuCodeUnreadable,
     ImportDisagrees,
@@ -128,12 +129,16 @@ from abifit.sim.derivation import (
     NeedsSymbol,
     NewestVersion,
     NoFileFound,
+    NoImageFits,
+    NoneRun,
     Outcome,
     OwnLoadFails,
     ProvidedBy,
+    PtxImage,
     RequiresVersion,
     RuntimeMix,
     SomeKernelsMiss,
+    SomeRun,
     StringAbiDiffers,
     ToolkitNotSearched,
 )
@@ -212,11 +217,17 @@ def _unreadable_gpu_code(name: str, path: str, error: str) -> Finding:
     )
 
 
-def _runs_everywhere(gpu: str, driver: str | None, containers: int, held: str) -> ObjectCoverage:
+def _sms(*sms: int | str) -> tuple[str, ...]:
+    """Architectures by SM: `sm_80`, or with a variant, `sm_90a`."""
+    return tuple(f"sm_{sm}" for sm in sms)
+
+
+def _runs_everywhere(gpu: str, driver: str | None, containers: int, sass: tuple[str, ...],
+                     ptx: tuple[str, ...] = ()) -> ObjectCoverage:
+    """Every fat binary has SASS for `gpu`; the object holds `sass` and `ptx`."""
     return ObjectCoverage(
         gpu=gpu, driver_cuda=driver, verdict="runs-sass", covered=containers,
-        containers=containers, reason=f"every fat binary has code for {gpu} (SASS; the object "
-                                      f"holds {held})",
+        containers=containers, reason=SomeRun(gpu, containers, containers, False, sass, ptx),
         uncovered_reason=None, error=None)
 
 
@@ -224,26 +235,22 @@ def _runs_partly(gpu: str, driver: str | None) -> ObjectCoverage:
     """vllm._C: 5 fat binaries for sm_80 to sm_120, 2 with sm_90a kernels only."""
     return ObjectCoverage(
         gpu=gpu, driver_cuda=driver, verdict="runs-sass", covered=5, containers=7,
-        reason=f"5 of 7 fat binaries have code for {gpu} (SASS; the object holds SASS sm_80, "
-               "sm_90, sm_90a, sm_100, sm_120; PTX none)",
-        uncovered_reason=f"there is no SASS for {gpu} (SASS: sm_90a) and no PTX that can be "
-                         f"JIT-compiled for it (PTX: none)",
-        error=NO_KERNEL_IMAGE)
+        reason=SomeRun(gpu, 5, 7, False, _sms(80, 90, "90a", 100, 120), ()),
+        uncovered_reason=NoImageFits(gpu, _sms("90a"), ()), error=NO_KERNEL_IMAGE)
 
 
-def _misses(gpu: str, driver: str | None, containers: int, sass: str) -> ObjectCoverage:
+def _misses(gpu: str, driver: str | None, containers: int,
+            sass: tuple[str, ...]) -> ObjectCoverage:
     """No fat binary has SASS for `gpu`, and none has PTX."""
-    missing = (f"there is no SASS for {gpu} (SASS: {sass}) and no PTX that can be JIT-compiled "
-               "for it (PTX: none)")
+    missing = NoImageFits(gpu, sass, ())
     return ObjectCoverage(
         gpu=gpu, driver_cuda=driver, verdict="no-kernel-image", covered=0, containers=containers,
-        reason=f"Because the GPU is {gpu} and {missing} (in {containers} of {containers} fat "
-               f"binaries), launching a kernel fails: {NO_KERNEL_IMAGE}",
+        reason=NoneRun(gpu, missing, containers, containers, NO_KERNEL_IMAGE),
         uncovered_reason=missing, error=NO_KERNEL_IMAGE)
 
 
-TORCH_SASS = "SASS sm_75, sm_80, sm_86, sm_90, sm_100, sm_120; PTX none"
-MMCV_SASS = "sm_50, sm_60, sm_70, sm_75, sm_80, sm_86"
+TORCH_SASS = _sms(75, 80, 86, 90, 100, 120)
+MMCV_SASS = _sms(50, 60, 70, 75, 80, 86)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -749,7 +756,7 @@ def check_gpu_fails() -> CheckReport:
     rtx = GpuTarget(ComputeCapability(12, 0), None, "--gpu")
     c_path, moe_path = f"{WHEELS}/vllm/_C.abi3.so", f"{WHEELS}/vllm/_moe_C.abi3.so"
     fa2 = f"{WHEELS}/vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so"
-    moe = _misses("12.0", None, 18, "sm_80, sm_86, sm_89, sm_90")
+    moe = _misses("12.0", None, 18, _sms(80, 86, 89, 90))
     partial = _runs_partly("12.0", None)
     fa2_error = (f"{fa2}: truncated: fat binary entry (1048576 bytes) extends past the end of "
                  "the file (524288 bytes) at offset 0x7f000")
@@ -866,8 +873,7 @@ def inspect_objects() -> InspectReport:
     torch_needs = ("libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_python.so",
                    "libc10_cuda.so", "libtorch_cuda.so", "libcudart.so.12")
     system_needs = ("libstdc++.so.6", "libm.so.6", "libgcc_s.so.1", "libc.so.6")
-    sgl_missing = ("there is no SASS for 9.0 (SASS: sm_100a) and no PTX that can be "
-                   "JIT-compiled for it (PTX: compute_100a (ISA 8.7))")
+    sgl_missing = NoImageFits("9.0", _sms("100a"), (PtxImage("compute_100a", "8.7"),))
     zstd = ("3 zstd-compressed images were not checked: no zstd decoder (compression.zstd in "
             "Python 3.14, or the backports.zstd package)")
     objects = (
@@ -889,8 +895,7 @@ def inspect_objects() -> InspectReport:
             ),
             gpu_code=GpuCode(flash, (*_fatbins(12, _sass(80), _sass(86), _sass(90)),
                                      *_fatbins(1, _sass(80), _sass(90), kernels=False))),
-            gpu=_runs_everywhere("9.0", "12.4", 12,
-                                 "SASS sm_80, sm_86, sm_90; PTX none"),
+            gpu=_runs_everywhere("9.0", "12.4", 12, _sms(80, 86, 90)),
         ),
         ObjectReport(
             path=f"{SITE}/vllm/_C.abi3.so", member=None, elf_class="ELF64",
@@ -901,8 +906,7 @@ def inspect_objects() -> InspectReport:
             gpu_code=GpuCode("vllm", (
                 *_fatbins(5, _sass(80), _sass(90), _sass(100), _sass(120)),
                 *_fatbins(2, _sass(90, Variant.ARCH_SPECIFIC)))),
-            gpu=_runs_everywhere("9.0", "12.4", 7,
-                                 "SASS sm_80, sm_90, sm_90a, sm_100, sm_120; PTX none"),
+            gpu=_runs_everywhere("9.0", "12.4", 7, _sms(80, 90, "90a", 100, 120)),
         ),
         ObjectReport(
             path=sgl, member=None, elf_class="ELF64", byte_order="little", machine="x86-64",
@@ -912,8 +916,7 @@ def inspect_objects() -> InspectReport:
                                            _ptx(100, (8, 7), Variant.ARCH_SPECIFIC)), (zstd,)),
             gpu=ObjectCoverage(
                 gpu="9.0", driver_cuda="12.4", verdict="no-kernel-image", covered=0,
-                containers=4, reason=f"Because the GPU is 9.0 and {sgl_missing} (in 4 of 4 fat "
-                                     f"binaries), launching a kernel fails: {NO_KERNEL_IMAGE}",
+                containers=4, reason=NoneRun("9.0", sgl_missing, 4, 4, NO_KERNEL_IMAGE),
                 uncovered_reason=sgl_missing, error=NO_KERNEL_IMAGE),
         ),
         ObjectReport(
@@ -932,10 +935,9 @@ def inspect_objects() -> InspectReport:
                           section=".rodata"))),
             gpu=ObjectCoverage(
                 gpu="9.0", driver_cuda="12.4", verdict="runs-sass", covered=4, containers=4,
-                reason="4 of 4 fat binaries have code for 9.0 (its kernels are in 4 fat "
-                       "binaries embedded in .ldata, .rodata, which the library loads itself, "
-                       "choosing by the GPU; SASS sm_50, sm_60, sm_70, sm_80, sm_90, sm_100, "
-                       "sm_120; PTX compute_90, compute_120)",
+                reason=EmbeddedSomeRun("9.0", 4, 4, (".ldata", ".rodata"),
+                                       _sms(50, 60, 70, 80, 90, 100, 120),
+                                       ("compute_90", "compute_120")),
                 uncovered_reason=None, error=None, embedded=True),
         ),
         ObjectReport(
@@ -1002,8 +1004,8 @@ def inspect_symbols() -> InspectReport:
                 symbols=c_symbols,
                 gpu_code=GpuCode("torchvision/_C.so", _fatbins(
                     9, *(_sass(sm) for sm in (50, 60, 70, 75, 80, 86, 90)), _ptx(90, (8, 4)))),
-                gpu=_runs_everywhere("9.0", "12.4", 9, "SASS sm_50, sm_60, sm_70, sm_75, "
-                                                       "sm_80, sm_86, sm_90; PTX compute_90"),
+                gpu=_runs_everywhere("9.0", "12.4", 9, _sms(50, 60, 70, 75, 80, 86, 90),
+                                     ("compute_90",)),
             ),
             ObjectReport(
                 path=wheel, member="torchvision.libs/libpng16.7f72a3c5.so.16",
@@ -1130,8 +1132,7 @@ def cuda_full() -> CudaReport:
                                      _runs_everywhere("12.0", "12.8", 1200, TORCH_SASS))),
                  (_no_kernel_image("mmcv._ext", mmcv, mmcv_on_rtx, rtx),), ()),
         GpuCheck(a6000, (CoveredObject("mmcv._ext", mmcv,
-                                       _runs_everywhere("8.6", "12.8", 40,
-                                                        f"SASS {MMCV_SASS}; PTX none")),
+                                       _runs_everywhere("8.6", "12.8", 40, MMCV_SASS)),
                          CoveredObject("torch/lib/libtorch_cuda.so", torch_cuda,
                                        _runs_everywhere("8.6", "12.8", 1200, TORCH_SASS))),
                  (), ()),

@@ -620,13 +620,18 @@ def _gpu_verdicts(path: str, image: Sectioned, targets: tuple[GpuTarget, ...],
     return verdicts
 
 
+# what a file's stored GPU verdicts hold (2: their reasons as records of sim.derivation)
+VERDICTS_FORMAT = "gpu-verdicts-2"
+
+
 def _verdicts_key(targets: tuple[GpuTarget, ...]) -> str:
-    """What a file's verdicts depend on besides its bytes: abifit's release, the GPUs and
-    their drivers' CUDA releases, and whether zstd-compressed images can be opened here."""
+    """What a file's verdicts depend on besides its bytes: what they hold, abifit's release,
+    the GPUs and their drivers' CUDA releases, and whether zstd-compressed images can be
+    opened here."""
     from abifit.version import __version__
 
     gpus = ",".join(f"{t.capability}@{t.driver_release or 'any'}" for t in targets)
-    return f"{__version__};{gpus};zstd={zstd_available()}"
+    return f"{VERDICTS_FORMAT};{__version__};{gpus};zstd={zstd_available()}"
 
 
 def _gpu_check(natives: list[NativeFile], statuses: list[ModuleStatus], roots: list[str],

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from abifit.sim.derivation import CoverageReason
+
 # --- summaries: what the message says ----------------------------------------------------------
 
 
@@ -278,7 +280,7 @@ class CoverageFound:
 
     name: str
     verdict: str
-    reason: str
+    reason: CoverageReason
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
+from abifit.report.gpu import coverage_reason, image_choice
 from abifit.sim.derivation import (
     BlockedBy,
     CannotBeLoaded,
@@ -232,7 +233,8 @@ def _reason_sentence(r: Reason) -> str:
 
 
 def _some_kernels_miss(s: SomeKernelsMiss) -> str:
-    return (f"Because {s.reason}, a kernel of those fat binaries fails with '{s.error}' if it "
+    reason = image_choice(s.reason) if s.reason is not None else None
+    return (f"Because {reason}, a kernel of those fat binaries fails with '{s.error}' if it "
             "is launched; libraries often build such kernels for one architecture only and "
             "launch them only there, so this is a warning, not a failure.")
 
@@ -341,7 +343,7 @@ def sentence(s: Sentence) -> str:
         case DoesNotCompile():
             return _does_not_compile(s)
         case KernelsMiss():
-            return s.reason
+            return coverage_reason(s.reason)
         case SomeKernelsMiss():
             return _some_kernels_miss(s)
         case GpuCodeUnreadable():

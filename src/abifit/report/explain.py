@@ -16,6 +16,7 @@ from abifit.engines import explanation as says
 from abifit.engines.explanation import Note, Summary
 from abifit.report.doctor import module_json
 from abifit.report.findings import finding_json, finding_text
+from abifit.report.gpu import coverage_reason
 from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 
 if TYPE_CHECKING:
@@ -240,7 +241,7 @@ def note_text(n: Note) -> str:
         case says.KernelsCover():
             return "the installed torch's kernels cover " + " ".join(n.archs)
         case says.CoverageFound():
-            return f"{n.name}: {n.verdict}: {n.reason}"
+            return f"{n.name}: {n.verdict}: {coverage_reason(n.reason)}"
         case says.NoGpuCode():
             return f"none of the objects checked carries GPU code (checked for {n.arch})"
         case says.NoGpuChecked():

@@ -9,7 +9,7 @@ import textwrap
 from dataclasses import asdict
 
 from abifit.engines.inspect import InspectReport, ObjectReport, SymbolRow, SymbolSelection
-from abifit.report.gpu import target_json
+from abifit.report.gpu import coverage_json, coverage_reason, target_json
 from abifit.report.json import SCHEMA_VERSIONS, JsonObject
 
 _FILE_TYPES = {"DYN": "shared object", "EXEC": "executable", "REL": "relocatable object",
@@ -56,7 +56,7 @@ def _object_json(obj: ObjectReport) -> JsonObject:
             warnings=list(obj.warnings),
         )
         doc["gpu_code"] = _gpu_code_json(obj)
-        doc["gpu"] = asdict(obj.gpu) if obj.gpu is not None else None
+        doc["gpu"] = coverage_json(obj.gpu) if obj.gpu is not None else None
         if obj.symbols is not None:
             doc["symbols"] = [_symbol_json(s) for s in obj.symbols]
     return doc
@@ -195,7 +195,8 @@ def _gpu_code_text(obj: ObjectReport) -> list[str]:
                                      "(loaded by the library itself):", *_archs(e.sass, e.ptx)])
     lines += [f"  {'':<10} note: {note}" for note in summary.notes]
     if obj.gpu is not None:
-        lines += _field(f"on {obj.gpu.gpu}", [f"{obj.gpu.verdict}:", obj.gpu.reason])
+        lines += _field(f"on {obj.gpu.gpu}", [f"{obj.gpu.verdict}:",
+                                               coverage_reason(obj.gpu.reason)])
     return lines
 
 

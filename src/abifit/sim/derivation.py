@@ -11,9 +11,10 @@ did), never as text.
 
 A few records hold a text abifit did not compose for the derivation: the paragraph a package
 index gave (`IndexFix`, `IndexMiss`), a name's history in CPython's C API (`SymbolNote`), what
-NumPy's import contract says (`UsesNumpyApi.reason`), what the GPU check found
-(`KernelsMiss.reason`, `SomeKernelsMiss.reason`), and the loader's or Python's own words (an
-error, what a file is). Each says where its text comes from.
+NumPy's import contract says (`UsesNumpyApi.reason`), and the loader's, CUDA's or Python's own
+words (an error, what a file is). Each says where its text comes from. The GPU check's
+reasons are records too (`ImageChoice`, `CoverageReason`): `sim.gpu` keeps them in its
+verdicts, which `inspect` shows as well.
 
 The records are data that `formats.datacodec` writes to abifit's cache and reads back; a change
 to a record changes what a stored result holds, so the formats that store findings change too
@@ -369,11 +370,117 @@ Reason = (DefinedByPrerequisite | NotDefinedInForm | HostLacksVersion | NumpyMis
 
 
 @dataclass(frozen=True, slots=True)
-class KernelsMiss:
-    """No kernel of an object runs on the GPU: `reason` is the GPU check's derivation of its
-    verdict (`sim.gpu.ObjectCoverage.reason`, which `inspect` shows too)."""
+class PtxImage:
+    """PTX for a virtual architecture (`compute_90`) in a release of the PTX ISA (`8.7`)."""
 
-    reason: str
+    virtual: str
+    isa: str
+
+
+@dataclass(frozen=True, slots=True)
+class SassRuns:
+    """The fat binary's SASS for `arch` runs on a GPU of compute capability `gpu`."""
+
+    arch: str
+    gpu: str
+
+
+@dataclass(frozen=True, slots=True)
+class PtxCompiles:
+    """The fat binary's `ptx` is JIT-compiled for a GPU of compute capability `gpu`."""
+
+    ptx: PtxImage
+    gpu: str
+
+
+@dataclass(frozen=True, slots=True)
+class NoImageFits:
+    """A fat binary has no SASS for `gpu` among its `sass` and no PTX of its `ptx` that can be
+    JIT-compiled for it; with `driver_cuda`, the PTX that fits is newer than a driver of that
+    CUDA release reads."""
+
+    gpu: str
+    sass: tuple[str, ...]
+    ptx: tuple[PtxImage, ...]
+    driver_cuda: str | None = None
+
+
+ImageChoice = SassRuns | PtxCompiles | NoImageFits  # why one fat binary runs on a GPU, or not
+
+
+@dataclass(frozen=True, slots=True)
+class NoKernelsHeld:
+    """The object's fat binaries hold no kernels (registration code only)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NoGpuCodeHeld:
+    """The object carries no SASS and no PTX."""
+
+
+@dataclass(frozen=True, slots=True)
+class NoneRun:
+    """No fat binary of the object has code for `gpu`: `first`'s reason, shared by `alike` of
+    its `total` fat binaries; a launch fails with `error`."""
+
+    gpu: str
+    first: ImageChoice
+    alike: int
+    total: int
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SomeRun:
+    """`covered` of the object's `total` fat binaries have code for `gpu`, by SASS (or, with
+    `jit`, some by PTX the driver compiles); the object holds SASS for `sass` and PTX for
+    `ptx` (virtual architectures)."""
+
+    gpu: str
+    covered: int
+    total: int
+    jit: bool
+    sass: tuple[str, ...]
+    ptx: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedNoneRun:
+    """None of the `count` fat binaries a library keeps in `sections` (and loads itself) has
+    code for `gpu`; they hold SASS for `sass` and PTX for `ptx`; a launch fails with `error`."""
+
+    gpu: str
+    count: int
+    sections: tuple[str, ...]
+    sass: tuple[str, ...]
+    ptx: tuple[str, ...]
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedSomeRun:
+    """`covered` of the `count` fat binaries a library keeps in `sections` (and chooses from by
+    the GPU) have code for `gpu`; they hold SASS for `sass` and PTX for `ptx`."""
+
+    gpu: str
+    covered: int
+    count: int
+    sections: tuple[str, ...]
+    sass: tuple[str, ...]
+    ptx: tuple[str, ...]
+
+
+# why an object's kernels run on a GPU, or not: the GPU check's verdict's derivation
+CoverageReason = (NoKernelsHeld | NoGpuCodeHeld | NoneRun | SomeRun | EmbeddedNoneRun
+                  | EmbeddedSomeRun)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelsMiss:
+    """No kernel of an object runs on the GPU: the GPU check's `reason` for its verdict
+    (`sim.gpu.ObjectCoverage.reason`)."""
+
+    reason: CoverageReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,7 +489,7 @@ class SomeKernelsMiss:
     them does not (`ObjectCoverage.uncovered_reason`), `error` what a launch of one fails
     with."""
 
-    reason: str | None
+    reason: ImageChoice | None
     error: str
 
 

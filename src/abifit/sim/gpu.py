@@ -51,7 +51,23 @@ from typing import TYPE_CHECKING
 
 from abifit.errors import FormatError
 from abifit.formats.fatbin import Arch, FatbinContainer, FatbinEntry, GpuCode, Variant
-from abifit.sim.derivation import GpuCodeUnreadable, KernelsMiss, SomeKernelsMiss
+from abifit.sim.derivation import (
+    CoverageReason,
+    EmbeddedNoneRun,
+    EmbeddedSomeRun,
+    GpuCodeUnreadable,
+    ImageChoice,
+    KernelsMiss,
+    NoGpuCodeHeld,
+    NoImageFits,
+    NoKernelsHeld,
+    NoneRun,
+    PtxCompiles,
+    PtxImage,
+    SassRuns,
+    SomeKernelsMiss,
+    SomeRun,
+)
 from abifit.sim.findings import Finding, FindingKind
 
 if TYPE_CHECKING:  # the CUDA probes (host.cudastack) are only named in gpu_targets' signature
@@ -171,12 +187,13 @@ def driver_reads_ptx(
 
 @dataclass(frozen=True, slots=True)
 class ContainerCoverage:
-    """What the driver takes from one container for the GPU: the entry and why."""
+    """What the driver takes from one container for the GPU: the entry and why (a record of
+    `sim.derivation`, which `report.gpu` words)."""
 
     container: FatbinContainer
     verdict: Verdict
     entry: FatbinEntry | None
-    reason: str
+    reason: ImageChoice
     error: str | None = None
 
     @property
@@ -186,13 +203,13 @@ class ContainerCoverage:
 
 @dataclass(frozen=True, slots=True)
 class Coverage:
-    """Whether one object's kernels can run on a GPU, container by container."""
+    """Whether one object's kernels can run on a GPU, container by container, and why."""
 
     gpu: ComputeCapability
     driver_cuda: Release | None
     verdict: Verdict
     containers: tuple[ContainerCoverage, ...]
-    reason: str
+    reason: CoverageReason
     embedded: tuple[ContainerCoverage, ...] = ()
 
     @property
@@ -248,23 +265,18 @@ def _embedded_coverage(code: GpuCode, gpu: ComputeCapability, driver_cuda: Relea
                     if _has_images(c))
     covered = [c for c in choices if c.covered]
     found = _count(choices)
-    sections = ", ".join(sorted({c.section for c in code.embedded}))
-    sass = _names({a for c in code.embedded for a in c.sass_archs}) or "none"
+    sections = tuple(sorted({c.section for c in code.embedded}))
+    sass = _names({a for c in code.embedded for a in c.sass_archs})
     ptx = _names({a for c in code.embedded for a in c.ptx_archs}, ptx=True)
-    held = f"SASS {sass}; PTX {ptx or 'none'}"
-    where = (f"its kernels are in {found} fat binaries embedded in {sections}, which the "
-             "library loads itself")
     if not covered:
         first = choices[0] if choices else None
         error = first.error if first else NO_KERNEL_IMAGE
-        return Coverage(gpu, driver_cuda, Verdict.NO_KERNEL_IMAGE, (), (
-            f"Because the GPU is {gpu} and none of the fat binaries has code for it ({where}; "
-            f"{held}), launching a kernel fails: {error}"), choices)
+        return Coverage(gpu, driver_cuda, Verdict.NO_KERNEL_IMAGE, (), EmbeddedNoneRun(
+            str(gpu), found, sections, sass, ptx, error), choices)
     verdict = (Verdict.RUNS_SASS if any(c.verdict is Verdict.RUNS_SASS for c in covered)
                else Verdict.RUNS_PTX_JIT)
-    return Coverage(gpu, driver_cuda, verdict, (), (
-        f"{_count(covered)} of {found} fat binaries have code for {gpu} ({where}, choosing "
-        f"by the GPU; {held})"), choices)
+    return Coverage(gpu, driver_cuda, verdict, (), EmbeddedSomeRun(
+        str(gpu), _count(covered), found, sections, sass, ptx), choices)
 
 
 def choose_image(
@@ -278,13 +290,13 @@ def choose_image(
     if sass:
         best = max(sass, key=_preference)
         return ContainerCoverage(container, Verdict.RUNS_SASS, best,
-                                 f"{best.arch} SASS runs on {gpu}")
+                                 SassRuns(str(best.arch), str(gpu)))
     ptx = [e for e in container.entries if e.is_ptx and ptx_compiles_for(e.arch, gpu)]
     readable = [e for e in ptx if driver_reads_ptx(e.code_version, driver_cuda, table)]
     if readable:
         best = max(readable, key=_preference)
         return ContainerCoverage(container, Verdict.RUNS_PTX_JIT, best,
-                                 f"{_ptx_name(best)} PTX is JIT-compiled for {gpu}")
+                                 PtxCompiles(_ptx_image(best), str(gpu)))
     too_new = bool(ptx) and driver_cuda is not None
     return ContainerCoverage(container, Verdict.NO_KERNEL_IMAGE, None,
                              _missing_reason(container, gpu, too_new, driver_cuda),
@@ -297,8 +309,8 @@ def _preference(entry: FatbinEntry) -> tuple[int, int]:
     return entry.arch.sm, rank[entry.arch.variant]
 
 
-def _ptx_name(entry: FatbinEntry) -> str:
-    return f"{entry.arch.virtual} (ISA {_dotted(entry.code_version)})"
+def _ptx_image(entry: FatbinEntry) -> PtxImage:
+    return PtxImage(entry.arch.virtual, _dotted(entry.code_version))
 
 
 def _dotted(version: Release) -> str:
@@ -308,19 +320,17 @@ def _dotted(version: Release) -> str:
 def _missing_reason(
     container: FatbinContainer, gpu: ComputeCapability, too_new: bool,
     driver_cuda: Release | None,
-) -> str:
-    sass = _names(container.sass_archs) or "none"
-    ptx = ", ".join(sorted(_ptx_name(e) for e in container.entries if e.is_ptx)) or "none"
-    if too_new and driver_cuda is not None:
-        return (f"there is no SASS for {gpu} (SASS: {sass}) and the PTX that fits it ({ptx}) is "
-                f"newer than a CUDA {_dotted(driver_cuda)} driver reads")
-    return (f"there is no SASS for {gpu} (SASS: {sass}) and no PTX that can be JIT-compiled "
-            f"for it (PTX: {ptx})")
+) -> NoImageFits:
+    ptx = tuple(sorted((_ptx_image(e) for e in container.entries if e.is_ptx),
+                       key=lambda p: (p.virtual, p.isa)))
+    newer = _dotted(driver_cuda) if too_new and driver_cuda is not None else None
+    return NoImageFits(str(gpu), _names(container.sass_archs), ptx, newer)
 
 
-def _names(archs: Iterable[Arch], ptx: bool = False) -> str:
+def _names(archs: Iterable[Arch], ptx: bool = False) -> tuple[str, ...]:
+    """The architectures' names (`sm_90a`; with `ptx`, of their PTX: `compute_90a`), by SM."""
     ordered = sorted(archs, key=lambda a: (a.sm, a.variant.value))
-    return ", ".join(a.virtual if ptx else str(a) for a in ordered)
+    return tuple(a.virtual if ptx else str(a) for a in ordered)
 
 
 def _object_verdict(choices: tuple[ContainerCoverage, ...]) -> Verdict:
@@ -337,25 +347,18 @@ def _object_verdict(choices: tuple[ContainerCoverage, ...]) -> Verdict:
 def _object_reason(
     code: GpuCode, gpu: ComputeCapability, verdict: Verdict,
     choices: tuple[ContainerCoverage, ...],
-) -> str:
+) -> CoverageReason:
     if verdict is Verdict.NO_GPU_CODE:
         if any(_has_images(c) for c in code.containers):
-            return "its fat binaries hold no kernels (registration code only)"
-        return "the object carries no SASS and no PTX"
-    ptx = _names(code.ptx_archs, ptx=True)
-    held = f"SASS {_names(code.sass_archs) or 'none'}; PTX {ptx or 'none'}"
+            return NoKernelsHeld()
+        return NoGpuCodeHeld()
     if verdict is Verdict.NO_KERNEL_IMAGE:
         first = choices[0]
         alike = _count(c for c in choices if c.reason == first.reason)
-        total = _count(choices)
-        others = f" (in {alike} of {total} fat binaries)" if total > 1 else ""
-        return (f"Because the GPU is {gpu} and {first.reason}{others}, launching a kernel "
-                f"fails: {first.error}")
-    covered, total = _count(c for c in choices if c.covered), _count(choices)
-    how = "SASS" if verdict is Verdict.RUNS_SASS else "SASS or PTX JIT-compiled by the driver"
-    part = (f"{covered} of {total} fat binaries have" if covered < total
-            else "every fat binary has")
-    return f"{part} code for {gpu} ({how}; the object holds {held})"
+        return NoneRun(str(gpu), first.reason, alike, _count(choices), first.error)
+    return SomeRun(str(gpu), _count(c for c in choices if c.covered), _count(choices),
+                   verdict is not Verdict.RUNS_SASS, _names(code.sass_archs),
+                   _names(code.ptx_archs, ptx=True))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -427,15 +430,16 @@ class EmbeddedSummary:
 @dataclass(frozen=True, slots=True)
 class ObjectCoverage:
     """Whether an object's kernels run on the target GPU: the verdict, the fat binaries that do
-    and do not cover it, the derivation, and the first uncovered fat binary's reason."""
+    and do not cover it, the derivation, and the first uncovered fat binary's reason (records
+    of `sim.derivation`, which `report.gpu` words)."""
 
     gpu: str
     driver_cuda: str | None
     verdict: str
     covered: int
     containers: int
-    reason: str
-    uncovered_reason: str | None
+    reason: CoverageReason
+    uncovered_reason: ImageChoice | None
     error: str | None
     embedded: bool = False  # the fat binaries counted are embedded ones the library chooses from
 
@@ -444,31 +448,26 @@ class ObjectCoverage:
         return not self.embedded and 0 < self.covered < self.containers
 
 
-def _arch_names(archs: Iterable[Arch], ptx: bool = False) -> tuple[str, ...]:
-    ordered = sorted(archs, key=lambda a: (a.sm, a.variant.value))
-    return tuple(a.virtual if ptx else str(a) for a in ordered)
-
-
 def summarize(code: GpuCode) -> CodeSummary:
     """The architectures of `code`, overall and grouped by fat binary (largest group first)."""
     sets: Counter[tuple[tuple[str, ...], tuple[str, ...]]] = Counter()
     for c in code.containers:
         if (c.sass_archs or c.ptx_archs) and c.kernels is not False:
-            sets[_arch_names(c.sass_archs), _arch_names(c.ptx_archs, ptx=True)] += c.count
+            sets[_names(c.sass_archs), _names(c.ptx_archs, ptx=True)] += c.count
     groups = tuple(ContainerGroup(n, sass, ptx) for (sass, ptx), n in
                    sorted(sets.items(), key=lambda item: (-item[1], item[0])))
     embedded = None
     if code.embedded:
         embedded = EmbeddedSummary(
             sum(c.count for c in code.embedded), tuple(sorted({c.section for c in code.embedded})),
-            _arch_names({a for c in code.embedded for a in c.sass_archs}),
-            _arch_names({a for c in code.embedded for a in c.ptx_archs}, ptx=True))
+            _names({a for c in code.embedded for a in c.sass_archs}),
+            _names({a for c in code.embedded for a in c.ptx_archs}, ptx=True))
     return CodeSummary(
         containers=code.fat_binaries,
         entries=sum(c.count * sum(1 for e in c.entries if e.is_sass or e.is_ptx)
                     for c in code.containers),
-        sass=_arch_names(code.sass_archs),
-        ptx=_arch_names(code.ptx_archs, ptx=True),
+        sass=_names(code.sass_archs),
+        ptx=_names(code.ptx_archs, ptx=True),
         groups=groups,
         notes=code.notes,
         without_kernels=sum(c.count for c in code.containers if c.kernels is False),
