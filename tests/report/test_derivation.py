@@ -75,12 +75,13 @@ SENTENCES: list[tuple[d.Sentence, str]] = [
     (d.CutShort(),
      "The file ends inside what the loader maps of it: touching a page past its end raises "
      "SIGBUS, which kills the process; no `except` around the import runs."),
-    (d.UsesNumpyApi(X, "pkg 1.0", "it was built with NumPy 1.x headers", FAILS),
-     f"Because {X} (pkg 1.0) uses NumPy's C API and it was built with NumPy 1.x headers, the "
-     "import fails."),
-    (d.UsesNumpyApi(X, None, "it was built for NumPy 2.1 or newer", OPTIONAL),
-     f"Because {X} uses NumPy's C API and it was built for NumPy 2.1 or newer, its import "
-     "raises."),
+    (d.UsesNumpyApi(X, "pkg 1.0", d.OldHeaders("2.1.3", 96, 88), FAILS),
+     f"Because {X} (pkg 1.0) uses NumPy's C API and it was built with NumPy 1.x headers, and "
+     "NumPy 2 changed the C API's layout (numpy.dtype shrank from 96 to 88 bytes): it cannot "
+     "run beside numpy 2.1.3, the import fails."),
+    (d.UsesNumpyApi(X, None, d.OlderCApi("1.23", "1.22.4"), OPTIONAL),
+     f"Because {X} uses NumPy's C API and it was built for NumPy 1.23 or newer (its "
+     "NPY_TARGET_VERSION), and numpy 1.22.4 has an older C API, its import raises."),
     (d.PrintedFirst("A module that was compiled using NumPy 1.x cannot be run in NumPy 2.1"),
      "Printed first: A module that was compiled using NumPy 1.x cannot be run in NumPy 2.1"),
     (d.ImportRaises("ImportError: numpy.core.multiarray failed to import"),
@@ -243,6 +244,8 @@ def test_every_record_has_its_sentence_here() -> None:
     assert {type(r) for r, _ in SENTENCES} == _members(d.Sentence)
     assert {type(r) for r, _ in IMAGE_CHOICES} == _members(d.ImageChoice)
     assert {type(r) for r, _ in COVERAGE_REASONS} == _members(d.CoverageReason)
+    assert {type(r.reason) for r, _ in SENTENCES if isinstance(r, d.UsesNumpyApi)} == (
+        _members(d.NumpyReason))
 
 
 @pytest.mark.parametrize(("record", "text"), IMAGE_CHOICES,

@@ -44,6 +44,9 @@ from abifit.sim.derivation import (
     NothingProvides,
     NotWhereLoaderLooks,
     NumpyMismatch,
+    NumpyReason,
+    OlderCApi,
+    OldHeaders,
     OtherBuild,
     OtherRelease,
     Outcome,
@@ -148,9 +151,24 @@ def _unreadable(s: Unreadable) -> str:
             f"({s.reason}), {_OUTCOMES[s.outcome]}.")
 
 
+def numpy_reason(r: NumpyReason | None) -> str:
+    """The import contract of NumPy's C API a module breaks, as a clause ("" when unknown)."""
+    match r:
+        case OldHeaders():
+            return (f"it was built with NumPy 1.x headers, and NumPy 2 changed the C API's layout "
+                    f"(numpy.dtype shrank from {r.old_size} to {r.new_size} bytes): it cannot "
+                    f"run beside numpy {r.numpy}")
+        case OlderCApi():
+            return (f"it was built for NumPy {r.feature} or newer (its NPY_TARGET_VERSION), and "
+                    f"numpy {r.numpy} has an older C API")
+        case None:
+            return ""
+
+
 def _uses_numpy_api(s: UsesNumpyApi) -> str:
     end = "the import fails" if s.outcome is Outcome.IMPORT_FAILS else "its import raises"
-    return f"Because {_label(s.object, s.owner)} uses NumPy's C API and {s.reason}, {end}."
+    return (f"Because {_label(s.object, s.owner)} uses NumPy's C API and "
+            f"{numpy_reason(s.reason)}, {end}.")
 
 
 _WRONG_ELF_CLASS = ("A file of that name exists on the search path but is built for another ELF "

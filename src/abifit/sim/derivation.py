@@ -10,9 +10,9 @@ index's fix where the cause changes it, `engines.snapshot` appends what the snap
 did), never as text.
 
 A few records hold a text abifit did not compose for the derivation: the paragraph a package
-index gave (`IndexFix`, `IndexMiss`), a name's history in CPython's C API (`SymbolNote`), what
-NumPy's import contract says (`UsesNumpyApi.reason`), and the loader's, CUDA's or Python's own
-words (an error, what a file is). Each says where its text comes from. The GPU check's
+index gave (`IndexFix`, `IndexMiss`), a name's history in CPython's C API (`SymbolNote`), and
+the loader's, CUDA's, NumPy's or Python's own words (an error, what is printed, what a file
+is). Each says where its text comes from. The GPU check's
 reasons are records too (`ImageChoice`, `CoverageReason`): `sim.gpu` keeps them in its
 verdicts, which `inspect` shows as well.
 
@@ -199,13 +199,36 @@ class CutShort:
 
 
 @dataclass(frozen=True, slots=True)
+class OldHeaders:
+    """The module was built with NumPy 1.x headers, and NumPy 2 changed the C API's layout
+    (`numpy.dtype` shrank from `old_size` to `new_size` bytes): it cannot run beside numpy
+    `numpy`."""
+
+    numpy: str
+    old_size: int
+    new_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class OlderCApi:
+    """The module was built for NumPy `feature` or newer (its NPY_TARGET_VERSION), and numpy
+    `numpy` has an older C API."""
+
+    feature: str
+    numpy: str
+
+
+NumpyReason = OldHeaders | OlderCApi  # the import contract a module breaks (`sim.numpyabi`)
+
+
+@dataclass(frozen=True, slots=True)
 class UsesNumpyApi:
-    """`object` uses NumPy's C API and breaks its import contract beside the NumPy installed:
-    `reason` is the contract broken in `sim.numpyabi`'s words (`NumpyBreak.reason`)."""
+    """`object` uses NumPy's C API and breaks its import contract beside the NumPy installed,
+    for `reason` (`sim.numpyabi.NumpyBreak.reason`; None where it is not known)."""
 
     object: str
     owner: str | None
-    reason: str
+    reason: NumpyReason | None
     outcome: Outcome
 
 

@@ -93,13 +93,13 @@ def diagnose(problem: LoadProblem, module: str | None, ctx: Context, deep: bool 
 def _numpy_c_api(problem: LoadProblem, module: str | None, ctx: Context,
                  outcome: Outcome) -> Finding:
     """A module that loads and whose import raises, beside this NumPy (`sim.numpyabi`):
-    `version` holds the NumPy it needs, `library` the running NumPy's release, `detail` the
-    reason and what is printed before the error."""
-    reason, printed = (*problem.detail, "", "")[:2]
+    `version` holds the NumPy it needs, `library` the running NumPy's release, `numpy_reason`
+    the contract broken and `printed` what is printed before the error."""
     owner = ctx.owner(problem.object)
-    derivation: list[Sentence] = [UsesNumpyApi(problem.object, owner, reason, outcome)]
-    if printed:
-        derivation.append(PrintedFirst(printed))
+    derivation: list[Sentence] = [UsesNumpyApi(problem.object, owner, problem.numpy_reason,
+                                               outcome)]
+    if problem.printed:
+        derivation.append(PrintedFirst(problem.printed))
     derivation.append(ImportRaises(problem.message))
     package = owner.split()[0] if owner else "the package"
     hint = (f"`pip install '{problem.version}'`, or a release of {package} built for numpy "

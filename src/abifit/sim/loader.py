@@ -55,6 +55,7 @@ from abifit.formats.elf import (
     Visibility,
 )
 from abifit.formats.objects import ObjectSource, RelocationSource
+from abifit.sim.derivation import NumpyReason
 
 DF_1_NODEFLIB = 0x800
 # how a load that kills the process is said (`crashes`): a file cut short inside what the
@@ -211,7 +212,8 @@ class LoadProblem:
     behind: tuple[str, ...] = ()
     stand_ins: tuple[str, ...] = ()
     # above the loader (`NUMPY_C_API`): why the import raises, and what is printed before it
-    detail: tuple[str, ...] = ()
+    numpy_reason: NumpyReason | None = None
+    printed: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

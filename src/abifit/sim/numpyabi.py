@@ -31,6 +31,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from abifit.formats.numpyapi import NumpyUse
+from abifit.sim.derivation import NumpyReason, OlderCApi, OldHeaders
 
 DATA = Path(__file__).parent.parent / "data"
 BANNER = "A module that was compiled using NumPy 1.x cannot be run in NumPy"
@@ -41,7 +42,7 @@ class NumpyBreak:
     """Why a module's import fails beside a NumPy release, as the user sees it."""
 
     error: str  # the exception the import raises: "ValueError: numpy.dtype size changed, ..."
-    reason: str  # one sentence: the contract broken
+    reason: NumpyReason  # the contract broken, as a record (`report.derivation` words it)
     requirement: str  # the NumPy the module needs: "numpy<2", "numpy>=1.23"
     printed: str | None = None  # what is printed before it (NumPy's banner, a RuntimeError)
 
@@ -116,10 +117,8 @@ def numpy_break(use: NumpyUse, numpy: str) -> NumpyBreak | None:
             return None
         if error is None:
             return None
-        return NumpyBreak(error, f"it was built with NumPy 1.x headers, and NumPy 2 changed the "
-                          f"C API's layout (numpy.dtype shrank from {dtype_size(1)} to "
-                          f"{dtype_size(2)} bytes): it cannot run beside numpy {numpy}",
-                          "numpy<2", printed)
+        return NumpyBreak(error, OldHeaders(numpy, dtype_size(1), dtype_size(2)), "numpy<2",
+                          printed)
     if use.headers == 2 and use.feature is not None and use.imports_api:
         needed, have = api_version(use.feature), api_version(numpy)
         if needed is None or have is None or have >= needed:
@@ -130,7 +129,6 @@ def numpy_break(use: NumpyUse, numpy: str) -> NumpyBreak | None:
         printed = (f"RuntimeError: module was compiled against NumPy C-API version "
                    f"{needed:#x} (NumPy {use.feature}) but the running NumPy has C-API version "
                    f"{have:#x}. ...")
-        return NumpyBreak(error, f"it was built for NumPy {use.feature} or newer (its "
-                          f"NPY_TARGET_VERSION), and numpy {numpy} has an older C API",
-                          f"numpy>={use.feature}", printed)
+        return NumpyBreak(error, OlderCApi(use.feature, numpy), f"numpy>={use.feature}",
+                          printed)
     return None

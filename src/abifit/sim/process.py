@@ -240,7 +240,7 @@ class Environment:
             if broken is not None:
                 return LoadProblem(ProblemKind.NUMPY_C_API, path, broken.error,
                                    version=broken.requirement, library=numpy.version,
-                                   detail=(broken.reason, broken.printed or ""))
+                                   numpy_reason=broken.reason, printed=broken.printed)
         return None
 
     def owner(self, path: str) -> str | None:
