@@ -3,8 +3,9 @@ pages, requirements files and locks some write), for report values built by hand
 system, network or host probe: the output is the same on every machine), compared byte for byte
 with the files under tests/golden/.
 
-The values copy what the commands and the simulation produce (messages, derivations, hints,
-coverage reasons in their words), so that the goldens read as a user would see them. After an
+The values copy what the commands and the simulation produce (messages and hints in their
+words, derivations, coverage reasons and explain's summaries and notes as the records they
+make), so that the goldens read as a user would see them. After an
 intended change of the output, regenerate with `ABIFIT_UPDATE_GOLDEN=1 pytest
 tests/report/test_golden.py` (every comparison then writes its file and fails, so a regeneration
 never passes silently), read the diff, and run again without the variable.
