@@ -20,7 +20,7 @@ _LABEL = {
 }
 
 
-def _detail(c: Change) -> str:
+def change_detail(c: Change) -> str:
     """Why a change matters: its derivation in words (a module that stops loading), else its
     detail."""
     return derivation_text(c.derivation) if c.derivation else c.detail
@@ -36,7 +36,7 @@ def _abi_line(c: Change) -> list[str]:
                 + (f": {c.detail}" if c.detail else ""))
         return [head]
     # the derivation and the nearest definition (the signature that changed), not every one
-    return [head] + [f"      {line}" for line in _detail(c).splitlines()[:2]]
+    return [head] + [f"      {line}" for line in change_detail(c).splitlines()[:2]]
 
 
 def _version_line(c: Change) -> str:
@@ -68,7 +68,7 @@ def diff_json(report: DiffReport) -> JsonObject:
 
     def change(c: Change) -> JsonObject:
         return {"kind": c.kind.value, "subject": c.subject, "before": c.before,
-                "after": c.after, "detail": _detail(c), "breaks": c.breaks}
+                "after": c.after, "detail": change_detail(c), "breaks": c.breaks}
 
     return {"schema_version": SCHEMA_VERSIONS["diff"], "command": "diff", "a": report.a,
             "b": report.b, "breaks": len(report.breaks),

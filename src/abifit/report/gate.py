@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
 
+from abifit.report.derivation import explanation
 from abifit.report.rules import (
     CHANGE_RULES,
     CONFLICT,
@@ -252,7 +253,7 @@ def finding_problem(finding: Finding, owners: Owners, fail_on: str) -> Problem |
     subject = finding.symbol or finding.library or finding.version or ""
     return Problem(
         FINDING_RULES[finding.kind.value], level, f"{finding.kind}: {module or finding.object}",
-        finding.message, finding.explanation, finding.hint, package=package, module=module,
+        finding.message, explanation(finding), finding.hint, package=package, module=module,
         effect=effect.value if effect else finding.severity.value, what=what_fails(finding),
         place=owners.place(package, status.path if status is not None else finding.object),
         identity=(finding.kind.value, package or "",
@@ -276,7 +277,7 @@ def module_case(module: ModuleStatus, findings: Sequence[Finding], fail_on: str)
     mine = [f for f in findings if f.module == module.module or f.object == module.path]
     kind = mine[0].kind.value if mine else "does-not-load"
     text = "\n".join(dict.fromkeys(line for f in mine for line in (
-        f.explanation, f"hint: {f.hint}" if f.hint else "") if line))
+        explanation(f), f"hint: {f.hint}" if f.hint else "") if line))
     if effect is Effect.UNUSED:
         return Case(package, module.module, Outcome.SKIPPED, kind,
                     "an unused variant: the package picks another file of its set")
@@ -403,8 +404,10 @@ def change_problem(change: Change, pinned: Mapping[str, Place]) -> Problem | Non
     place = pinned.get(canonicalize_name(package)) if package else None
     message = (f"{change.subject}: {change.before or '-'} -> {change.after or '-'}"
                if kind != "stops-loading" else f"{change.subject}: {change.after}")
+    from abifit.report.diff import change_detail
+
     return Problem(CHANGE_RULES[kind], level, f"{kind}: {change.subject}", message,
-                   change.detail, package=package,
+                   change_detail(change), package=package,
                    module=change.subject if package else None, effect=kind,
                    what=(change.after or "").splitlines()[0] if change.after else "",
                    place=place, identity=(kind, package or "", change.subject))
