@@ -26,6 +26,7 @@ from abifit.report.junit import junit_xml
 from abifit.report.markdown import ROWS, cell, gate_markdown
 from abifit.report.rules import FINDING_RULES
 from abifit.report.sarif import fingerprint, sarif_log
+from abifit.sim.derivation import NeedsSymbol, NothingProvides, OtherRelease, Outcome
 from abifit.sim.findings import Effect, Finding, FindingKind, Severity
 from abifit.sim.process import ModuleStatus
 from helpers import validate_sarif
@@ -43,29 +44,27 @@ def _report() -> DoctorReport:
     and bitsandbytes' CUDA 11.8 library is an unused variant."""
     fails = Finding(
         FindingKind.UNDEFINED_SYMBOL, OPS, f"{OPS}: undefined symbol: {SYMBOL}",
-        f"Because {OPS} (extpkg 1.0) needs `{DEMANGLED}` and none of the 9 objects in its "
-        "lookup scope defines it, the import fails.", module="extpkg._ops", symbol=SYMBOL,
+        (NeedsSymbol(OPS, "extpkg 1.0", SYMBOL, DEMANGLED, None, 9, Outcome.IMPORT_FAILS),), module="extpkg._ops", symbol=SYMBOL,
         demangled=DEMANGLED, hint="install the hostpkg release extpkg 1.0 was built for",
         effect=Effect.FAILS)
     xformers = f"{SITE}/xformers/_C.so"
     degrades = Finding(
         FindingKind.MISSING_LIBRARY, xformers,
         "libcudart.so.12: cannot open shared object file: No such file or directory",
-        "It needs libcudart.so.12, the stack has libcudart.so.13: it was built for another "
-        "release.", module="xformers._C", library="libcudart.so.12",
+        (OtherRelease("libcudart.so.12", ("libcudart.so.13",)),), module="xformers._C", library="libcudart.so.12",
         severity=Severity.WARNING, effect=Effect.DEGRADES)
     core = "/opt/other/torchcodec/libtorchcodec_core6.so"
     ffmpeg = Finding(
         FindingKind.MISSING_LIBRARY, core,
         "libavutil.so.58: cannot open shared object file: No such file or directory",
-        "It needs libavutil.so.58, which nothing in the stack provides.",
+        (NothingProvides("libavutil.so.58"),),
         module="torchcodec/libtorchcodec_core6.so", library="libavutil.so.58",
         severity=Severity.INFO, effect=Effect.PREREQUISITE, prerequisite="FFmpeg")
     bnb = f"{SITE}/bitsandbytes/libbitsandbytes_cuda118.so"
     unused = Finding(
         FindingKind.MISSING_LIBRARY, bnb,
         "libcudart.so.11.0: cannot open shared object file: No such file or directory",
-        "The package picks another file of its set.",
+        (NothingProvides("libcudart.so.11.0"),),
         module="bitsandbytes/libbitsandbytes_cuda118.so", library="libcudart.so.11.0",
         severity=Severity.INFO, effect=Effect.UNUSED)
     modules = (
