@@ -44,14 +44,16 @@ def _report() -> DoctorReport:
     and bitsandbytes' CUDA 11.8 library is an unused variant."""
     fails = Finding(
         FindingKind.UNDEFINED_SYMBOL, OPS, f"{OPS}: undefined symbol: {SYMBOL}",
-        (NeedsSymbol(OPS, "extpkg 1.0", SYMBOL, DEMANGLED, None, 9, Outcome.IMPORT_FAILS),), module="extpkg._ops", symbol=SYMBOL,
+        (NeedsSymbol(OPS, "extpkg 1.0", SYMBOL, DEMANGLED, None, 9, Outcome.IMPORT_FAILS),),
+        module="extpkg._ops", symbol=SYMBOL,
         demangled=DEMANGLED, hint="install the hostpkg release extpkg 1.0 was built for",
         effect=Effect.FAILS)
     xformers = f"{SITE}/xformers/_C.so"
     degrades = Finding(
         FindingKind.MISSING_LIBRARY, xformers,
         "libcudart.so.12: cannot open shared object file: No such file or directory",
-        (OtherRelease("libcudart.so.12", ("libcudart.so.13",)),), module="xformers._C", library="libcudart.so.12",
+        (OtherRelease("libcudart.so.12", ("libcudart.so.13",)),), module="xformers._C",
+        library="libcudart.so.12",
         severity=Severity.WARNING, effect=Effect.DEGRADES)
     core = "/opt/other/torchcodec/libtorchcodec_core6.so"
     ffmpeg = Finding(
