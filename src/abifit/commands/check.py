@@ -53,10 +53,12 @@ def pin_file_targets(targets: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[s
     return tuple(t for t in targets if t not in files), files
 
 
-def run_check(options: CheckOptions, session: Session) -> CheckReport:
+def run_check(options: CheckOptions, session: Session, *, records: bool = False) -> CheckReport:
     """`abifit check` as the command line and `abifit.check` run it: the targets' files
     (a snapshot's and the locks' as they recorded them), checked on the host for the index's
-    target Python and platform (a snapshot's Python unless the index options name one)."""
+    target Python and platform (a snapshot's Python unless the index options name one); with
+    `records`, each module's ABI record too (`CheckReport.records`: what `diff` compares a
+    lock by)."""
     linux_only(options.index)
     targets_named, files_named = pin_file_targets(options.targets)
     if files_named:
@@ -87,7 +89,7 @@ def run_check(options: CheckOptions, session: Session) -> CheckReport:
     report = check(targets, options.withs, remote(), remote().target, host, session.progress,
                    options.host.python,
                    skip_pure=bool(options.requirement_files or options.snapshot),
-                   gpu=gpu)
+                   gpu=gpu, records=records)
     report = replace(report, file_pins=tuple(written))
     if snap is None:
         return report

@@ -37,6 +37,7 @@ from abifit.errors import AbifitError, FormatError, UsageError, WheelError
 from abifit.formats.elf import ElfImage, SymbolType, parse_elf
 from abifit.formats.objects import ObjectSource
 from abifit.formats.pins import Pin, holds  # Pin: a field's type (its hint must evaluate)
+from abifit.formats.pylock import ModuleRecord
 from abifit.formats.sources import FileSource
 from abifit.formats.wheel import Member, WheelArchive, is_elf_member, python_members
 from abifit.host.environment import Distribution, InterpreterFacts, interpreter_candidates
@@ -210,6 +211,9 @@ class CheckReport:
     gpu: GpuCheck | None = None
     imports: tuple[ImportVerdict, ...] = ()
     file_pins: tuple[Pin, ...] = ()  # the pins of the `-r` files, with where each is written
+    # each module's ABI record (`engines.fingerprints`), in the order of `modules`, when the
+    # check was asked for them (`check(..., records=True)`: what `diff` compares a lock by)
+    records: tuple[ModuleRecord, ...] = ()
 
     @property
     def failing(self) -> int:
@@ -886,10 +890,13 @@ def prefetch_views(tree: VirtualTree, paths: Sequence[str], progress: Progress,
 def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executable: str,
              progress: Progress, remote: RemoteContext | None = None,
              api: ApiCheck = ApiCheck.INTERPRETER, *, gpu: bool = False,
+             on_simulation: Callable[[Simulator, Simulation], None] | None = None,
              ) -> tuple[list[ModuleStatus], list[Finding], tuple[str, ...],
                         tuple[ImportVerdict, ...], tuple[str, ...]]:
     """Simulate every extension module of the target wheels in the virtual environment
-    (`gpu`: for a machine with a GPU, which decides the variants some packages pick)."""
+    (`gpu`: for a machine with a GPU, which decides the variants some packages pick);
+    `on_simulation` is shown the simulator of the statuses returned and their simulation (the
+    targets' modules, as doctor's `on_simulation` shows its own)."""
     executable = host.executable or executable
     tree = VirtualTree(_objects(host, executable, target, api))
     for wheel in wheels:
@@ -908,27 +915,29 @@ def simulate(wheels: Sequence[Wheel], target: Target, host: HostProfile, executa
     # wheels): an import of a target that imports one of them fails where it fails
     around = base.required_closure(targets) & {n.distribution for n in base.natives}
 
-    def run(env: Environment) -> Simulation:
+    def run(env: Environment) -> tuple[Simulator, Simulation]:
         modules = [n for n in env.natives if n.checked and (
             n.distribution in targets or (n.distribution in around and n.module is not None))]
         prefetch_views(tree, [n.path for n in modules], progress)
         sim = Simulator(env, tree, config, load_preload_rules(), glob=tree.glob)
         prefetch_views(tree, sim.opened(modules), progress)
-        return simulate_modules(sim, modules, _context(sim, tree, target, search, host),
-                                progress, gpu=gpu)
+        return sim, simulate_modules(sim, modules, _context(sim, tree, target, search, host),
+                                     progress, gpu=gpu)
 
     # the Python code is read only when a module fails: it can only add libraries loaded
     # before the modules that need them, and place what fails in its imports (the code of a
     # required package, only when one of its modules fails)
     env = _planned(base, wheels, progress, read_code=False)
-    simulation = run(env)
+    sim, simulation = run(env)
     if not all(s.loads for s in simulation.statuses):
         failing = {s.distribution for s in simulation.statuses if not s.loads} & around
         env = _planned(base, wheels, progress, read_code=True, also=failing)
-        simulation = run(env)
+        sim, simulation = run(env)
     verdicts = [v for v in import_verdicts(env, simulation.statuses)
                 if v.distribution in targets]
     simulation = _targets_only(simulation, targets, verdicts)
+    if on_simulation is not None:
+        on_simulation(sim, simulation)
     statuses, findings, results = (list(simulation.statuses), list(simulation.findings),
                                    simulation.results)
     findings += compile_findings(env, verdicts)
@@ -1016,6 +1025,15 @@ _STORED = tuple[tuple[ModuleStatus, ...], tuple[Finding, ...], tuple[str, ...],
                 tuple[ImportVerdict, ...], tuple[str, ...]]
 
 
+# what the modules' records (`check(..., records=True)`) are kept under, beside the result
+RECORDS_FORMAT = "module-records-1"
+_RECORDS = tuple[ModuleRecord, ...]
+
+
+def _records_key(key: str) -> str:
+    return hashlib.sha256(f"{key} {RECORDS_FORMAT}".encode()).hexdigest()
+
+
 def _result_key(wheels: Sequence[Wheel], target: Target, host: HostProfile,
                 executable: str, gpu: bool = False) -> str | None:
     """The digest of every input of a simulation, or None when one is not content-addressed
@@ -1046,9 +1064,11 @@ def _result_key(wheels: Sequence[Wheel], target: Target, host: HostProfile,
 def check(targets: Sequence[str | IndexFile], withs: Sequence[str | IndexFile],
           ctx: RemoteContext | None, target: Target, host: HostProfile, progress: Progress,
           executable: str | None = None, skip_pure: bool = False,
-          gpu: GpuTarget | None = None) -> CheckReport:
+          gpu: GpuTarget | None = None, *, records: bool = False) -> CheckReport:
     """Check that the targets' extension modules would load next to the `withs` and, with
-    `gpu`, that the targets' GPU code runs on that GPU."""
+    `gpu`, that the targets' GPU code runs on that GPU; with `records`, the report also holds
+    each module's ABI record (`engines.fingerprints`, as a snapshot holds its modules'), made
+    from the simulation and kept in the cache beside its result."""
     if not targets:
         raise UsageError("nothing to check: name a requirement or a .whl file")
     wheels, notes = gather(targets, withs, ctx, target_markers(target), progress, skip_pure)
@@ -1057,16 +1077,34 @@ def check(targets: Sequence[str | IndexFile], withs: Sequence[str | IndexFile],
         executable, api = target_interpreter(target, executable, os.environ)
     executable = executable or sys.executable
     key = _result_key(wheels, target, host, executable + _api_key(target, api), gpu is not None)
-    stored = ctx.cache.get_result(key, _STORED) if ctx and ctx.cache and key else None
-    if isinstance(stored, tuple) and len(stored) == 5:
+    cache = ctx.cache if ctx is not None and key else None
+    stored = cache.get_result(key, _STORED) if cache is not None and key else None
+    held = (cache.get_result(_records_key(key), _RECORDS)
+            if cache is not None and key and records else None)
+    made: tuple[ModuleRecord, ...] = ()
+    if isinstance(stored, tuple) and len(stored) == 5 and (not records
+                                                            or isinstance(held, tuple)):
         statuses, findings = list(stored[0]), list(stored[1])
         missing, imports, skipped = tuple(stored[2]), tuple(stored[3]), tuple(stored[4])
+        made = tuple(held) if isinstance(held, tuple) else ()
     else:
+        seen: list[tuple[ModuleRecord, ...]] = []
+
+        def record(sim: Simulator, simulation: Simulation) -> None:
+            from abifit.engines.fingerprints import module_records
+
+            progress("fingerprints")
+            seen.append(module_records(sim, simulation, [SITE]))
+
         statuses, findings, missing, imports, skipped = simulate(
-            wheels, target, host, executable, progress, ctx, api, gpu=gpu is not None)
-        if ctx and ctx.cache and key:
-            ctx.cache.put_result(key, (tuple(statuses), tuple(findings), missing, imports,
-                                       skipped))
+            wheels, target, host, executable, progress, ctx, api, gpu=gpu is not None,
+            on_simulation=record if records else None)
+        made = seen[0] if seen else ()
+        if cache is not None and key:
+            cache.put_result(key, (tuple(statuses), tuple(findings), missing, imports,
+                                   skipped))
+            if records:
+                cache.put_result(_records_key(key), made)
     if executable != sys.executable and host.executable is None:
         notes.append(f"the target's interpreter: {executable}")
     api_note = _api_note(target, api)
@@ -1102,4 +1140,5 @@ def check(targets: Sequence[str | IndexFile], withs: Sequence[str | IndexFile],
             notes.append(f"--gpu {gpu.arch}: the target wheels carry no GPU code")
     return CheckReport(str(target), tuple(wheels), tuple(notes), tuple(statuses),
                        tuple(findings), missing, host.assume_driver,
-                       gpu_check.warnings if gpu_check else (), gpu_check, imports)
+                       gpu_check.warnings if gpu_check else (), gpu_check, imports,
+                       records=made)

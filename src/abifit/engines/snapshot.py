@@ -1,8 +1,9 @@
 """`abifit snapshot`: the environment of an interpreter as a PEP 751 lock with ABI fingerprints.
 
-The modules are simulated by `doctor` (its `on_simulation` shows the simulation): each module's
-load results give the sonames it mapped and where, its image the version nodes it requires, and
-`Simulator.bindings` the library each of its undefined symbols bound to. The lock part comes
+The modules are simulated by `doctor` (its `on_simulation` shows the simulation), and each
+module's record made from it by `engines.fingerprints` (as `check` makes those of a lock's
+modules): the sonames it mapped and where, the version nodes it requires, and the library each
+of its undefined symbols bound to. The lock part comes
 from the installation's records: `direct_url.json` (a wheel file with its hash, or the
 directory it was built from), else the index, asked for the file whose name, version and tags
 are those of the installed wheel (`WHEEL`); a find-links file or a `file://` URL without a hash
@@ -27,6 +28,7 @@ from packaging.version import InvalidVersion, Version
 
 from abifit.engines.check import CheckReport
 from abifit.engines.doctor import DoctorReport, doctor
+from abifit.engines.fingerprints import module_records
 from abifit.errors import AbifitError
 from abifit.formats.ldcache import LD_SO_CACHE
 from abifit.formats.pylock import (
@@ -36,11 +38,9 @@ from abifit.formats.pylock import (
     LibraryDir,
     LockedPackage,
     ModuleRecord,
-    Needed,
     Snapshot,
     Toolkit,
     WheelFile,
-    bindings_digest,
     target_of,
 )
 from abifit.host import observe
@@ -52,11 +52,10 @@ from abifit.host.ldconfig import (
     probe_host,
     read_ld_so_conf_entries,
 )
-from abifit.host.natives import site_root
 from abifit.sim.derivation import FoundThroughLdConf, FoundThroughLdLibraryPath
 from abifit.sim.findings import Finding, FindingKind
 from abifit.sim.loader import LoadResult, Via
-from abifit.sim.process import Environment, ModuleStatus, Progress, Simulation, Simulator
+from abifit.sim.process import Environment, Progress, Simulation, Simulator
 
 if TYPE_CHECKING:
     from abifit.formats.pins import Pin
@@ -107,9 +106,7 @@ def observe_stack(python: str, *, cache_dir: Path | None, environ: Mapping[str, 
     facts = sim.env.facts
     roots = [p for p in facts.sys_path if observe.isdir(p)]
     progress("fingerprints")
-    modules = tuple(_module(sim, status, result, roots)
-                    for status, result in zip(simulation.statuses, simulation.results,
-                                              strict=True))
+    modules = module_records(sim, simulation, roots)
     used = [r.path for result in simulation.results for r in result.resolutions if r.path]
     progress("locking the distributions")
     packages = tuple(lock_distribution(d, remote) for d in
@@ -147,45 +144,6 @@ def _portable(python: str, facts: InterpreterFacts) -> str:
     if prefix and python.startswith(prefix):
         return python[len(prefix):]
     return os.path.basename(python)
-
-
-# --- fingerprints ----------------------------------------------------------------------------
-
-
-def _relative(path: str | None, roots: Sequence[str]) -> str | None:
-    """A path inside site-packages relative to it; any other as it is."""
-    if path is None:
-        return None
-    root = site_root(path, roots)
-    return os.path.relpath(path, root) if root else path
-
-
-def _soname(sim: Simulator, path: str) -> str:
-    image = sim.image(path)
-    return (image.soname if image is not None and image.soname else os.path.basename(path))
-
-
-def _module(sim: Simulator, status: ModuleStatus, result: LoadResult,
-            roots: Sequence[str]) -> ModuleRecord:
-    needed: dict[str, Needed] = {}
-    for r in result.resolutions:
-        if r.name not in needed:
-            needed[r.name] = Needed(r.name, _relative(r.path, roots),
-                                    r.via.value if r.via else None)
-    image = sim.image(status.path)
-    versions = tuple(f"{need.file}:{v.name}" for need in (image.version_needs if image else ())
-                     for v in need.versions)
-    native = next(n for n in sim.env.natives if n.path == status.path)
-    lines = [(name, version, _soname(sim, where))
-             for name, version, where in (sim.bindings(native) if status.loads else ())]
-    counts: dict[str, int] = {}
-    for _name, _version, soname in lines:
-        counts[soname] = counts.get(soname, 0) + 1
-    use = sim.env.numpy_uses.get(status.path)
-    return ModuleRecord(status.module, status.distribution, _relative(status.path, roots) or "",
-                        status.loads, status.error, tuple(needed.values()), versions,
-                        tuple(sorted(counts.items())), bindings_digest(lines),
-                        use.headers if use else None, use.feature if use else None)
 
 
 # --- host facts ------------------------------------------------------------------------------
