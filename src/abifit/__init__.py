@@ -343,16 +343,22 @@ def diff(
     b: str | Path | None = None,
     *,
     python: str | None = None,
-    cache_dir: str | Path | None = None,
-    no_cache: bool = False,
+    versions_only: bool = False,
+    host: str | None = None,
+    assume_driver: str | None = None,
     progress: Progress | None = None,
+    **index: Any,
 ) -> DiffReport:
     """`abifit diff A B`: each side a snapshot file, an environment (an interpreter or a venv
     directory) or a lock/requirements file; `b` defaults to the environment of `python` (the
-    active one). `report.breaks` holds the changes that break a module A loaded."""
+    active one). A lock is checked as `check` checks `requirement_files` (on `host`, with the
+    index options; its Python the other side's where that side records one, unless
+    `python_version` is given); `versions_only` compares a lock's versions alone.
+    `report.breaks` holds the changes that break a module A loaded."""
     from abifit.commands.diff import DiffOptions, run_diff
 
-    return _run(run_diff, DiffOptions(str(a), _path(b), python, _path(cache_dir), no_cache),
+    return _run(run_diff, DiffOptions(str(a), _path(b), python, versions_only,
+                                      _host(host, assume_driver, None), _index("diff", index)),
                 progress)
 
 

@@ -235,18 +235,21 @@ def test_a_module_built_against_another_numpy_c_api() -> None:
 
 def test_lock_side_compares_versions_only(tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    """A requirements file as B: versions compared, no ABI claim, exit 0; JSON per schema."""
+    """A requirements file as B with --versions-only: versions compared, no ABI claim (no
+    index asked), exit 0; JSON per schema, the side a lock read for its versions."""
     snap = tmp_path / "pylock.toml"
     snap.write_text(dumps(FULL))
     reqs = tmp_path / "requirements.txt"
     reqs.write_text("extpkg==2.0\nhostpkg==1.0\n")
-    assert main(["diff", str(snap), str(reqs), "--json"]) == 0
+    assert main(["diff", str(snap), str(reqs), "--versions-only", "--offline", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     validate(doc, schema("diff"))
-    assert doc["abi"] == []
+    assert doc["abi"] == [] and doc["abi_compared"] is False
+    assert doc["sides"] == [{"kind": "snapshot", "target": None},
+                            {"kind": "lock", "target": None}]
     assert {(c["kind"], c["subject"]) for c in doc["versions"]} == {
         ("version", "extpkg"), ("removed", "local"), ("removed", "debian-thing")}
-    assert any("versions only" in n for n in doc["notes"])
+    assert any("versions alone" in n for n in doc["notes"])
 
 
 # --- a library found through ld.so.conf.d ----------------------------------------------------

@@ -12,13 +12,14 @@ action installs abifit from its own revision: tests/project/test_ci_install.py r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -322,21 +323,66 @@ def test_the_precommit_snippet_names_the_hook(index: LoopbackIndex, tmp_path: Pa
     assert done.returncode == 1 and "extpkg._ops" in done.stdout, done.stdout + done.stderr
 
 
-def test_the_comment_snippet_says_what_two_locks_can_tell(tmp_path: Path) -> None:
-    """The pull request comment's `abifit diff` line, on two lock files of another tool:
-    the version change, and that loading was not compared (never `fits`)."""
+def pylock(path: Path, pins: dict[str, str], url: Callable[[str], str],
+           digest: Callable[[str], str]) -> None:
+    """A PEP 751 lock of another tool pinning `pins` (name -> version), each with its wheel:
+    the file named `NAME-VERSION-...whl`, at `url(filename)`, its sha256 `digest(filename)`."""
+    text = 'lock-version = "1.0"\ncreated-by = "uv"\n'
+    for name, version in pins.items():
+        tag = "cp310-abi3-linux_x86_64" if name == "extfree" else "py3-none-linux_x86_64"
+        filename = f"{name}-{version}-{tag}.whl"
+        text += (f'\n[[packages]]\nname = "{name}"\nversion = "{version}"\nwheels = [{{ '
+                 f'name = "{filename}", url = "{url(filename)}", hashes = {{ sha256 = '
+                 f'"{digest(filename)}" }} }}]\n')
+    path.write_text(text)
+
+
+def comment_line() -> str:
+    """The `abifit diff` line of the pull request step of docs/ci.md."""
     block = re.search(r"```yaml\n# a step of a pull request's job.*?```", DOCS.read_text(), re.S)
     assert block is not None
     (line,) = [x.strip() for x in block.group(0).splitlines() if "abifit diff" in x]
-    for name, version in (("base-pylock.toml", "1.0"), ("pylock.toml", "2.0")):
-        (tmp_path / name).write_text(
-            'lock-version = "1.0"\ncreated-by = "uv"\n\n[[packages]]\nname = "hostpkg"\n'
-            f'version = "{version}"\nwheels = [{{ name = "hostpkg-{version}-py3-none-any.whl", '
-            f'url = "https://files.example/hostpkg-{version}-py3-none-any.whl", '
-            f'hashes = {{ sha256 = "{"0" * 64}" }} }}]\n')
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    done = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
+    return line
+
+
+def test_the_comment_snippet_says_what_a_new_lock_breaks(index: LoopbackIndex,
+                                                          tmp_path: Path) -> None:
+    """The pull request comment's `abifit diff` line (the fixture's Python in place of 3.12)
+    on the base lock and a new one with hostpkg 2.0: the step goes on (exit 1 is a verdict)
+    and the comment names the module the new lock breaks, and the version change."""
+    files = index.files
+    for name, host in (("pylock.base.toml", "1.0"), ("pylock.toml", "2.0")):
+        pylock(tmp_path / name, {"hostpkg": host, "extfree": "1.0"},
+               lambda f: index.server.url(f"/files/{f}"),
+               lambda f: hashlib.sha256(files[f]).hexdigest())
+    line = comment_line().replace("3.12", "3.11")
+    done = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=environment(index, tmp_path),
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    comment = (tmp_path / "comment.md").read_text()
+    assert comment.startswith("### abifit diff: breaks\n\nA: `pylock.base.toml` → B: "
+                              "`pylock.toml`\n\nB breaks 1 module(s) that A loaded\n")
+    assert "| extfree | `extpkg._ops` | " in comment
+    assert "| hostpkg | 1.0 | 2.0 |" in comment
+
+
+def test_the_comment_snippet_says_what_two_locks_can_tell(index: LoopbackIndex,
+                                                          tmp_path: Path) -> None:
+    """The same line on two locks whose wheels are nowhere to be had: an error that fails the
+    step (no comment), with the hint; with --versions-only, the version change, and that
+    loading was not compared (never `fits`)."""
+    for name, version in (("pylock.base.toml", "1.0"), ("pylock.toml", "2.0")):
+        pylock(tmp_path / name, {"hostpkg": version},
+               lambda f: f"https://files.example/{f}", lambda _f: "0" * 64)
+    env = {**environment(index, tmp_path), "PIP_INDEX_URL": "https://index.example/simple"}
+    line = comment_line()
+    done = subprocess.run(["bash", "-c", line], cwd=tmp_path, env={**env, "PIP_RETRIES": "0"},
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 1 and not (tmp_path / "comment.md").exists()
+    assert "hint: --versions-only" in done.stderr, done.stderr
+    versions_only = line.replace(" --markdown", " --versions-only --markdown")
+    done = subprocess.run(["bash", "-c", versions_only], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     comment = (tmp_path / "comment.md").read_text()
     assert comment.startswith("### abifit diff: versions only")

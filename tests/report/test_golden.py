@@ -27,7 +27,7 @@ import pytest
 from abifit.engines import explanation as says
 from abifit.engines.check import CheckReport, Role, Wheel, target_markers
 from abifit.engines.cuda import CudaReport, SonameUse
-from abifit.engines.diff import Change, ChangeKind, DiffReport
+from abifit.engines.diff import Change, ChangeKind, DiffReport, Origin, SideKind
 from abifit.engines.doctor import DoctorReport, ImportCheck, Verification
 from abifit.engines.explain import ExplainReport, Explanation, Verdict, history_pointer
 from abifit.engines.history import Change as HistoryChange
@@ -1695,14 +1695,21 @@ def diff_breaks() -> DiffReport:
             Change(ChangeKind.VERSION, "triton", "3.4.0", "3.5.0"),
         ),
         notes=("cluster/pylock.toml: no wheel or source recorded for mamba-ssm",),
+        origins=(Origin(SideKind.SNAPSHOT), Origin(SideKind.ENVIRONMENT)),
     )
 
 
 def diff_unchanged() -> DiffReport:
     """`diff pylock.toml requirements.txt`: a snapshot against the requirements pinned from
-    it: the same versions; a lock without abifit's facts says nothing of loading (a note)."""
+    it, whose wheels were checked for the snapshot's Python: the same versions, the same
+    modules (a note says what the lock was checked for)."""
+    target = "cp311 on manylinux_2_28_x86_64 (and 24 older)"
     return DiffReport(a="pylock.toml", b="requirements.txt", abi=(), versions=(),
-                      notes=("requirements.txt: a lock without abifit's facts: versions only",))
+                      notes=(f"requirements.txt: the wheels pinned checked for {target}, as "
+                             "`abifit check -r` checks them (read from the index, not "
+                             "installed)",),
+                      origins=(Origin(SideKind.SNAPSHOT),
+                               Origin(SideKind.CHECKED_LOCK, target)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -66,7 +66,9 @@ def fail_on_option(p: argparse.ArgumentParser) -> None:
                    "(also a library from outside the stack that a package needs, such as FFmpeg)")
 
 
-def host_options(p: argparse.ArgumentParser) -> None:
+def host_options(p: argparse.ArgumentParser, *, interpreter: bool = True) -> None:
+    """--host, --assume-driver and (with `interpreter`) --python, the interpreter that starts
+    the simulated process; `diff`, whose --python is an environment, takes the first two."""
     p.add_argument("--host", metavar="FILE|PRESET",
                    help="check for the machine whose profile `abifit doctor --save-host FILE` "
                    "saved (its loader settings and system libraries) instead of this one, or "
@@ -74,6 +76,8 @@ def host_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--assume-driver", metavar="VERSION",
                    help="check for a machine with this NVIDIA driver (its libcuda.so.1 is assumed "
                    "present)")
+    if not interpreter:
+        return
     p.add_argument("--python", metavar="PATH",
                    help="interpreter whose executable starts the simulated process (default: the "
                    "one running abifit)")

@@ -1,30 +1,41 @@
 """`abifit diff`: the options the command line and the API give, run by
-`abifit.engines.diff`."""
+`abifit.engines.diff`; a side that is a lock is checked by `run_check`, as `check -r FILE`."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from abifit.commands.contexts import HostOptions, IndexOptions
+
 if TYPE_CHECKING:
     from abifit.commands.contexts import Session
+    from abifit.engines.check import CheckReport
+    from abifit.engines.diff import LockCheck
     from abifit.formats.pins import Pin
 from abifit.engines.diff import DiffReport, diff
+
+VERSIONS_ONLY_HINT = "--versions-only compares the versions the locks pin, without their wheels"
 
 
 @dataclass(frozen=True)
 class DiffOptions:
     """What `abifit diff` is asked: two sides, each a snapshot file, an environment (an
     interpreter or a venv directory) or a lock or requirements file; without `b`, the
-    environment of `python` (default: the active one)."""
+    environment of `python` (default: the active one). A lock is checked as `check -r FILE`
+    checks it, on the `host` for the `index`'s target (its Python: the other side's, where
+    that side records one, unless the index options name one); `versions_only` reads the
+    versions of a lock alone (no index asked). The index's `cache_dir` and `no_cache` are
+    those of the environments' simulations too."""
 
     a: str
     b: str | None = None
     python: str | None = None
-    cache_dir: str | None = None
-    no_cache: bool = False
+    versions_only: bool = False
+    host: HostOptions = field(default_factory=HostOptions)
+    index: IndexOptions = field(default_factory=IndexOptions)
 
 
 def run_diff(options: DiffOptions, session: Session) -> DiffReport:
@@ -33,8 +44,33 @@ def run_diff(options: DiffOptions, session: Session) -> DiffReport:
     from abifit.host.environment import default_interpreter
 
     b = options.b or options.python or default_interpreter(session.environ)
-    return diff(options.a, b, cache_dir=None if options.no_cache else cache_root(
-        options.cache_dir, session.environ), environ=session.environ, progress=session.progress)
+    index = options.index
+    return diff(options.a, b, cache_dir=None if index.no_cache else cache_root(
+        index.cache_dir, session.environ), environ=session.environ, progress=session.progress,
+        check_lock=None if options.versions_only else lock_check(options, session))
+
+
+def lock_check(options: DiffOptions, session: Session) -> LockCheck:
+    """How `diff` checks a lock: `run_check` of `-r FILE` with the host and index options,
+    for the Python the diff names (the other side's) unless the index options name one, with
+    each module's record. An error says how to compare the versions alone."""
+    from abifit.commands.check import CheckOptions, run_check
+    from abifit.errors import AbifitError, UsageError
+
+    def check_lock(path: str, python: str | None) -> CheckReport:
+        index = options.index
+        if python is not None and not index.python_version:
+            index = replace(index, python_version=python)
+        try:
+            return run_check(CheckOptions(requirement_files=(path,), host=options.host,
+                                          index=index), session, records=True)
+        except AbifitError as e:
+            if "\nhint: " in str(e):  # its own fix first
+                raise
+            raise UsageError(f"{path}: its wheels could not be checked: {e}",
+                             VERSIONS_ONLY_HINT) from e
+
+    return check_lock
 
 
 def written_pins(spec: str) -> tuple[Pin, ...]:

@@ -3,26 +3,31 @@
 A side is a snapshot file (`abifit snapshot`'s `pylock.toml`, with `[tool.abifit]`), an
 environment (a Python interpreter, or a venv directory with `bin/python`: snapshotted here,
 with doctor's simulation), or a lock or requirements file without abifit's facts (`pylock.toml`
-of another tool, `uv.lock`, `requirements.txt`: versions only).
+of another tool, `uv.lock`, `requirements.txt`): checked as `check -r FILE` checks it (the
+wheels it pins read by range requests and simulated on the target host; `LockCheck`, which the
+command gives), for the Python of the other side where that side records one, its modules'
+records made from the check's simulation as a snapshot's are from doctor's. Asked for versions
+only (no `LockCheck`), a lock gives its versions alone.
 
 What is compared (`compare`, pure): every module that loads on side A, by distribution and
 module name, against side B's fingerprint of it: one that B has and that does not load there
-breaks (with B's loader error and, for an environment, doctor's explanation: the nearest
-definition of a missing symbol, whose signature changed); for one that loads on both, the
-CUDA major of the sonames it maps, the libraries outside site-packages it was found at, the
-version nodes it requires and the libraries its undefined symbols bound to (the digest, and
-the count per library). Host facts A's modules depended on (the glibc and libstdc++ releases,
-each ld.so.conf and LD_LIBRARY_PATH directory that found one of A's libraries, the driver's
-CUDA) are compared where both sides record a host. Then the versions of the distributions.
-A side without fingerprints (a lock file) says nothing of loading: only versions are compared,
-and a note says so.
+breaks (with B's loader error and, for an environment or a checked lock, doctor's or check's
+explanation: the nearest definition of a missing symbol, whose signature changed); one whose
+distribution B has without its file (neither a module nor a library a module loads) is gone;
+for one that loads on both, the CUDA major of the sonames it maps, the libraries outside
+site-packages it was found at, the version nodes it requires and the libraries its undefined
+symbols bound to (the digest, and the count per library). Host facts A's modules depended on
+(the glibc and libstdc++ releases, each ld.so.conf and LD_LIBRARY_PATH directory that found one
+of A's libraries, the driver's CUDA) are compared where both sides record a host. Then the
+versions of the distributions. A side without fingerprints (a lock not checked) says nothing
+of loading: only versions are compared, and a note says so.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,13 +44,14 @@ from abifit.sim.process import Progress
 from abifit.sim.verdict import costs
 
 if TYPE_CHECKING:
-    pass
+    from abifit.engines.check import CheckReport
 
 
 class SideKind(Enum):
     ENVIRONMENT = "environment"
     SNAPSHOT = "snapshot"
-    LOCK = "lock"
+    LOCK = "lock"  # a lock or requirements file, read for its versions only
+    CHECKED_LOCK = "checked-lock"  # a lock whose pinned wheels were checked (`check -r`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +61,18 @@ class Side:
     label: str
     kind: SideKind
     snapshot: Snapshot
-    findings: tuple[Finding, ...] = ()  # an environment's: doctor's
+    findings: tuple[Finding, ...] = ()  # an environment's: doctor's; a checked lock's: check's
+    target: str | None = None  # what a checked lock was checked for ("cp311 on ...")
+    notes: tuple[str, ...] = ()  # a checked lock's: its check's
 
     @property
     def fingerprinted(self) -> bool:
         return self.kind is not SideKind.LOCK
+
+
+# Checks a lock or requirements file as `check -r FILE` does, for a Python ("3.11"; None: the
+# check's own), with each module's record (`CheckReport.records`)
+LockCheck = Callable[[str, "str | None"], "CheckReport"]
 
 
 class ChangeKind(Enum):
@@ -94,15 +107,25 @@ class Change:
 
 
 @dataclass(frozen=True, slots=True)
+class Origin:
+    """What a side of a diff was: its kind, and the target a checked lock was checked for
+    ("cp311 on linux_x86_64")."""
+
+    kind: SideKind
+    target: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DiffReport:
     a: str
     b: str
     abi: tuple[Change, ...]
     versions: tuple[Change, ...]
     notes: tuple[str, ...] = ()
-    # whether loading was compared: both sides hold abifit's facts (a lock of another tool
-    # holds versions only)
+    # whether loading was compared: both sides hold abifit's facts (a snapshot, an environment,
+    # a lock whose wheels were checked); a lock read for its versions only holds none
     abi_compared: bool = True
+    origins: tuple[Origin, ...] = ()  # A's and B's (none: not said)
 
     @property
     def outcome(self) -> str:
@@ -111,7 +134,8 @@ class DiffReport:
             return f"B breaks {len(self.breaks)} module(s) that A loaded"
         if not self.abi_compared:
             return ("versions only: whether B loads what A loaded was not compared (a lock "
-                    "without abifit's facts; compare abifit snapshots for that)")
+                    "read for its versions alone; without --versions-only its wheels are "
+                    "checked)")
         return "B breaks nothing A loaded"
 
     @property
@@ -122,6 +146,12 @@ class DiffReport:
     @property
     def breaks(self) -> tuple[Change, ...]:
         return tuple(c for c in self.abi if c.breaks)
+
+    @property
+    def checked_for(self) -> tuple[str, ...]:
+        """The targets the sides that are locks were checked for, each once."""
+        return tuple(dict.fromkeys(o.target for o in self.origins
+                                   if o.kind is SideKind.CHECKED_LOCK and o.target))
 
 
 # --- comparing -------------------------------------------------------------------------------
@@ -194,9 +224,18 @@ def _module_changes(a: ModuleRecord, b: ModuleRecord) -> list[Change]:
     return out
 
 
+def _files(s: Snapshot) -> set[str]:
+    """The files of site-packages a stack's modules are, or load: a library that one side
+    checks as a module (a library-only wheel's, in a check of a lock) and the other loads
+    beside a module that needs it is there on both."""
+    return ({m.file for m in s.modules}
+            | {n.path for m in s.modules for n in m.needed if n.path and n.path[:1] != "/"})
+
+
 def _modules(a: Side, b: Side) -> list[Change]:
     b_modules = {_key(m): m for m in b.snapshot.modules}
     b_dists = {canonicalize_name(p.name) for p in b.snapshot.packages}
+    b_files = _files(b.snapshot)
     out = []
     for m in a.snapshot.modules:
         other = b_modules.get(_key(m))
@@ -206,7 +245,7 @@ def _modules(a: Side, b: Side) -> list[Change]:
                                   distribution=m.distribution))
             continue
         if other is None:
-            if _key(m)[0] in b_dists:
+            if _key(m)[0] in b_dists and m.file not in b_files:
                 out.append(Change(ChangeKind.MODULE_GONE, m.module, m.file, None,
                                   f"{m.distribution} on B has no such module",
                                   distribution=m.distribution))
@@ -264,8 +303,16 @@ def _versions(a: Snapshot, b: Snapshot) -> list[Change]:
 
 def compare(a: Side, b: Side) -> DiffReport:
     """The differences from A to B (see the module's docstring)."""
-    notes = [f"{side.label}: a lock without abifit's facts: versions only"
+    notes = [f"{side.label}: a lock read for its versions alone: its wheels were not checked"
              for side in (a, b) if not side.fingerprinted]
+    checked: dict[str, list[str]] = {}
+    for side in (a, b):
+        if side.kind is SideKind.CHECKED_LOCK and side.target:
+            checked.setdefault(side.target, []).append(side.label)
+    notes += [f"{' and '.join(labels)}: the wheels pinned checked for {target}, as `abifit "
+              "check -r` checks them (read from the index, not installed)"
+              for target, labels in checked.items()]
+    notes += [f"{side.label}: {n}" for side in (a, b) for n in side.notes]
     abi = (_modules(a, b) + _host(a.snapshot, b.snapshot)
            if a.fingerprinted and b.fingerprinted else [])
     unrecorded = [f"{side.label}: no wheel or source recorded for "
@@ -273,7 +320,8 @@ def compare(a: Side, b: Side) -> DiffReport:
                   if side.kind is SideKind.SNAPSHOT and side.snapshot.unrecorded]
     return DiffReport(a.label, b.label, tuple(sorted(abi, key=lambda c: not c.breaks)),
                       tuple(_versions(a.snapshot, b.snapshot)), tuple(notes + unrecorded),
-                      abi_compared=a.fingerprinted and b.fingerprinted)
+                      abi_compared=a.fingerprinted and b.fingerprinted,
+                      origins=(Origin(a.kind, a.target), Origin(b.kind, b.target)))
 
 
 # --- reading a side --------------------------------------------------------------------------
@@ -333,16 +381,39 @@ def _markers_of(side: Side) -> dict[str, str] | None:
     from abifit.engines.check import target_markers
     from abifit.remote.packageindex import Target
 
+    python = _python_of(side)
     full = side.snapshot.python_version
-    if side.kind is SideKind.LOCK or not full:
+    if python is None or not full:
         return None
-    markers = target_markers(Target.for_python(".".join(full.split(".")[:2])))
+    markers = target_markers(Target.for_python(python))
     return {**markers, "python_full_version": full, "implementation_version": full}
+
+
+def _python_of(side: Side) -> str | None:
+    """The "X.Y" of a side that records its Python (a snapshot, an environment); None for a
+    lock."""
+    full = side.snapshot.python_version
+    if side.kind in (SideKind.LOCK, SideKind.CHECKED_LOCK) or not full:
+        return None
+    return ".".join(full.split(".")[:2])
+
+
+def checked_side(side: Side, report: CheckReport) -> Side:
+    """A lock side with what its check found: the modules' records and findings, and the
+    versions of the pins the check's target gets (a pin without one exact version: the
+    release the check chose)."""
+    chosen: dict[str, str] = {canonicalize_name(w.name): w.version for w in report.wheels}
+    packages = tuple(replace(p, version=p.version or chosen.get(p.name))
+                     for p in _pinned(tuple(pin.requirement for pin in report.file_pins)))
+    return Side(side.label, SideKind.CHECKED_LOCK,
+                replace(side.snapshot, packages=packages, modules=report.records),
+                report.findings, report.target, report.notes)
 
 
 def read_side(spec: str, *, cache_dir: Path | None, environ: Mapping[str, str],
               progress: Progress) -> Side:
-    """A side from the command line (see the module's docstring)."""
+    """A side from the command line (see the module's docstring); a lock is read, not
+    checked (`diff` checks it)."""
     from abifit.engines.snapshot import observe_stack
 
     python = _interpreter(spec)
@@ -356,13 +427,26 @@ def read_side(spec: str, *, cache_dir: Path | None, environ: Mapping[str, str],
 
 
 def diff(a: str, b: str, *, cache_dir: Path | None, environ: Mapping[str, str],
-         progress: Progress) -> DiffReport:
-    """`abifit diff A B`."""
+         progress: Progress, check_lock: LockCheck | None = None) -> DiffReport:
+    """`abifit diff A B`: a side that is a lock is checked by `check_lock` for the Python of
+    the other side where that side records one (None: versions only, the lock's pins those
+    that other side's Python gets)."""
     sides = [read_side(spec, cache_dir=cache_dir, environ=environ, progress=progress)
              for spec in (a, b)]
-    for n, spec in enumerate((a, b)):  # a lock beside an environment: the pins it gets
-        markers = _markers_of(sides[1 - n])
-        if sides[n].kind is SideKind.LOCK and markers is not None and not (
-                spec.endswith(".toml") and os.path.basename(spec) != "uv.lock"):
+    for n, spec in enumerate((a, b)):
+        if sides[n].kind is not SideKind.LOCK:
+            continue
+        other = sides[1 - n]
+        if check_lock is not None:
+            if not sides[n].snapshot.packages:  # an empty lock: nothing to check, nothing loads
+                sides[n] = replace(sides[n], kind=SideKind.CHECKED_LOCK)
+                continue
+            progress(f"checking {spec}")
+            sides[n] = checked_side(sides[n], check_lock(spec, _python_of(other)))
+            continue
+        # a lock beside an environment: the pins it gets
+        markers = _markers_of(other)
+        if markers is not None and not (spec.endswith(".toml")
+                                        and os.path.basename(spec) != "uv.lock"):
             sides[n] = read_file_side(spec, markers)
     return compare(sides[0], sides[1])

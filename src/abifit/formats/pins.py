@@ -350,7 +350,7 @@ MAX_FILES = 1000  # requirements files one `-r` may bring in, includes of includ
 def read_pins(path: str, markers: Markers | None = None,
               _seen: frozenset[str] = frozenset(),
               _read: dict[str, Pins] | None = None) -> Pins:
-    """The requirements a file pins, by its name: `uv.lock`, `pylock*.toml`, else a
+    """The requirements a file pins, by its name: `uv.lock`, a `*.toml` (PEP 751), else a
     requirements file (with its `-r` includes, each file read once however often it is
     included, and at most `MAX_FILES` of them); with `markers` (the target's), only those
     the target gets."""
@@ -375,7 +375,7 @@ def read_pins(path: str, markers: Markers | None = None,
         raise UsageError(f"cannot read {path}: not UTF-8 text (byte {e.start})") from e
     if file.name == "uv.lock":
         return written_in(uv_lock(text, markers), path)
-    if file.name.startswith("pylock") and file.suffix == ".toml":
+    if file.suffix == ".toml":  # pylock.toml, pylock.NAME.toml, or a copy named otherwise
         return written_in(pylock_toml(text, markers), path)
     read[path] = Pins((), ())
     pins, included, skipped = requirements_txt(text, markers, path)

@@ -71,6 +71,8 @@ def diff_json(report: DiffReport) -> JsonObject:
                 "after": c.after, "detail": change_detail(c), "breaks": c.breaks}
 
     return {"schema_version": SCHEMA_VERSIONS["diff"], "command": "diff", "a": report.a,
-            "b": report.b, "breaks": len(report.breaks),
+            "b": report.b, "sides": [{"kind": o.kind.value, "target": o.target}
+                                     for o in report.origins],
+            "breaks": len(report.breaks),
             "abi_compared": report.abi_compared, "abi": [change(c) for c in report.abi],
             "versions": [change(c) for c in report.versions], "notes": list(report.notes)}

@@ -16,7 +16,7 @@ from json.encoder import encode_basestring_ascii
 # symbol demangled, the newest version of a family, the paths searched and the nearest
 # definitions as records)
 SCHEMA_VERSIONS: dict[str, int] = {
-    "cache": 3, "check": 4, "cuda": 4, "diff": 4, "doctor": 4, "error": 3, "explain": 4,
+    "cache": 3, "check": 4, "cuda": 4, "diff": 5, "doctor": 4, "error": 3, "explain": 4,
     "history": 3, "index": 3, "inspect": 3, "matrix": 3, "resolve": 3, "snapshot": 3,
     "variants": 3,
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Sequence
 
-from abifit.engines.diff import Change, ChangeKind, DiffReport
+from abifit.engines.diff import Change, ChangeKind, DiffReport, SideKind
 from abifit.report.gate import Gate, Level, Problem
 
 ROWS = 50  # rows of a table; the others are counted
@@ -75,6 +75,12 @@ def diff_markdown(report: DiffReport, limit: int = ROWS) -> str:
     broken = report.breaks
     lines = [f"### abifit diff: {report.word}", "",
              f"A: {code(report.a)} → B: {code(report.b)}", "", report.outcome]
+    locks = [code(label) for label, o in zip((report.a, report.b), report.origins, strict=False)
+             if o.kind is SideKind.CHECKED_LOCK]
+    if locks and report.checked_for:  # a lock's wheels: read from the index, simulated there
+        lines += ["", f"{' and '.join(locks)}: the wheels pinned were checked for "
+                  f"{', '.join(code(t) for t in report.checked_for)}, as `abifit check -r` "
+                  "checks them (nothing installed)."]
     of = {kind: [c for c in report.abi if c.kind is kind] for kind in ChangeKind}
     lines += _section("Breaks: modules that load on A and not on B", broken,
                       ("package", "module", "what fails on B"),
