@@ -26,7 +26,7 @@ from abifit.errors import AbifitError, UsageError
 from abifit.formats.demangle import compare_signatures, demangle, parse_signature
 from abifit.remote.diskcache import Cache
 from abifit.remote.packageindex import IndexFile
-from abifit.remote.recording import is_recorded
+from abifit.remote.recording import is_recorded, record_views
 from abifit.remote.runcontext import RemoteContext
 from abifit.remote.store import StoredSymbol, SymbolStore
 from abifit.remote.wheels import RemoteWheel
@@ -306,7 +306,7 @@ def _record(files: Sequence[IndexFile], ctx: RemoteContext, store: SymbolStore,
     them in the store, `jobs` wheels at a time."""
     def one(file: IndexFile) -> None:
         progress(f"reading {file.filename}")
-        RemoteWheel(file, ctx).record_views(store, progress)
+        record_views(RemoteWheel(file, ctx), store, progress)
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         list(pool.map(one, files))

@@ -126,7 +126,7 @@ def _add_one(file: IndexFile, ctx: RemoteContext, store: SymbolStore,
              progress: Progress) -> IndexedWheel:
     from packaging.utils import canonicalize_name
 
-    from abifit.remote.recording import is_recorded
+    from abifit.remote.recording import is_recorded, record_views
     from abifit.remote.wheels import RemoteWheel
 
     wheel = file.wheel()
@@ -138,7 +138,7 @@ def _add_one(file: IndexFile, ctx: RemoteContext, store: SymbolStore,
         if is_recorded(store, file, ctx.cache):
             return replace(base, status="present")
         progress(f"{file.filename}: reading")
-        recorded = RemoteWheel(file, own).record_views(store, progress)
+        recorded = record_views(RemoteWheel(file, own), store, progress)
     except AbifitError as e:
         return replace(base, error=str(e).splitlines()[0], bytes_fetched=_fetched(client))
     finally:

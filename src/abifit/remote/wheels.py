@@ -10,7 +10,8 @@ in one request, and several members are read at once (`abifit.remote.memberreads
 member's bytes come from its ends and its middle (`abifit.remote.memberbytes`); the decoding
 itself (CPU-bound) runs in worker processes (`abifit.workers`), the largest members' first.
 Fat binaries and the use of NumPy's C API are read by `abifit.remote.elfmembers`; the views go
-into the symbol store through `abifit.remote.recording`.
+into the symbol store through `abifit.remote.recording` (`record_views(wheel, ...)`), which
+imports this module, never the other way.
 """
 
 from __future__ import annotations
@@ -60,8 +61,6 @@ from abifit.remote.wheelcache import (
 if TYPE_CHECKING:
     from abifit.formats.fatbin import GpuCode
     from abifit.formats.numpyapi import NumpyUse
-    from abifit.remote.recording import Recorded
-    from abifit.remote.store import SymbolStore
 
 R = TypeVar("R")
 
@@ -353,13 +352,6 @@ class RemoteWheel:
             found = python_members(self._open()[0])
             wheelcache.remember(self.ctx, self.file, PYTHON, found)
             return found
-
-    def record_views(self, store: SymbolStore,
-                     progress: Callable[[str], None] = lambda _m: None) -> Recorded:
-        """Record every ELF member's dynamic view in the symbol store (`record_views`)."""
-        from abifit.remote.recording import record_views
-
-        return record_views(self, store, progress)
 
     def metadata(self) -> str:
         """The wheel's core metadata (METADATA): from the index (PEP 658) when offered, else
