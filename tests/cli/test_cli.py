@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from abifit.cli import main
-from abifit.report.json import SCHEMA_VERSIONS
+from abifit.report.json import schema_version
 from fixtures.build import compile_c
 from helpers import FIXTURES, schema, validate
 
@@ -93,7 +93,7 @@ def test_inspect_json_matches_schema_and_readelf() -> None:
     done = run("inspect", LIBSTDCXX, "--json")
     assert done.returncode == 0, done.stderr
     doc = json_of(done)
-    assert doc["schema_version"] == SCHEMA_VERSIONS["inspect"] == 3
+    assert doc["schema_version"] == schema_version("inspect") == 3
     (obj,) = doc["objects"]  # type: ignore[misc]
     readelf = subprocess.run(["readelf", "--dyn-syms", "-W", LIBSTDCXX], capture_output=True,
                              text=True, check=True).stdout

@@ -20,7 +20,7 @@ from abifit.engines.variants import Group, MemberDiff, VariantsReport
 from abifit.remote.diskcache import BucketInfo, CacheInfo, RootState
 from abifit.report.cache import cache_json, cache_text
 from abifit.report.findings import problem_blocks
-from abifit.report.json import SCHEMA_VERSIONS, dumps
+from abifit.report.json import SCHEMA_SUFFIX, dumps, schema_version, schema_versions
 from abifit.report.matrix import matrix_html, matrix_json, matrix_text
 from abifit.report.variants import variants_json, variants_text
 from abifit.sim.derivation import (
@@ -36,8 +36,8 @@ from abifit.sim.loader import LoadProblem, ProblemKind
 from helpers import validate
 
 SCHEMAS = files("abifit").joinpath("report/schemas")
-COMMANDS = ("inspect", "doctor", "check", "cuda", "matrix", "variants", "cache",
-            "explain", "index", "history", "snapshot", "diff", "resolve")
+# the commands' documents: every schema that pins a version, but the error's
+COMMANDS = sorted(set(schema_versions()) - {"error"})
 TRANSFER = {"bytes_fetched": 4096, "requests": 3, "wheel_bytes": 1_000_000}
 
 
@@ -93,16 +93,19 @@ def _report_modules_with_json() -> list[str]:
 
 
 def test_every_json_renderer_has_a_schema() -> None:
-    """Each report module with a `<command>_json` has `schemas/<command>.schema.json`."""
-    assert _report_modules_with_json() == sorted(COMMANDS)
+    """Each report module with a `<command>_json` has `schemas/<command>.schema.json`, and
+    each command's schema a report module that renders its document."""
+    assert _report_modules_with_json() == COMMANDS
     assert all(SCHEMAS.joinpath(f"{c}.schema.json").is_file() for c in COMMANDS)
 
 
 def test_every_document_has_a_version_of_its_own() -> None:
-    """`SCHEMA_VERSIONS` names every document (the commands' and the error's), and each
-    schema's title says the version it pins."""
-    assert sorted(SCHEMA_VERSIONS) == sorted([*COMMANDS, "error"])
-    for command, version in SCHEMA_VERSIONS.items():
+    """Every schema but the common one pins a version (`schema_versions`: the commands'
+    documents and the error's), and each schema's title says the version it pins."""
+    schemas = {p.name.removesuffix(SCHEMA_SUFFIX) for p in SCHEMAS.iterdir()}
+    assert sorted(schema_versions()) == sorted(schemas - {"common"})
+    assert "error" in schema_versions() and "check" in schema_versions()
+    for command, version in schema_versions().items():
         title = schema(command)["title"]
         assert isinstance(title, str) and title.endswith(f"schema_version {version}"), command
 
@@ -141,7 +144,7 @@ def test_schema_pins_the_version_and_the_command(command: str) -> None:
     jsonschema.Draft202012Validator.check_schema(doc)
     properties = doc["properties"]
     assert isinstance(properties, dict)
-    assert properties["schema_version"] == {"const": SCHEMA_VERSIONS[command]}
+    assert properties["schema_version"] == {"const": schema_version(command)}
     assert properties["command"] == {"const": command}
     assert doc["additionalProperties"] is False
     required = doc["required"]
@@ -156,7 +159,7 @@ def test_matrix_json_validates_and_holds_every_cell(transfer: dict[str, int] | N
     validate(doc, schema("matrix"))
     assert list(doc)[:2] == ["schema_version", "command"]
     assert (doc["schema_version"], doc["command"], doc["transfer"]) == (
-        SCHEMA_VERSIONS["matrix"], "matrix", transfer)
+        schema_version("matrix"), "matrix", transfer)
     assert [(r["version"], r["variant"], r["verdict"]) for r in doc["rows"]] == [
         ("2.0", "cu128", "fails"), ("2.0", "cu130", "fits"), ("1.0", "cu128", "fits"),
         ("0.9", "cu128", "error")]
@@ -224,7 +227,7 @@ def test_variants_json_validates_and_holds_groups_and_differences(
     validate(doc, schema("variants"))
     assert list(doc)[:2] == ["schema_version", "command"]
     assert (doc["schema_version"], doc["command"], doc["transfer"]) == (
-        SCHEMA_VERSIONS["variants"], "variants", transfer)
+        schema_version("variants"), "variants", transfer)
     assert doc["target"] == "cp311 on linux_x86_64, linux_aarch64"
     assert doc["left_out"] == ["host-2.0-py3-none-macosx_11_0_arm64.whl",
                                "host-2.0-py3-none-win_amd64.whl"]
@@ -313,7 +316,7 @@ def test_cache_json_validates_and_totals_the_buckets() -> None:
     doc = json.loads(dumps(cache_json(CACHE_INFO)))
     validate(doc, schema("cache"))
     assert list(doc)[:2] == ["schema_version", "command"]
-    assert doc == {"schema_version": SCHEMA_VERSIONS["cache"], "command": "cache",
+    assert doc == {"schema_version": schema_version("cache"), "command": "cache",
                    "path": "/home/u/.cache/abifit", "state": "directory",
                    "entries": 15, "bytes": 349_774,
                    "buckets": [{"name": "elf-v2", "entries": 12, "bytes": 345_678},

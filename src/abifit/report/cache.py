@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from abifit.remote.diskcache import CacheInfo
-from abifit.report.json import SCHEMA_VERSIONS, JsonObject
+from abifit.report.json import JsonObject, schema_version
 
 
 def cache_text(info: CacheInfo) -> str:
@@ -17,7 +17,7 @@ def cache_text(info: CacheInfo) -> str:
 def cache_json(info: CacheInfo) -> JsonObject:
     """The `--json` document of `abifit cache info`."""
     return {
-        "schema_version": SCHEMA_VERSIONS["cache"],
+        "schema_version": schema_version("cache"),
         "command": "cache",
         "path": str(info.root),
         "state": info.state.value,

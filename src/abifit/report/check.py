@@ -15,7 +15,7 @@ from abifit.report.doctor import (
 )
 from abifit.report.findings import finding_json, problem_blocks
 from abifit.report.gpu import gpu_check_json
-from abifit.report.json import SCHEMA_VERSIONS, JsonObject
+from abifit.report.json import JsonObject, schema_version
 from abifit.sim.findings import FindingKind
 
 
@@ -23,7 +23,7 @@ def check_json(report: CheckReport, transfer: dict[str, int] | None) -> JsonObje
     """The `--json` document of `abifit check`: doctor's module and finding fields, plus the
     wheels, the verdict and the transfer."""
     return {
-        "schema_version": SCHEMA_VERSIONS["check"],
+        "schema_version": schema_version("check"),
         "command": "check",
         "verdict": report.verdict,
         "target": report.target,

@@ -11,14 +11,14 @@ from abifit.engines.cuda import CudaReport
 from abifit.host.cudastack import CudaStack, Toolkit
 from abifit.report.findings import finding_json, problem_blocks
 from abifit.report.gpu import gpu_check_json
-from abifit.report.json import SCHEMA_VERSIONS, JsonObject
+from abifit.report.json import JsonObject, schema_version
 
 
 def cuda_json(report: CudaReport) -> JsonObject:
     """The `--json` document of `abifit cuda`."""
     stack = report.stack
     return {
-        "schema_version": SCHEMA_VERSIONS["cuda"],
+        "schema_version": schema_version("cuda"),
         "command": "cuda",
         "verdict": "problems" if report.findings else "ok",
         "python": {"executable": report.python, "version": report.python_version},

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from abifit.engines.diff import Change, ChangeKind, DiffReport
 from abifit.report.derivation import derivation_text
-from abifit.report.json import SCHEMA_VERSIONS, JsonObject
+from abifit.report.json import JsonObject, schema_version
 
 _LABEL = {
     ChangeKind.STOPS_LOADING: "does not load",
@@ -70,7 +70,7 @@ def diff_json(report: DiffReport) -> JsonObject:
         return {"kind": c.kind.value, "subject": c.subject, "before": c.before,
                 "after": c.after, "detail": change_detail(c), "breaks": c.breaks}
 
-    return {"schema_version": SCHEMA_VERSIONS["diff"], "command": "diff", "a": report.a,
+    return {"schema_version": schema_version("diff"), "command": "diff", "a": report.a,
             "b": report.b, "sides": [{"kind": o.kind.value, "target": o.target}
                                      for o in report.origins],
             "breaks": len(report.breaks),

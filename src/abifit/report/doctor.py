@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from abifit.engines.kept import DoctorPrinted
 from abifit.report.findings import finding_json, problem_blocks
 from abifit.report.gpu import gpu_check_json
-from abifit.report.json import SCHEMA_VERSIONS, JsonObject, dumps
+from abifit.report.json import JsonObject, dumps, schema_version
 from abifit.sim.findings import Effect
 from abifit.sim.process import ImportVerdict, ModuleStatus, count_effect
 
@@ -24,7 +24,7 @@ def doctor_json(report: DoctorReport) -> JsonObject:
     if report.verification is not None:
         verification = [asdict(v) for v in report.verification]
     return {
-        "schema_version": SCHEMA_VERSIONS["doctor"],
+        "schema_version": schema_version("doctor"),
         "command": "doctor",
         "verdict": report.verdict.value,
         "python": {"executable": report.python, "version": report.python_version},

@@ -17,7 +17,7 @@ from abifit.engines.explanation import Note, Summary
 from abifit.report.doctor import module_json
 from abifit.report.findings import finding_json, finding_text
 from abifit.report.gpu import coverage_reason
-from abifit.report.json import SCHEMA_VERSIONS, JsonObject
+from abifit.report.json import JsonObject, schema_version
 
 if TYPE_CHECKING:
     from abifit.engines.explain import ExplainReport, Explanation
@@ -38,7 +38,7 @@ _VERDICTS = {
 def explain_json(report: ExplainReport) -> JsonObject:
     """The `--json` document of `abifit explain`."""
     return {
-        "schema_version": SCHEMA_VERSIONS["explain"],
+        "schema_version": schema_version("explain"),
         "command": "explain",
         "verdict": "problems" if report.problems else "ok",
         "python": {"executable": report.python, "version": report.python_version},

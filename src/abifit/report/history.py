@@ -5,7 +5,7 @@ report as one versioned document."""
 from __future__ import annotations
 
 from abifit.engines.history import Form, HistoryReport, ranges, span
-from abifit.report.json import SCHEMA_VERSIONS, JsonObject
+from abifit.report.json import JsonObject, schema_version
 
 
 def history_text(report: HistoryReport) -> str:
@@ -32,7 +32,7 @@ def history_text(report: HistoryReport) -> str:
 def history_json(report: HistoryReport, transfer: dict[str, int] | None) -> JsonObject:
     """The `--json` document of `abifit history`."""
     return {
-        "schema_version": SCHEMA_VERSIONS["history"],
+        "schema_version": schema_version("history"),
         "command": "history",
         "query": report.query,
         "package": report.package,

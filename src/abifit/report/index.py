@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from abifit.engines.index import IndexAddReport, IndexTransferReport
 from abifit.remote.store import StoreInfo
-from abifit.report.json import SCHEMA_VERSIONS, JsonObject
+from abifit.report.json import JsonObject, schema_version
 
 IndexReport = IndexAddReport | IndexTransferReport | StoreInfo
 
@@ -28,7 +28,7 @@ def index_json(report: IndexReport) -> JsonObject:
         action, store, result = report.action, report.store, _transfer_result(report)
     else:
         action, store, result = "info", report.path, _info_result(report)
-    return {"schema_version": SCHEMA_VERSIONS["index"], "command": "index", "action": action,
+    return {"schema_version": schema_version("index"), "command": "index", "action": action,
             "store": str(store), "result": result}
 
 

@@ -10,7 +10,7 @@ from dataclasses import asdict
 
 from abifit.engines.inspect import InspectReport, ObjectReport, SymbolRow, SymbolSelection
 from abifit.report.gpu import coverage_json, coverage_reason, target_json
-from abifit.report.json import SCHEMA_VERSIONS, JsonObject
+from abifit.report.json import JsonObject, schema_version
 
 _FILE_TYPES = {"DYN": "shared object", "EXEC": "executable", "REL": "relocatable object",
                "CORE": "core file"}
@@ -20,7 +20,7 @@ def inspect_json(report: InspectReport, transfer: dict[str, int] | None = None) 
     """The `--json` document of `abifit inspect`."""
     return {
         "transfer": transfer,
-        "schema_version": SCHEMA_VERSIONS["inspect"],
+        "schema_version": schema_version("inspect"),
         "command": "inspect",
         "targets": list(report.targets),
         "symbols": report.symbols.value,

@@ -1,33 +1,53 @@
 """The versioned JSON documents `--json` prints: their schema versions and their serialisation.
 
 Each command's document has a schema beside this module, in `schemas/<command>.schema.json`,
-and a version of its own (`SCHEMA_VERSIONS`): a document of schema version N validates against
-the schema whose `schema_version` is N. What changes a version, and what may change without
-one, is the stability policy of docs/json.md.
+and a version of its own, which that schema pins (`schema_version`): a document of schema
+version N validates against the schema whose `schema_version` is N. What changes a version, and
+what may change without one, is the stability policy of docs/json.md.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Mapping
 from json.encoder import encode_basestring_ascii
-
-# the schema version of each document, by its `command` ("error": the document of a command
-# that could not do its work); each began at 3, and each changes on its own (4: a finding's
-# symbol demangled, the newest version of a family, the paths searched and the nearest
-# definitions as records)
-SCHEMA_VERSIONS: dict[str, int] = {
-    "cache": 3, "check": 4, "cuda": 4, "diff": 5, "doctor": 4, "error": 3, "explain": 4,
-    "history": 3, "index": 3, "inspect": 3, "matrix": 3, "resolve": 3, "snapshot": 3,
-    "variants": 3,
-}
+from types import MappingProxyType
 
 JsonObject = dict[str, object]
+
+SCHEMA_SUFFIX = ".schema.json"
+
+
+@functools.cache
+def schema_versions() -> Mapping[str, int]:
+    """The schema version of each document, by its `command` ("error": the document of a
+    command that could not do its work): the `schema_version` its schema pins
+    (`properties.schema_version.const` of `schemas/<command>.schema.json`; common.schema.json,
+    which documents only refer to, pins none), read from the package once. Each began at 3,
+    and each changes on its own (4: a finding's symbol demangled, the newest version of a
+    family, the paths searched and the nearest definitions as records)."""
+    from importlib.resources import files
+
+    found: dict[str, int] = {}
+    for path in files("abifit.report").joinpath("schemas").iterdir():
+        if path.name.endswith(SCHEMA_SUFFIX):
+            schema = json.loads(path.read_text("utf-8"))
+            pinned = schema.get("properties", {}).get("schema_version", {}).get("const")
+            if isinstance(pinned, int):
+                found[path.name.removesuffix(SCHEMA_SUFFIX)] = pinned
+    return MappingProxyType(dict(sorted(found.items())))
+
+
+def schema_version(command: str) -> int:
+    """The schema version of `command`'s document (`schema_versions`)."""
+    return schema_versions()[command]
 
 
 def error_json(command: str | None, message: str, kind: str) -> JsonObject:
     """The document `--json` prints when a command cannot do its work (exit 2, or 3 for a bug):
     `schemas/error.schema.json`."""
-    return {"schema_version": SCHEMA_VERSIONS["error"], "command": command, "error": {
+    return {"schema_version": schema_version("error"), "command": command, "error": {
         "kind": kind, "message": message}}
 
 

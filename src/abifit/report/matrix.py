@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from abifit.engines.matrix import Cell, MatrixReport
 from abifit.engines.pairs import MissingSymbol, labels
 from abifit.report import page
-from abifit.report.json import SCHEMA_VERSIONS, JsonObject
+from abifit.report.json import JsonObject, schema_version
 
 _MARK = {"fits": "✓ fits", "degraded": "◐", "fails": "✗", "error": "! error"}
 
@@ -147,7 +147,7 @@ def matrix_json(report: MatrixReport, transfer: dict[str, int] | None) -> JsonOb
     """The `--json` document of `abifit matrix`."""
     setting = report.setting
     return {
-        "schema_version": SCHEMA_VERSIONS["matrix"],
+        "schema_version": schema_version("matrix"),
         "command": "matrix",
         "extension": report.extension,
         "host": report.host,

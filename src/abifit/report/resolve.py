@@ -12,7 +12,7 @@ from abifit.engines.resolve import Conflict, Pin, Rejection, ResolveReport, SetC
 from abifit.errors import UsageError
 from abifit.formats.pylock import LockedPackage, Snapshot, WheelFile, dumps, target_of
 from abifit.report import page
-from abifit.report.json import SCHEMA_VERSIONS, JsonObject
+from abifit.report.json import JsonObject, schema_version
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 
@@ -122,7 +122,7 @@ def resolve_json(report: ResolveReport, transfer: dict[str, int] | None) -> Json
     """The `--json` document of `abifit resolve`."""
     s = report.stats
     return {
-        "schema_version": SCHEMA_VERSIONS["resolve"],
+        "schema_version": schema_version("resolve"),
         "command": "resolve",
         "target": report.target,
         "requirements": list(report.requirements),

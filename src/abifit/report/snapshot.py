@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from abifit.engines.snapshot import SnapshotReport
 from abifit.formats.pylock import LibraryDir, LockedPackage, ModuleRecord, Snapshot
-from abifit.report.json import SCHEMA_VERSIONS, JsonObject
+from abifit.report.json import JsonObject, schema_version
 
 
 def requirements_text(snapshot: Snapshot) -> str:
@@ -90,7 +90,7 @@ def snapshot_json(report: SnapshotReport) -> JsonObject:
     s = report.snapshot
     h, c = s.host, s.cuda
     return {
-        "schema_version": SCHEMA_VERSIONS["snapshot"],
+        "schema_version": schema_version("snapshot"),
         "command": "snapshot",
         "python": s.python,
         "python_version": s.python_version,

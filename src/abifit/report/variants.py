@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from abifit.engines.variants import MemberDiff, VariantsReport
-from abifit.report.json import SCHEMA_VERSIONS, JsonObject
+from abifit.report.json import JsonObject, schema_version
 
 _EXAMPLES = 5
 
@@ -63,7 +63,7 @@ def _difference_text(d: MemberDiff) -> list[str]:
 def variants_json(report: VariantsReport, transfer: dict[str, int] | None) -> JsonObject:
     """The `--json` document of `abifit variants`."""
     return {
-        "schema_version": SCHEMA_VERSIONS["variants"],
+        "schema_version": schema_version("variants"),
         "command": "variants",
         "name": report.name,
         "version": report.version,
