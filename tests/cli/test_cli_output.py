@@ -103,13 +103,16 @@ def test_a_bad_input_is_one_error_line_and_exit_2(tmp_path: Path, args: list[str
     assert "error" not in done.stdout
 
 
-def test_a_script_is_no_executable_for_check(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [["check", "x==1"], ["matrix", "x==1", "--against", "y"],
+                                     ["resolve", "x"]], ids=lambda c: c[0])
+def test_a_script_is_no_executable_for_check(command: list[str], tmp_path: Path) -> None:
     """`check --python` of a script (pyenv's shims are scripts) says how to find the executable
-    it starts; doctor, which only asks the interpreter its facts, accepts it."""
+    it starts, as do matrix and resolve, which simulate a process of it too; doctor, which only
+    asks the interpreter its facts, accepts it."""
     shim = tmp_path / "python-shim"
     shim.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
     shim.chmod(0o755)
-    done = run("check", "x==1", "--python", str(shim), "--offline")
+    done = run(*command, "--python", str(shim), "--offline")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     error, hint = done.stderr.splitlines()
     assert error == f"error: --python {shim} is not a Python interpreter (a script that starts " \

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import logging
 import os
+import pkgutil
 import shutil
 import signal
 import sys
@@ -22,25 +24,10 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from types import FrameType
+from types import FrameType, ModuleType
 from typing import TextIO
 
-from abifit.cli import (
-    cache,
-    check,
-    completion,
-    cuda,
-    diff,
-    doctor,
-    explain,
-    history,
-    index,
-    inspect,
-    matrix,
-    resolve,
-    snapshot,
-    variants,
-)
+from abifit.cli import completion
 from abifit.cli.options import Parser, output_options
 from abifit.cli.shared import shows_progress
 from abifit.cli.status import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_STATUS
@@ -50,6 +37,22 @@ from abifit.host.localfs import interpreter_problem
 from abifit.report.terminal import Style, Terminal
 from abifit.version import __version__
 from abifit.workers import stop_workers
+
+
+def commands() -> list[ModuleType]:
+    """The modules of this package that add a command: those that define `configure` (which
+    adds the command's arguments and the function that runs it, `run`), in the order of the
+    `HELP_PLACE` each sets, where `abifit --help` lists it (the lowest first). A new command
+    is a new module; nothing here names it."""
+    found = []
+    for info in pkgutil.iter_modules([os.path.dirname(__file__)], prefix="abifit.cli."):
+        module = importlib.import_module(info.name)
+        if not hasattr(module, "configure"):
+            continue
+        if not isinstance(getattr(module, "HELP_PLACE", None), int):
+            raise TypeError(f"{info.name} adds a command but sets no HELP_PLACE (an int)")
+        found.append(module)
+    return sorted(found, key=lambda module: (module.HELP_PLACE, module.__name__))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -62,22 +65,10 @@ def parser() -> argparse.ArgumentParser:
     output_options(parser, on_command=False)
     parser.add_argument("--version", action="version", version=f"abifit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    inspect.configure(sub)
-    cache.configure(sub)
-    index.configure(sub)
-    doctor.configure(sub)
-    explain.configure(sub)
-    cuda.configure(sub)
-    check.configure(sub)
-    snapshot.configure(sub)
-    diff.configure(sub)
-    matrix.configure(sub)
-    resolve.configure(sub)
-    variants.configure(sub)
-    history.configure(sub)
-    completion.configure(sub)
-    for command in sub.choices.values():  # the output options also after the command's name
-        output_options(command, on_command=True)
+    for command in commands():
+        command.configure(sub)
+    for made in sub.choices.values():  # the output options also after the command's name
+        output_options(made, on_command=True)
     return parser
 
 
@@ -206,17 +197,16 @@ def _internal_error(err: TextIO, args: argparse.Namespace, e: Exception,
 
 def _check_interpreter(args: argparse.Namespace) -> None:
     """--python must name a Python interpreter (a name is looked up on PATH): before anything
-    runs it or reads it as the executable of a simulated process (check, matrix: an ELF file;
-    the other commands only ask it for its facts, which a script such as pyenv's shim answers
-    too)."""
+    runs it or reads it as the executable of a simulated process (an ELF file, for the
+    commands that set `python_executable`: check, matrix, resolve; the other commands only ask
+    it for its facts, which a script such as pyenv's shim answers too)."""
     given = getattr(args, "python", None)
     if not given:
         return
     path = given if os.sep in given else shutil.which(given)
     if path is None:
         raise UsageError(f"--python {given}: no such command on PATH")
-    problem = interpreter_problem(path, scripts=args.command not in ("check", "matrix",
-                                                                     "resolve"))
+    problem = interpreter_problem(path, scripts=not getattr(args, "python_executable", False))
     if problem is not None:
         hint = None
         if os.path.isdir(path) and os.path.isfile(os.path.join(path, "bin", "python")):

@@ -12,6 +12,8 @@ from abifit.commands.contexts import cache_root
 from abifit.errors import UsageError
 from abifit.remote.diskcache import Cache
 
+HELP_PLACE = 20  # where `abifit --help` lists the command (`app.commands`)
+
 
 def configure(sub: Subparsers) -> None:
     """The `cache` command's arguments."""

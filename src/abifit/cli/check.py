@@ -22,6 +22,8 @@ from abifit.cli.shared import (
 )
 from abifit.cli.status import verdict_status
 
+HELP_PLACE = 70  # where `abifit --help` lists the command (`app.commands`)
+
 
 def configure(sub: Subparsers) -> None:
     """The `check` command's arguments."""
@@ -51,7 +53,7 @@ def configure(sub: Subparsers) -> None:
     k.add_argument("--json", action="store_true", help="print one JSON document")
     ci_options(k)
     index_options(k)
-    k.set_defaults(run=run, verdict_line=True)
+    k.set_defaults(run=run, verdict_line=True, python_executable=True)
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -18,6 +18,9 @@ from abifit.cli.status import EXIT_OK
 SHELLS = ("bash", "zsh", "fish")
 
 
+HELP_PLACE = 140  # where `abifit --help` lists the command (`app.commands`)
+
+
 def configure(sub: Subparsers) -> None:
     """The `completion` command's arguments."""
     c = sub.add_parser(

@@ -9,6 +9,8 @@ from abifit.cli.options import Subparsers
 from abifit.cli.shared import run_command
 from abifit.cli.status import EXIT_OK, EXIT_PROBLEMS
 
+HELP_PLACE = 60  # where `abifit --help` lists the command (`app.commands`)
+
 
 def configure(sub: Subparsers) -> None:
     """The `cuda` command's arguments."""

@@ -10,6 +10,8 @@ from abifit.cli.options import Subparsers, ci_options, host_options, index_optio
 from abifit.cli.shared import index_options_of, run_command
 from abifit.cli.status import EXIT_OK, EXIT_PROBLEMS
 
+HELP_PLACE = 90  # where `abifit --help` lists the command (`app.commands`)
+
 
 def configure(sub: Subparsers) -> None:
     """The `diff` command's arguments."""

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from abifit.engines.kept import DoctorPrinted
 
 
+HELP_PLACE = 40  # where `abifit --help` lists the command (`app.commands`)
+
+
 def configure(sub: Subparsers) -> None:
     """The `doctor` command's arguments."""
     d = sub.add_parser(

@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     pass
 
 
+HELP_PLACE = 50  # where `abifit --help` lists the command (`app.commands`)
+
+
 def configure(sub: Subparsers) -> None:
     """The `explain` command's arguments."""
     e = sub.add_parser(

@@ -14,6 +14,8 @@ from abifit.cli.shared import (
 )
 from abifit.cli.status import EXIT_OK, EXIT_PROBLEMS
 
+HELP_PLACE = 130  # where `abifit --help` lists the command (`app.commands`)
+
 
 def configure(sub: Subparsers) -> None:
     """The `history` command's arguments."""

@@ -12,6 +12,8 @@ from abifit.cli.shared import clear_progress, index_options_of, session_of
 from abifit.cli.status import EXIT_ERROR, EXIT_OK
 from abifit.commands.contexts import cache_root
 
+HELP_PLACE = 30  # where `abifit --help` lists the command (`app.commands`)
+
 
 def configure(sub: Subparsers) -> None:
     """The `index` command's arguments."""

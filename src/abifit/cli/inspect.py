@@ -15,6 +15,8 @@ from abifit.cli.shared import (
 from abifit.cli.status import EXIT_ERROR, EXIT_OK, EXIT_PROBLEMS
 from abifit.engines.inspect import SymbolSelection
 
+HELP_PLACE = 10  # where `abifit --help` lists the command (`app.commands`)
+
 
 def configure(sub: Subparsers) -> None:
     """The `inspect` command's arguments."""

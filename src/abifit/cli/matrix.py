@@ -18,6 +18,8 @@ from abifit.cli.shared import (
 )
 from abifit.cli.status import EXIT_ERROR, EXIT_OK, EXIT_PROBLEMS
 
+HELP_PLACE = 100  # where `abifit --help` lists the command (`app.commands`)
+
 
 def configure(sub: Subparsers) -> None:
     """The `matrix` command's arguments."""
@@ -45,7 +47,7 @@ def configure(sub: Subparsers) -> None:
     host_options(m)
     m.add_argument("--json", action="store_true", help="print one JSON document")
     index_options(m)
-    m.set_defaults(run=run, verdict_line=True)
+    m.set_defaults(run=run, verdict_line=True, python_executable=True)
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

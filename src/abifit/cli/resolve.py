@@ -21,6 +21,8 @@ from abifit.cli.shared import (
 from abifit.cli.status import EXIT_OK, EXIT_PROBLEMS
 from abifit.errors import UsageError
 
+HELP_PLACE = 110  # where `abifit --help` lists the command (`app.commands`)
+
 
 def configure(sub: Subparsers) -> None:
     """The `resolve` command's arguments."""
@@ -60,7 +62,7 @@ def configure(sub: Subparsers) -> None:
     r.add_argument("--json", action="store_true", help="print one JSON document")
     ci_options(r)
     index_options(r)
-    r.set_defaults(run=run, verdict_line=True)
+    r.set_defaults(run=run, verdict_line=True, python_executable=True)
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -9,6 +9,8 @@ from abifit.cli.options import Subparsers
 from abifit.cli.shared import run_command, writable
 from abifit.cli.status import EXIT_OK
 
+HELP_PLACE = 80  # where `abifit --help` lists the command (`app.commands`)
+
 
 def configure(sub: Subparsers) -> None:
     """The `snapshot` command's arguments."""

@@ -9,6 +9,8 @@ from abifit.cli.options import Subparsers, index_options
 from abifit.cli.shared import index_options_of, run_command, transfer_of
 from abifit.cli.status import EXIT_OK
 
+HELP_PLACE = 120  # where `abifit --help` lists the command (`app.commands`)
+
 
 def configure(sub: Subparsers) -> None:
     """The `variants` command's arguments."""
