@@ -39,6 +39,19 @@ SCHEMAS = REPO / "src/abifit/report/schemas"
 DATA = TESTS / "data"  # data from elsewhere, each file's source in its README.md
 
 
+def library_commands() -> list[str]:
+    """The commands that have a library function: the modules of `abifit.commands` that define
+    `run_<command>` (found, not listed, so that a new command is among them)."""
+    import importlib
+    import pkgutil
+
+    import abifit.commands
+
+    return sorted(info.name for info in pkgutil.iter_modules(abifit.commands.__path__)
+                  if callable(getattr(importlib.import_module(f"abifit.commands.{info.name}"),
+                                      f"run_{info.name}", None)))
+
+
 def schema(command: str) -> dict[str, object]:
     """The schema of a command's `--json` document (`error` for the error document)."""
     loaded: dict[str, object] = json.loads((SCHEMAS / f"{command}.schema.json").read_text("utf-8"))

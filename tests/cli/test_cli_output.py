@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-import abifit.commands.doctor
+import abifit.engines.doctor
 from abifit.cli import main
 from fixtures.build import compile_c
 from helpers import CHECK_SOURCES, TARGET, make_wheel
@@ -131,7 +131,7 @@ def test_a_bug_is_exit_3_with_its_traceback_only_with_verbose(
     def broken(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("boom\nand more")
 
-    monkeypatch.setattr(abifit.commands.doctor, "doctor", broken)
+    monkeypatch.setattr(abifit.engines.doctor, "doctor", broken)
     args = ["doctor", "--no-index", "--python", sys.executable]
     assert main(args) == 3
     err = capsys.readouterr().err
@@ -151,7 +151,7 @@ def test_a_keyboard_interrupt_is_exit_130(monkeypatch: pytest.MonkeyPatch,
     def interrupted(*_args: object, **_kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(abifit.commands.doctor, "doctor", interrupted)
+    monkeypatch.setattr(abifit.engines.doctor, "doctor", interrupted)
     assert main(["doctor", "--no-index", "--python", sys.executable]) == 130
     assert capsys.readouterr().err == "interrupted\n"
 

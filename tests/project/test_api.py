@@ -1,11 +1,17 @@
-"""abifit as a library: `abifit.check`, `abifit.doctor`, `abifit.inspect`, and what it exports."""
+"""abifit as a library: `abifit.check`, `abifit.doctor`, `abifit.inspect`, and what it exports:
+each command's function, defined in its command's module and exported by name in
+abifit/__init__.py, which type checkers read (`if TYPE_CHECKING:`) and `__all__` lists."""
 
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
 import json
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -15,7 +21,7 @@ from abifit.engines.check import CheckReport
 from abifit.engines.doctor import DoctorReport
 from abifit.engines.inspect import InspectReport
 from fixtures.build import compile_c
-from helpers import make_wheel
+from helpers import SRC, library_commands, make_wheel
 
 EXTENSION = """\
 int demo_answer(void) { return 42; }
@@ -79,6 +85,89 @@ def test_every_exported_name_resolves() -> None:
     assert (abifit.CheckReport, abifit.DoctorReport, abifit.InspectReport) == (
         CheckReport, DoctorReport, InspectReport)
     assert abifit.demangle("_ZSt9terminatev") == "std::terminate()"
+
+
+def library_gaps(module: types.ModuleType, exported: types.ModuleType) -> list[str]:
+    """What a command's module (one that defines `run_<command>`) lacks for its library
+    function: a documented function `<command>` of its own, returning the report
+    `run_<command>` returns, both exported by `exported` (the package abifit) under their
+    names and listed in its `__all__`."""
+    command = module.__name__.rpartition(".")[2]
+    function = getattr(module, command, None)
+    if not inspect.isfunction(function) or function.__module__ != module.__name__:
+        return [f"{module.__name__} defines no library function {command}()"]
+    gaps = [] if function.__doc__ else [f"{module.__name__}.{command} has no docstring"]
+    report = inspect.signature(function).return_annotation
+    if report != inspect.signature(getattr(module, f"run_{command}")).return_annotation:
+        gaps.append(f"{module.__name__}.{command} returns {report}, not what run_{command} does")
+    for name, value in ((command, function), (report, getattr(module, report, None))):
+        if name not in getattr(exported, "__all__", ()):
+            gaps.append(f"abifit.__all__ lacks {name!r}")
+        elif getattr(exported, name, None) is not value:
+            gaps.append(f"abifit.{name} is not {module.__name__}'s")
+    return gaps
+
+
+@pytest.mark.parametrize("command", library_commands())
+def test_every_command_has_its_library_function(command: str) -> None:
+    """Each module of abifit.commands that runs a command (`run_<command>`) defines the
+    library function `abifit.<command>` beside it, documented, and abifit exports it and its
+    report type: a new command's function cannot be forgotten."""
+    module = importlib.import_module(f"abifit.commands.{command}")
+    assert library_gaps(module, abifit) == []
+
+
+def test_the_check_catches_a_command_without_its_function() -> None:
+    """The check itself: a command module with `run_frob` and no `frob`, or one abifit does
+    not export, is named."""
+    module = types.ModuleType("abifit.commands.frob")
+    exec("from __future__ import annotations\n"
+         "class FrobReport: ...\n"
+         "def run_frob(options, session) -> FrobReport: ...\n", module.__dict__)
+    assert library_gaps(module, abifit) == ["abifit.commands.frob defines no library function "
+                                            "frob()"]
+    exec("from __future__ import annotations\n"
+         "def frob() -> FrobReport:\n    'Frob.'\n", module.__dict__)
+    assert library_gaps(module, abifit) == ["abifit.__all__ lacks 'frob'",
+                                            "abifit.__all__ lacks 'FrobReport'"]
+
+
+def _type_checked_imports() -> dict[str, str]:
+    """name -> module of the imports under `if TYPE_CHECKING:` in abifit/__init__.py, each
+    `from MODULE import NAME as NAME` (the form that re-exports for a type checker)."""
+    tree = ast.parse((SRC / "abifit/__init__.py").read_text("utf-8"))
+    [block] = [n for n in tree.body if isinstance(n, ast.If)
+               and isinstance(n.test, ast.Name) and n.test.id == "TYPE_CHECKING"]
+    found = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom) and node.module, ast.unparse(node)
+        for alias in node.names:
+            assert alias.asname == alias.name, ast.unparse(node)
+            found[alias.name] = node.module
+    return found
+
+
+def test_type_checkers_see_every_exported_name() -> None:
+    """Every name of `__all__` that is imported on first use is imported for type checkers
+    too (so they see `abifit.check` and its signature), from the module that the first use
+    imports it from."""
+    seen = _type_checked_imports()
+    defined = {"AbifitError", "FormatError", "UsageError", "__version__"}
+    assert sorted(seen) == sorted(set(abifit.__all__) - defined)
+    for name, module in seen.items():
+        assert getattr(abifit, name) is getattr(importlib.import_module(module), name), name
+
+
+def test_the_functions_show_their_signatures() -> None:
+    """`inspect.signature` and `help()` see each function's own parameters and docstring."""
+    for command in library_commands():
+        function = getattr(abifit, command)
+        assert function.__doc__ and function.__name__ == command
+        assert "progress" in inspect.signature(function).parameters
+    parameters = inspect.signature(abifit.check).parameters
+    assert list(parameters)[:2] == ["requirements", "with_"]
+    assert parameters["index"].kind is inspect.Parameter.VAR_KEYWORD
+    assert {"check", "doctor", "CheckReport"} <= set(dir(abifit))
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

@@ -1,23 +1,30 @@
 """`abifit check`: would these wheels load together, before anything is installed? The
-options the command line and the API give, run by `abifit.engines.check`."""
+options the command line and the API give, run by `abifit.engines.check`, and the library
+function `abifit.check`."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from abifit.commands.contexts import (
     HostOptions,
     IndexOptions,
+    Progress,
     Session,
     host_and_index,
+    index_keywords,
     linux_only,
+    names,
     option_gpu,
     pin_files,
+    run_as_library,
 )
-from abifit.engines.check import CheckReport, check, locked_targets
+from abifit.engines import check as engine
+from abifit.engines.check import CheckReport, locked_targets
 
 if TYPE_CHECKING:
     from abifit.formats.pins import Pin
@@ -86,10 +93,10 @@ def run_check(options: CheckOptions, session: Session, *, records: bool = False)
         targets += locked_targets(pins.pins, remote())  # each the file the lock names
         written += pins.pins
     gpu = option_gpu(options.gpu, session.environ)
-    report = check(targets, options.withs, remote(), remote().target, host, session.progress,
-                   options.host.python,
-                   skip_pure=bool(options.requirement_files or options.snapshot),
-                   gpu=gpu, records=records)
+    report = engine.check(targets, options.withs, remote(), remote().target, host,
+                          session.progress, options.host.python,
+                          skip_pure=bool(options.requirement_files or options.snapshot),
+                          gpu=gpu, records=records)
     report = replace(report, file_pins=tuple(written))
     if snap is None:
         return report
@@ -110,3 +117,33 @@ def _placed(pins: list[Pin], snapshot: str | None) -> tuple[Pin, ...]:
     except (OSError, UnicodeDecodeError):
         return tuple(pins)
     return placed_in_lock(pins, text, snapshot)
+
+
+def check(
+    requirements: str | Sequence[str] = (),
+    *,
+    with_: str | Sequence[str] = (),
+    requirement_files: str | Sequence[str] = (),
+    snapshot: str | Path | None = None,
+    gpu: str | None = None,
+    host: str | None = None,
+    assume_driver: str | None = None,
+    python: str | None = None,
+    progress: Progress | None = None,
+    **index: Any,
+) -> CheckReport:
+    """Would these wheels load together? What `abifit check` prints, as a report.
+
+    `requirements` are requirements ("sgl-kernel==0.3.21") or local .whl files, checked against
+    the `with_` packages (`--with`) and the pins of `requirement_files` (`-r`: requirements
+    files, uv.lock, pylock.toml) or of a `snapshot`, for the index's `python_version` ("3.12",
+    default: this interpreter) on its `platforms` (default: this machine's, or the manylinux
+    tag of `host`), on `host`: this machine (None), a manylinux preset ("manylinux_2_28") or a
+    profile saved by `abifit doctor --save-host`; with `gpu`, also whether the targets' GPU
+    code runs on it. The index is pip's (`index_url` replaces it); `offline` reads only the
+    cache.
+    """
+    return run_as_library(run_check, CheckOptions(
+        names(requirements), names(with_), names(requirement_files),
+        None if snapshot is None else str(snapshot), gpu,
+        HostOptions(host, assume_driver, python), index_keywords("check", index)), progress)

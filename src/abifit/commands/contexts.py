@@ -2,7 +2,9 @@
 an interpreter, the host. The command line (`abifit.cli`) and the library API (`abifit.check`,
 `abifit.doctor`, ...) give each command one options value (`CheckOptions`, ...; the index's part
 `IndexOptions`, the host's `HostOptions`) and a `Session`, and the command builds the rest here,
-so that the two faces cannot build them differently.
+so that the two faces cannot build them differently. Each command's library function, beside
+its options, turns its keyword arguments into them (`names`, `path_text`, `index_keywords`)
+and runs the command as a library call (`run_as_library`).
 
 Each builder returns a function that builds its value on first call and returns that value
 afterwards, so that a command that never needs the index or the interpreter never reads pip's
@@ -12,11 +14,12 @@ configuration, opens a connection pool or starts a process.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from abifit.errors import UsageError
 from abifit.host.environment import InterpreterFacts, default_interpreter, query_interpreter
@@ -104,6 +107,48 @@ class Session:
             ctx = made(remote)
             if ctx is not None and ctx.client is not None:
                 ctx.client.close()
+
+
+Progress = Callable[[str], None]
+_Options = TypeVar("_Options")
+_Report = TypeVar("_Report")
+
+
+def run_as_library(command: Callable[[_Options, Session], _Report], options: _Options,
+                   progress: Progress | None) -> _Report:
+    """Run a command as a library function does: in a session of this process's environment,
+    progress to `progress` (default: nowhere); on leaving, what it read goes into the symbol
+    store and its connections close."""
+    session = Session(os.environ, progress or _quiet)
+    try:
+        return command(options, session)
+    finally:
+        session.close()
+
+
+def index_keywords(function: str, given: Mapping[str, Any]) -> IndexOptions:
+    """The index options of a library function's keyword arguments (sequences as tuples, paths
+    as strings); TypeError for one that is not an index option, as for any unknown argument."""
+    known = {f.name for f in fields(IndexOptions)}
+    for name in given:
+        if name not in known:
+            raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
+    plain: dict[str, Any] = {name: names(value) if name in _LISTS else
+             path_text(value) if name == "cache_dir" else value for name, value in given.items()}
+    return IndexOptions(**plain)
+
+
+_LISTS = ("platforms", "extra_index_urls", "find_links")
+
+
+def names(given: str | Sequence[str]) -> tuple[str, ...]:
+    """One name, or several, as a tuple (a string is one name, not its characters)."""
+    return (given,) if isinstance(given, str) else tuple(given)
+
+
+def path_text(value: str | Path | None) -> str | None:
+    """A path given as a string or a `Path`, as the string the options hold."""
+    return None if value is None else str(value)
 
 
 def made(remote: Callable[[], RemoteContext]) -> RemoteContext | None:

@@ -1,21 +1,31 @@
 """`abifit diff`: the options the command line and the API give, run by
-`abifit.engines.diff`; a side that is a lock is checked by `run_check`, as `check -r FILE`."""
+`abifit.engines.diff`, and the library function `abifit.diff`; a side that is a lock is checked by
+`run_check`, as `check -r FILE`."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from abifit.commands.contexts import HostOptions, IndexOptions
+from abifit.commands.contexts import (
+    HostOptions,
+    IndexOptions,
+    Progress,
+    Session,
+    cache_root,
+    index_keywords,
+    path_text,
+    run_as_library,
+)
+from abifit.engines import diff as engine
+from abifit.engines.diff import DiffReport
 
 if TYPE_CHECKING:
-    from abifit.commands.contexts import Session
     from abifit.engines.check import CheckReport
     from abifit.engines.diff import LockCheck
     from abifit.formats.pins import Pin
-from abifit.engines.diff import DiffReport, diff
 
 VERSIONS_ONLY_HINT = "--versions-only compares the versions the locks pin, without their wheels"
 
@@ -40,12 +50,11 @@ class DiffOptions:
 
 def run_diff(options: DiffOptions, session: Session) -> DiffReport:
     """`abifit diff` as the command line and `abifit.diff` run it."""
-    from abifit.commands.contexts import cache_root
     from abifit.host.environment import default_interpreter
 
     b = options.b or options.python or default_interpreter(session.environ)
     index = options.index
-    return diff(options.a, b, cache_dir=None if index.no_cache else cache_root(
+    return engine.diff(options.a, b, cache_dir=None if index.no_cache else cache_root(
         index.cache_dir, session.environ), environ=session.environ, progress=session.progress,
         check_lock=None if options.versions_only else lock_check(options, session))
 
@@ -90,3 +99,25 @@ def written_pins(spec: str) -> tuple[Pin, ...]:
         return read_pins(spec).pins
     except (UsageError, OSError, UnicodeDecodeError):
         return ()
+
+
+def diff(
+    a: str | Path,
+    b: str | Path | None = None,
+    *,
+    python: str | None = None,
+    versions_only: bool = False,
+    host: str | None = None,
+    assume_driver: str | None = None,
+    progress: Progress | None = None,
+    **index: Any,
+) -> DiffReport:
+    """`abifit diff A B`: each side a snapshot file, an environment (an interpreter or a venv
+    directory) or a lock/requirements file; `b` defaults to the environment of `python` (the
+    active one). A lock is checked as `check` checks `requirement_files` (on `host`, with the
+    index options; its Python the other side's where that side records one, unless
+    `python_version` is given); `versions_only` compares a lock's versions alone.
+    `report.breaks` holds the changes that break a module A loaded."""
+    return run_as_library(run_diff, DiffOptions(
+        str(a), path_text(b), python, versions_only, HostOptions(host, assume_driver, None),
+        index_keywords("diff", index)), progress)

@@ -1,19 +1,26 @@
 """`abifit explain`: the options the command line and the API give, run by
-`abifit.engines.explain`."""
+`abifit.engines.explain`, and the library function `abifit.explain`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from abifit.commands.contexts import (
     IndexOptions,
+    Progress,
     Session,
     cache_root,
+    index_keywords,
     interpreter_facts,
+    names,
     python_version_of,
+    run_as_library,
     standing_in,
 )
-from abifit.engines.explain import ExplainReport, explain
+from abifit.engines import explain as engine
+from abifit.engines.explain import ExplainReport
 from abifit.errors import UsageError
 
 
@@ -53,8 +60,28 @@ def run_explain(options: ExplainOptions, session: Session) -> ExplainReport:
         remote = session.index(options.index,
                                python_version_of(interpreter_facts(python, session.environ)))
         history, fits = release_seams(remote, cache.root, options.releases, session.progress)
-    return explain(clues, python, environ=session.environ,
-                   cache_dir=None if options.index.no_cache else cache_root(
-                       options.index.cache_dir, session.environ),
-                   progress=session.progress, history=history, fits=fits,
-                   standing_in=standing_in(options.withs))
+    return engine.explain(clues, python, environ=session.environ,
+                          cache_dir=None if options.index.no_cache else cache_root(
+                              options.index.cache_dir, session.environ),
+                          progress=session.progress, history=history, fits=fits,
+                          standing_in=standing_in(options.withs))
+
+
+def explain(
+    text: str,
+    python: str | None = None,
+    *,
+    with_: str | Sequence[str] = (),
+    releases: int = 6,
+    progress: Progress | None = None,
+    **index: Any,
+) -> ExplainReport:
+    """What a pasted error message means, in the environment of `python`, and the fix. What
+    `abifit explain` prints, as a report.
+
+    `with_` pins ("torch==2.10.0") stand in for the installed releases; the `releases` newest
+    releases up to them are searched for an undefined symbol's definitions (through the symbol
+    store; not with `no_cache`). UsageError when the text holds no message abifit recognises.
+    """
+    return run_as_library(run_explain, ExplainOptions(
+        text, python, names(with_), releases, index_keywords("explain", index)), progress)

@@ -1,12 +1,20 @@
 """`abifit history`: the options the command line and the API give, run by
-`abifit.engines.history`."""
+`abifit.engines.history`, and the library function `abifit.history`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from abifit.commands.contexts import IndexOptions, Session
-from abifit.engines.history import HistoryReport, history, history_store
+from abifit.commands.contexts import (
+    IndexOptions,
+    Progress,
+    Session,
+    index_keywords,
+    run_as_library,
+)
+from abifit.engines import history as engine
+from abifit.engines.history import HistoryReport, history_store
 
 
 @dataclass(frozen=True)
@@ -28,7 +36,23 @@ def run_history(options: HistoryOptions, session: Session) -> HistoryReport:
     store = history_store(session.cache(options.index))
     remote = session.index(options.index)
     try:
-        return history(options.symbol, options.package, options.versions, remote(), store,
-                       session.progress, options.jobs)
+        return engine.history(options.symbol, options.package, options.versions, remote(),
+                              store, session.progress, options.jobs)
     finally:
         store.close()
+
+
+def history(
+    symbol: str,
+    package: str,
+    *,
+    versions: str | None = None,
+    jobs: int = 4,
+    progress: Progress | None = None,
+    **index: Any,
+) -> HistoryReport:
+    """Which releases of `package` define `symbol` (mangled, demangled or a glob), and where
+    its signature changed. What `abifit history` prints, as a report. The releases read are
+    kept in the symbol store of the cache directory."""
+    return run_as_library(run_history, HistoryOptions(
+        symbol, package, versions, jobs, index_keywords("history", index)), progress)

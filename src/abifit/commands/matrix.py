@@ -1,19 +1,24 @@
 """`abifit matrix`: the options the command line and the API give, run by
-`abifit.engines.matrix`."""
+`abifit.engines.matrix`, and the library function `abifit.matrix`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from abifit.commands.contexts import (
     HostOptions,
     IndexOptions,
+    Progress,
     Session,
     host_and_index,
+    index_keywords,
     linux_only,
     option_gpu,
+    run_as_library,
 )
-from abifit.engines.matrix import Clock, MatrixReport, matrix
+from abifit.engines import matrix as engine
+from abifit.engines.matrix import Clock, MatrixReport
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,27 @@ def run_matrix(options: MatrixOptions, session: Session,
     linux_only(options.index)
     host, remote = host_and_index(options.host, options.index, session)
     gpu = option_gpu(options.gpu, session.environ)
-    return matrix(options.extension, options.against, remote(), remote().target, host,
-                  session.progress, options.jobs, options.host.python,
-                  versions=options.versions, gpu=gpu, clock=clock)
+    return engine.matrix(options.extension, options.against, remote(), remote().target, host,
+                         session.progress, options.jobs, options.host.python,
+                         versions=options.versions, gpu=gpu, clock=clock)
+
+
+def matrix(
+    extension: str,
+    against: str,
+    *,
+    versions: str | None = None,
+    gpu: str | None = None,
+    jobs: int = 4,
+    host: str | None = None,
+    assume_driver: str | None = None,
+    python: str | None = None,
+    progress: Progress | None = None,
+    **index: Any,
+) -> MatrixReport:
+    """Which releases of the host package `against` ("torch>=2.8") the `extension` (each of its
+    releases `versions` selects) loads with: what `abifit matrix` prints, as a report. The other
+    arguments are `check`'s."""
+    return run_as_library(run_matrix, MatrixOptions(
+        extension, against, versions, gpu, jobs, HostOptions(host, assume_driver, python),
+        index_keywords("matrix", index)), progress)

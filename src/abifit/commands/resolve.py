@@ -1,20 +1,27 @@
 """`abifit resolve`: the options the command line and the API give, run by
-`abifit.engines.resolve`."""
+`abifit.engines.resolve`, and the library function `abifit.resolve`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from abifit.commands.contexts import (
     HostOptions,
     IndexOptions,
+    Progress,
     Session,
     host_and_index,
+    index_keywords,
     linux_only,
+    names,
     option_gpu,
     pin_files,
+    run_as_library,
 )
-from abifit.engines.resolve import ResolveReport, resolve
+from abifit.engines import resolve as engine
+from abifit.engines.resolve import ResolveReport
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,34 @@ def run_resolve(options: ResolveOptions, session: Session) -> ResolveReport:
     gpu = option_gpu(options.gpu, session.environ)
     files = pin_files(options.requirement_files, remote(), session.warn, "resolved")
     requirements = [*options.requirements, *(r for pins in files for r in pins.requirements)]
-    report = resolve(requirements, options.withs, remote(), host, session.progress,
-                     cuda=options.cuda, gpu=gpu,
-                     executable=options.host.python, jobs=options.jobs)
+    report = engine.resolve(requirements, options.withs, remote(), host, session.progress,
+                            cuda=options.cuda, gpu=gpu, executable=options.host.python,
+                            jobs=options.jobs)
     return replace(report, file_pins=tuple(pin for pins in files for pin in pins.pins))
+
+
+def resolve(
+    requirements: str | Sequence[str] = (),
+    *,
+    with_: str | Sequence[str] = (),
+    requirement_files: str | Sequence[str] = (),
+    cuda: int | None = None,
+    gpu: str | None = None,
+    jobs: int = 4,
+    host: str | None = None,
+    assume_driver: str | None = None,
+    python: str | None = None,
+    progress: Progress | None = None,
+    **index: Any,
+) -> ResolveReport:
+    """The newest set of releases whose metadata agrees and whose binaries load together:
+    what `abifit resolve` prints, as a report (`report.found`, `report.pins`, each pin's
+    `newer` releases with why they were not chosen, or `report.conflict`).
+
+    The arguments are `check`'s; `cuda` keeps only wheels built for that CUDA major (or none),
+    and the host's driver (`assume_driver`, or the profile's) rejects CUDA builds it cannot
+    run.
+    """
+    return run_as_library(run_resolve, ResolveOptions(
+        names(requirements), names(with_), names(requirement_files), cuda, gpu, jobs,
+        HostOptions(host, assume_driver, python), index_keywords("resolve", index)), progress)
