@@ -93,8 +93,10 @@ from abifit.host.cudastack import (
     ToolkitOrigin,
     VersionSource,
 )
+from abifit.remote.diskcache import BucketInfo, CacheInfo, RootState
 from abifit.remote.packageindex import Target
 from abifit.remote.store import StoredPackage, StoreInfo
+from abifit.report.cache import cache_json, cache_text
 from abifit.report.check import check_json, check_text
 from abifit.report.cuda import cuda_json, cuda_text
 from abifit.report.diff import diff_json, diff_text
@@ -1301,6 +1303,21 @@ def index_import() -> IndexTransferReport:
 
 
 # ---------------------------------------------------------------------------------------------
+# cache
+
+
+def cache_info() -> CacheInfo:
+    """`cache info` of a cache some checks, a doctor and the symbol store filled: every bucket,
+    the store last (its database and SQLite's files beside it)."""
+    return CacheInfo(Path("/home/user/.cache/abifit"), RootState.DIRECTORY, (
+        BucketInfo("elf-v2", 1_342, 88_410_112), BucketInfo("views-v2", 3_907, 141_774_305),
+        BucketInfo("index-v2", 28, 1_907_418), BucketInfo("checks-v2", 12, 2_310_977),
+        BucketInfo("pycode-v2", 611, 9_102_336), BucketInfo("digests-v2", 9, 1_161),
+        BucketInfo("gpu-v1", 0, 0), BucketInfo("runs-v1", 2, 4_812_003),
+        BucketInfo("symbols-v2", 3, 58_413_056)))
+
+
+# ---------------------------------------------------------------------------------------------
 # resolve
 
 
@@ -1809,6 +1826,8 @@ CASES = (
          lambda: index_json(index_info())),
     Case("index_import", "index", lambda: index_text(index_import()),
          lambda: index_json(index_import())),
+    Case("cache_info", "cache", lambda: cache_text(cache_info()),
+         lambda: cache_json(cache_info())),
     Case("resolve_found", "resolve", lambda: resolve_text(resolve_found()),
          lambda: resolve_json(resolve_found(), TRANSFER),
          lambda: resolve_html(resolve_found(), CHECKED_AT, RESOLVE_FOUND_COMMAND),
