@@ -21,14 +21,16 @@ something it could read) is data in a report and is never raised.
     │   └── NoMatchingWheel       the project has no wheel for the requirement and the target
     ├── _Retry                    internal: an HTTP attempt worth another; never leaves the client
     ├── _WorkerDied               internal: a worker process that died; its call runs in-process
-    └── ForkFailed                a `fork_call` fork that ended without its answer
+    ├── ForkFailed                a `fork_call` fork that ended without its answer
+    └── ClusterError              a Ray cluster (`--ray`) that does not answer
 
 This module defines `AbifitError`, `UsageError`, `LocatedError`, `FormatError`, `ElfError`,
 `WheelError`, `WheelRefused`, `EnvironmentQueryError` and `CacheError`. The others are defined
 beside the code that raises them, so that no module imports from a layer above its own:
 `OtherVersion` in `abifit.formats.datacodec`, `HttpError` and `_Retry` in `abifit.remote.http`,
 `IndexUnavailable`, `_Hinted`, `PackageNotFound` and `NoMatchingWheel` in
-`abifit.remote.packageindex`, `_WorkerDied` and `ForkFailed` in `abifit.workers`. The two
+`abifit.remote.packageindex`, `_WorkerDied` and `ForkFailed` in `abifit.workers`, `ClusterError`
+in `abifit.engines.cluster`. The two
 internal ones are caught where they are raised (`HttpClient` retries or turns `_Retry` into an
 `HttpError`; the worker pool runs the call in the calling thread after `_WorkerDied`) and never
 reach a caller; `ForkFailed` reaches only the caller of `fork_call`, which computes the call

@@ -4,13 +4,26 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from abifit.cli.options import Parser, Subparsers, index_options, output_options, positive
+from abifit.cli.options import (
+    Parser,
+    Subparsers,
+    index_options,
+    output_options,
+    positive,
+    ray_option,
+)
 from abifit.cli.shared import clear_progress, index_options_of, session_of
 from abifit.cli.status import EXIT_ERROR, EXIT_OK
-from abifit.commands.contexts import cache_root
+from abifit.commands.contexts import IndexOptions, Session, cache_root
+
+if TYPE_CHECKING:
+    from abifit.engines.index import IndexAddReport
+    from abifit.remote.runcontext import RemoteContext
+    from abifit.remote.store import SymbolStore
 
 HELP_PLACE = 30  # where `abifit --help` lists the command (`app.commands`)
 
@@ -37,6 +50,7 @@ def configure(sub: Subparsers) -> None:
                     "'>=2.6,<2.11'")
     xa.add_argument("--jobs", type=positive, default=4, metavar="N",
                     help="wheels read at once (default 4)")
+    ray_option(xa, "wheel's reading")
     xa.add_argument("--json", action="store_true", help="print one JSON document")
     index_options(xa)
     for name, helptext in (("export", "write the store to FILE"),
@@ -57,8 +71,26 @@ def configure(sub: Subparsers) -> None:
         output_options(action, on_command=True)
 
 
+def _add(args: argparse.Namespace, options: IndexOptions, session: Session,
+         remote: Callable[[], RemoteContext], store: SymbolStore) -> IndexAddReport:
+    """`index add`, each wheel read by a task on the Ray cluster asked for, if one is."""
+    from abifit.engines.cluster import Cluster, cluster_address
+    from abifit.engines.index import index_add
+
+    address = cluster_address(args.ray, session.environ)
+    if address is None:
+        return index_add(args.requirements, args.versions, remote(), store, session.progress,
+                         args.jobs)
+    from abifit.commands.cluster import wheels_on
+
+    with Cluster(address) as cluster:
+        return index_add(args.requirements, args.versions, remote(), store, session.progress,
+                         args.jobs, wheels_on(cluster, options, session.environ,
+                                              remote().target))
+
+
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from abifit.engines.index import index_add, index_export, index_import, open_store
+    from abifit.engines.index import index_export, index_import, open_store
     from abifit.report.index import IndexReport, index_json, index_text
     from abifit.report.json import dumps
 
@@ -67,10 +99,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         report: IndexReport
         if args.action == "add":
             session = session_of(args, err)
-            remote = session.index(index_options_of(args))
+            options = index_options_of(args)
+            remote = session.index(options)
             try:
-                report = index_add(args.requirements, args.versions, remote(), store,
-                                   session.progress, args.jobs)
+                report = _add(args, options, session, remote, store)
             finally:
                 clear_progress(err)
         elif args.action == "export":

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from abifit.cli.options import Subparsers, host_options, index_options, positive
+from abifit.cli.options import Subparsers, host_options, index_options, positive, ray_option
 from abifit.cli.shared import (
     command_line,
     host_options_of,
@@ -43,6 +43,7 @@ def configure(sub: Subparsers) -> None:
                    "9.0, 9.0@12.4, auto); members with GPU code are read whole")
     m.add_argument("--jobs", type=positive, default=4, metavar="N",
                    help="cells (pairs) checked at once (default 4)")
+    ray_option(m, "cell")
     m.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
     host_options(m)
     m.add_argument("--json", action="store_true", help="print one JSON document")
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     writable(args.html, "--html")
     options = MatrixOptions(args.extension, args.against, args.versions, args.gpu, args.jobs,
-                            host_options_of(args), index_options_of(args))
+                            args.ray, host_options_of(args), index_options_of(args))
     report, session = run_command(run_matrix, options, args, err)
     transfer = transfer_of(session.opened[0])
     if args.html:

@@ -124,6 +124,13 @@ def byte_size(text: str) -> int:
     return int(number * scale.get(unit, 1))
 
 
+def ray_option(p: argparse.ArgumentParser, each: str) -> None:
+    """--ray ADDRESS: the work spread over a Ray cluster (`engines.cluster`)."""
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help=f"run each {each} as a task on the Ray cluster at ADDRESS "
+                   "(default: $RAY_ADDRESS when set; needs abifit[ray])")
+
+
 def ci_options(p: argparse.ArgumentParser) -> None:
     """--github, --sarif, --junit and --markdown: what CI systems read, besides the report,
     from the same run (`cli.ci`)."""

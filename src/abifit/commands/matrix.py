@@ -18,6 +18,7 @@ from abifit.commands.contexts import (
     run_as_library,
 )
 from abifit.engines import matrix as engine
+from abifit.engines.cluster import Cluster, cluster_address
 from abifit.engines.matrix import Clock, MatrixReport
 
 
@@ -32,6 +33,7 @@ class MatrixOptions:
     versions: str | None = None
     gpu: str | None = None
     jobs: int = 4
+    ray: str | None = None  # a Ray cluster's address: each cell a task there (RAY_ADDRESS too)
     host: HostOptions = field(default_factory=HostOptions)
     index: IndexOptions = field(default_factory=IndexOptions)
 
@@ -42,9 +44,20 @@ def run_matrix(options: MatrixOptions, session: Session,
     linux_only(options.index)
     host, remote = host_and_index(options.host, options.index, session)
     gpu = option_gpu(options.gpu, session.environ)
-    return engine.matrix(options.extension, options.against, remote(), remote().target, host,
-                         session.progress, options.jobs, options.host.python,
-                         versions=options.versions, gpu=gpu, clock=clock)
+    address = cluster_address(options.ray, session.environ)
+    if address is None:
+        return engine.matrix(options.extension, options.against, remote(), remote().target,
+                             host, session.progress, options.jobs, options.host.python,
+                             versions=options.versions, gpu=gpu, clock=clock)
+    from abifit.commands.cluster import cells_on
+
+    with Cluster(address) as cluster:
+        return engine.matrix(options.extension, options.against, remote(), remote().target,
+                             host, session.progress, options.jobs, options.host.python,
+                             versions=options.versions, gpu=gpu, clock=clock,
+                             elsewhere=cells_on(cluster, options.index, session.environ,
+                                                remote().target, host, options.host.python,
+                                                gpu))
 
 
 def matrix(
@@ -54,6 +67,7 @@ def matrix(
     versions: str | None = None,
     gpu: str | None = None,
     jobs: int = 4,
+    ray: str | None = None,
     host: str | None = None,
     assume_driver: str | None = None,
     python: str | None = None,
@@ -61,8 +75,9 @@ def matrix(
     **index: Any,
 ) -> MatrixReport:
     """Which releases of the host package `against` ("torch>=2.8") the `extension` (each of its
-    releases `versions` selects) loads with: what `abifit matrix` prints, as a report. The other
-    arguments are `check`'s."""
+    releases `versions` selects) loads with: what `abifit matrix` prints, as a report. `ray`
+    (or RAY_ADDRESS) is a Ray cluster's address, each cell a task there. The other arguments
+    are `check`'s."""
     return run_as_library(run_matrix, MatrixOptions(
-        extension, against, versions, gpu, jobs, HostOptions(host, assume_driver, python),
+        extension, against, versions, gpu, jobs, ray, HostOptions(host, assume_driver, python),
         index_keywords("matrix", index)), progress)

@@ -8,18 +8,24 @@ client, so that the bytes fetched for it are its own, and through the cache of v
 wheel read before by any command fetches nothing. `index export FILE` writes the store in
 `abifit.formats.storefile`'s format; `index import FILE` checks a whole file before it records
 anything, and records only the wheels the store lacks.
+
+With a cluster (`--ray`), each wheel the store lacks is read by a task elsewhere
+(`ReadElsewhere`, made by `commands.cluster`), which returns it in the store's own encoding
+(`read_for_store`: one wheel of an export); this process records the wheels in the order of
+the requirements, as a run without the cluster does, each once, however often a task ran.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from abifit.engines.cluster import TaskFailed
 from abifit.errors import AbifitError, CacheError, UsageError
 from abifit.formats.storefile import MAX_EXPORT_BYTES, decode_store, encode_store
 from abifit.host.localfs import read_named_file
@@ -71,6 +77,24 @@ class IndexTransferReport:
     bytes: int  # the file's size
 
 
+@dataclass(frozen=True, slots=True)
+class WheelRead:
+    """One wheel read for the store by a task (`read_for_store`): the store's own encoding of
+    it (an export holding that wheel alone), or why it could not be read."""
+
+    data: bytes | None
+    members: int = 0
+    symbols: int = 0
+    bytes_fetched: int = 0
+    unreadable: tuple[str, ...] = ()
+    error: str | None = None
+
+
+# the wheels the store lacks, read elsewhere (a cluster), in their order as they are done
+ReadElsewhere = Callable[[Sequence["IndexFile"], Progress],
+                         Iterator[tuple["IndexFile", "WheelRead | TaskFailed"]]]
+
+
 def open_store(root: Path) -> SymbolStore:
     """The symbol store of the cache directory `root`, with the views other commands noted as
     read recorded first (`remote.recording.index_seen`, from the cache of views there);
@@ -86,10 +110,13 @@ def open_store(root: Path) -> SymbolStore:
 
 
 def index_add(requirements: Sequence[str], versions: str | None, ctx: RemoteContext,
-              store: SymbolStore, progress: Progress, jobs: int = 4) -> IndexAddReport:
+              store: SymbolStore, progress: Progress, jobs: int = 4,
+              elsewhere: ReadElsewhere | None = None) -> IndexAddReport:
     """Record the wheels of `requirements` (or of every release `versions` selects of the one
-    package named) that the store does not hold."""
+    package named) that the store does not hold; read by `elsewhere` when it is given."""
     files = _wheels(requirements, versions, ctx)
+    if elsewhere is not None:
+        return _add_elsewhere(files, ctx, store, progress, elsewhere)
 
     def one(file: IndexFile) -> IndexedWheel:
         return _add_one(file, ctx, store, progress)
@@ -147,6 +174,65 @@ def _add_one(file: IndexFile, ctx: RemoteContext, store: SymbolStore,
     return replace(base, status="recorded", members=recorded.members,
                    symbols=recorded.symbols, bytes_fetched=_fetched(client),
                    unreadable=recorded.unreadable)
+
+
+def _add_elsewhere(files: Sequence[IndexFile], ctx: RemoteContext, store: SymbolStore,
+                   progress: Progress, elsewhere: ReadElsewhere) -> IndexAddReport:
+    from abifit.remote.recording import is_recorded
+
+    done = {f.filename: replace(_indexed(f), status="present") for f in files
+            if is_recorded(store, f, ctx.cache)}
+    for file, read in elsewhere([f for f in files if f.filename not in done], progress):
+        done[file.filename] = _record_read(file, read, store)
+    wheels = tuple(done[f.filename] for f in files)
+    fetched = ctx.client.transfer.bytes_fetched if ctx.client is not None else 0
+    return IndexAddReport(store.path, wheels, fetched + sum(w.bytes_fetched for w in wheels))
+
+
+def _indexed(file: IndexFile) -> IndexedWheel:
+    from packaging.utils import canonicalize_name
+
+    wheel = file.wheel()
+    assert wheel is not None
+    return IndexedWheel(canonicalize_name(wheel[0]), str(wheel[1]), file.filename, "failed")
+
+
+def _record_read(file: IndexFile, read: WheelRead | TaskFailed,
+                 store: SymbolStore) -> IndexedWheel:
+    """Record what a task read (a wheel another task recorded first is not recorded twice)."""
+    base = _indexed(file)
+    if isinstance(read, TaskFailed):
+        return replace(base, error=read.reason)
+    if read.data is None:
+        return replace(base, error=read.error, bytes_fetched=read.bytes_fetched)
+    store.load(decode_store(read.data, file.filename))
+    return replace(base, status="recorded", members=read.members, symbols=read.symbols,
+                   bytes_fetched=read.bytes_fetched, unreadable=read.unreadable)
+
+
+def read_for_store(file: IndexFile, ctx: RemoteContext, progress: Progress) -> WheelRead:
+    """Read `file`'s views as `index add` records them, into a store of its own that is
+    thrown away, and give that store's export: what a task returns to the one writer."""
+    from abifit.remote.recording import record_views
+    from abifit.remote.wheels import RemoteWheel
+
+    client = ctx.client.sibling() if ctx.client is not None else None
+    own = replace(ctx, client=client)
+    try:
+        with tempfile.TemporaryDirectory(prefix="abifit-task-") as tmp:
+            store = SymbolStore.open(Path(tmp))
+            if store is None:
+                raise CacheError(f"{tmp}: cannot create a symbol store there")
+            with store:
+                recorded = record_views(RemoteWheel(file, own), store, progress)
+                data = encode_store(store.dump())
+    except AbifitError as e:
+        return WheelRead(None, error=str(e).splitlines()[0], bytes_fetched=_fetched(client))
+    finally:
+        if client is not None:
+            client.close()
+    return WheelRead(data, recorded.members, recorded.symbols, _fetched(client),
+                     recorded.unreadable)
 
 
 def _fetched(client: HttpClient | None) -> int:

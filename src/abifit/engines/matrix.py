@@ -15,7 +15,7 @@ HTML page.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -47,6 +47,10 @@ __all__ = ["SYMBOL_KINDS", "Cell", "MatrixReport", "MissingSymbol", "OtherForm",
 
 Progress = Callable[[str], None]
 Clock = Callable[[], datetime.datetime]
+# a cell to check: (its row: the extension's release label and the extension), the host wheel
+Pair = tuple[tuple[str, "str | IndexFile"], "IndexFile"]
+# the cells checked elsewhere (a cluster), in the order of the pairs
+CellsElsewhere = Callable[[Sequence[Pair], Progress], list[Cell]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,9 +146,10 @@ def _label(file: IndexFile) -> str:
 def matrix(extension: str, against: str, ctx: RemoteContext, target: Target,
            host: HostProfile, progress: Progress, jobs: int = 4,
            executable: str | None = None, versions: str | None = None,
-           gpu: GpuTarget | None = None, clock: Clock | None = None) -> MatrixReport:
+           gpu: GpuTarget | None = None, clock: Clock | None = None,
+           elsewhere: CellsElsewhere | None = None) -> MatrixReport:
     """Check `extension` (each release `versions` selects) against every host wheel `against`
-    selects, `jobs` cells at a time."""
+    selects, `jobs` cells at a time, or each cell by `elsewhere` when it is given."""
     when = (clock or (lambda: datetime.datetime.now(datetime.timezone.utc)))()
     name, files = host_wheels(against, ctx)
     profile = replace(host, assume_driver=host.assume_driver or "assumed")
@@ -155,10 +160,10 @@ def matrix(extension: str, against: str, ctx: RemoteContext, target: Target,
         extension, found = extension_rows(extension, versions, ctx)
         rows = [(_label(f), f) for f in found]
 
-    pairs = [(row, f) for row in rows for f in files]
+    pairs: list[Pair] = [(row, f) for row in rows for f in files]
     counter = _Counter(len(pairs), ctx, progress)
 
-    def one(pair: tuple[tuple[str, str | IndexFile], IndexFile]) -> Cell:
+    def one(pair: Pair) -> Cell:
         (release, ext), file = pair
         shown = f"{release} " if release else ""
         counter.say(f"checking {shown}with {file.filename}")
@@ -166,9 +171,12 @@ def matrix(extension: str, against: str, ctx: RemoteContext, target: Target,
         counter.done()
         return cell
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        list(pool.map(lambda row: _prefetch(row[1], ctx, progress), rows))
-        cells = list(pool.map(one, pairs))
+    if elsewhere is not None:
+        cells = elsewhere(pairs, progress)
+    else:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            list(pool.map(lambda row: _prefetch(row[1], ctx, progress), rows))
+            cells = list(pool.map(one, pairs))
     return MatrixReport(extension, name, str(target), tuple(cells),
                         tuple(r for r, _e in rows if r), versions, against,
                         when.strftime("%Y-%m-%d %H:%M UTC"), __version__,

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Recorded:
-    """What `RemoteWheel.record_views` put in the symbol store for one wheel."""
+    """What `record_views` put in the symbol store for one wheel."""
 
     key: str
     members: int  # ELF members recorded

@@ -1,0 +1,262 @@
+"""`index add --ray` and `matrix --ray` on a real local Ray cluster: a head node and a worker
+node on this machine (`ray start --block`, each in a session of its own so that it can be
+stopped, or killed mid-run, alone), reading from a loopback index.
+
+What is held: the store a run on the cluster fills exports byte for byte as the run without
+it (`--jobs 1`, which records in the same order); a second run skips every wheel; a matrix
+gives the same document; a worker node killed while its tasks read loses and duplicates
+nothing (Ray runs its tasks again on the head node); an address where no cluster answers is an
+error at once. The driver is `python -m abifit` in a process of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from helpers import (
+    MATRIX_GRID,
+    MATRIX_TARGET,
+    SRC,
+    TARGET,
+    make_wheel,
+    matrix_binaries,
+    matrix_projects,
+)
+from httpserver import LoopbackIndex, LoopbackServer, publish_index
+
+RAY = shutil.which("ray", path=str(Path(sys.executable).parent))
+if RAY is None and os.environ.get("CI"):
+    pytest.fail("ray is a test dependency: CI must have it", pytrace=False)
+pytestmark = pytest.mark.skipif(RAY is None, reason="needs Ray (abifit[ray])")
+
+VERSIONS = tuple(f"1.{n}" for n in range(8))  # the releases of hostpkg served
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ray_env() -> dict[str, str]:
+    """What the nodes run with: this checkout's abifit for the tasks, no usage reports, and a
+    node's death noticed within about two seconds."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "RAY_"))}
+    env.update(PYTHONPATH=str(SRC), RAY_USAGE_STATS_ENABLED="0",
+               RAY_health_check_period_ms="500", RAY_health_check_failure_threshold="3",
+               RAY_health_check_initial_delay_ms="0", PIP_CONFIG_FILE="/dev/null")
+    return env
+
+
+@dataclass
+class LocalCluster:
+    """A head node and one worker node, one CPU each."""
+
+    address: str
+    head: subprocess.Popen[bytes]
+    worker: subprocess.Popen[bytes]
+    temp: str
+
+    def kill_worker(self) -> None:
+        os.killpg(self.worker.pid, signal.SIGKILL)
+
+    def stop(self) -> None:
+        for node in (self.worker, self.head):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(node.pid, signal.SIGKILL)
+            node.wait(timeout=30)
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+
+def _node(*args: str) -> subprocess.Popen[bytes]:
+    assert RAY is not None
+    return subprocess.Popen([RAY, "start", "--block", "--num-cpus", "1", "--disable-usage-stats",
+                             "--object-store-memory", str(80 * 1024 * 1024), *args],
+                            env=_ray_env(), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _cpus(address: str) -> float:
+    assert RAY is not None
+    done = subprocess.run([RAY, "status", "--address", address], capture_output=True,
+                          text=True, env=_ray_env(), timeout=60, check=False)
+    found = re.search(r"/(\d+(?:\.\d+)?) CPU", done.stdout)
+    return float(found.group(1)) if found else 0.0
+
+
+def start_cluster() -> LocalCluster:
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths live in it
+    head = _node("--head", "--port", str(port), "--include-dashboard=false", "--temp-dir", temp,
+                 "--node-ip-address", "127.0.0.1")
+    time.sleep(1.0)
+    worker = _node("--address", address, "--node-ip-address", "127.0.0.1")
+    cluster = LocalCluster(address, head, worker, temp)
+    deadline = time.monotonic() + 90
+    while _cpus(address) < 2:
+        if time.monotonic() > deadline:
+            cluster.stop()
+            pytest.fail("the local Ray cluster did not come up with two nodes in 90 s")
+        time.sleep(1.0)
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    started = start_cluster()
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module")
+def index(binaries: dict[str, bytes]) -> Iterator[LoopbackIndex]:
+    """hostpkg in eight releases (libhost.so of 1.0 and 2.0 in turn), each request held a
+    little, so that tasks overlap."""
+    projects = {"hostpkg": [
+        make_wheel("hostpkg", version, {"hostpkg/__init__.py": b"",
+                                        "hostpkg/lib/libhost.so": binaries[("v1", "v2")[n % 2]],
+                                        f"hostpkg/lib/libextra{n}.so": binaries["v2m"]})
+        for n, version in enumerate(VERSIONS)]}
+    with LoopbackServer(delay_s=0.02) as server:
+        yield publish_index(server, projects)
+
+
+def abifit(*args: str, cache: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = _ray_env()
+    return subprocess.run([sys.executable, "-m", "abifit", *args, "--cache-dir", str(cache)],
+                          capture_output=True, text=True, env=env, timeout=timeout, check=False)
+
+
+def index_add(index: LoopbackIndex, cache: Path, *extra: str) -> dict[str, object]:
+    done = abifit("index", "add", "hostpkg", "--versions", ">=1", *TARGET, "--index-url",
+                  index.url, "--json", *extra, cache=cache)
+    assert done.returncode == 0, done.stderr
+    document: dict[str, object] = json.loads(done.stdout)
+    return document
+
+
+def export(cache: Path, tmp_path: Path) -> bytes:
+    path = tmp_path / f"{cache.name}.export"
+    done = abifit("index", "export", str(path), cache=cache)
+    assert done.returncode == 0, done.stderr
+    return path.read_bytes()
+
+
+def statuses(document: dict[str, object]) -> list[tuple[str, str]]:
+    result = document["result"]
+    assert isinstance(result, dict)
+    wheels = result["wheels"]
+    assert isinstance(wheels, list)
+    return [(w["version"], w["status"]) for w in wheels]
+
+
+def test_index_add_on_the_cluster_records_what_a_local_run_does(
+        cluster: LocalCluster, index: LoopbackIndex, tmp_path: Path) -> None:
+    on_cluster = index_add(index, tmp_path / "cluster", "--ray", cluster.address)
+    local = index_add(index, tmp_path / "local", "--jobs", "1")
+    assert statuses(on_cluster) == [(v, "recorded") for v in VERSIONS]
+    assert statuses(on_cluster) == statuses(local)
+    assert export(tmp_path / "cluster", tmp_path) == export(tmp_path / "local", tmp_path)
+    again = index_add(index, tmp_path / "cluster", "--ray", cluster.address)
+    assert statuses(again) == [(v, "present") for v in VERSIONS]  # a run started again skips
+
+
+def test_ray_address_from_the_environment(cluster: LocalCluster, index: LoopbackIndex,
+                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    """`RAY_ADDRESS` asks for the cluster as `--ray` does (`_ray_env` drops it otherwise)."""
+    env = {**_ray_env(), "RAY_ADDRESS": cluster.address}
+    done = subprocess.run([sys.executable, "-m", "abifit", "index", "add", "hostpkg==1.3",
+                           *TARGET, "--index-url", index.url, "--cache-dir",
+                           str(tmp_path / "c"), "--json"], capture_output=True, text=True,
+                          env=env, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert statuses(json.loads(done.stdout)) == [("1.3", "recorded")]
+
+
+@pytest.fixture(scope="module")
+def matrix_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackIndex]:
+    projects = matrix_projects(matrix_binaries(tmp_path_factory.mktemp("matrix")))
+    with LoopbackServer() as server:
+        yield publish_index(server, projects)
+
+
+def test_matrix_on_the_cluster_gives_the_local_document(
+        cluster: LocalCluster, matrix_index: LoopbackIndex, tmp_path: Path) -> None:
+    documents, codes = [], []
+    for name, extra in (("cluster", ("--ray", cluster.address)), ("local", ())):
+        done = abifit(*MATRIX_GRID, *MATRIX_TARGET, "--index-url", matrix_index.url, "--json",
+                      *extra, cache=tmp_path / name)
+        codes.append(done.returncode)
+        document = json.loads(done.stdout)
+        for key in ("transfer", "checked_at"):
+            document.pop(key, None)
+        documents.append(document)
+    assert codes == [0, 0]  # some cells fit
+    assert documents[0] == documents[1]
+    cells = documents[0]["rows"]
+    assert len(cells) == 8 and documents[0]["fitting_pairs"] and len(
+        documents[0]["fitting_pairs"]) < len(cells)
+
+
+def test_an_address_where_no_cluster_answers(tmp_path: Path) -> None:
+    port = _free_port()
+    started = time.monotonic()
+    done = abifit("index", "add", "hostpkg==1.0", *TARGET, "--ray", f"127.0.0.1:{port}",
+                  cache=tmp_path / "c", timeout=60)
+    assert done.returncode == 2
+    assert f"--ray 127.0.0.1:{port}: no Ray cluster answers there" in done.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_a_worker_node_killed_mid_run_loses_and_duplicates_nothing(
+        binaries: dict[str, bytes], tmp_path: Path) -> None:
+    """Sixteen slow wheels; the worker node is killed while tasks run on it: the run ends
+    with every wheel recorded once, the store as a local run's."""
+    versions = [f"2.{n}" for n in range(16)]
+    projects = {"hostpkg": [
+        make_wheel("hostpkg", version, {"hostpkg/__init__.py": b"",
+                                        "hostpkg/lib/libhost.so": binaries[("v1", "v2")[n % 2]]})
+        for n, version in enumerate(versions)]}
+    own = start_cluster()
+    try:
+        with LoopbackServer(delay_s=0.15) as server:
+            slow = publish_index(server, projects)
+            args = ["index", "add", "hostpkg", "--versions", ">=2", *TARGET, "--index-url",
+                    slow.url, "--json"]
+            driver = subprocess.Popen(
+                [sys.executable, "-m", "abifit", *args, "--ray", own.address, "--cache-dir",
+                 str(tmp_path / "cluster")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True, env=_ray_env())
+            time.sleep(4.0)  # tasks are running on both nodes
+            own.kill_worker()
+            out, err = driver.communicate(timeout=300)
+            assert driver.returncode == 0 and out, err
+            # the kill came while tasks ran on that node: Ray says it runs them again (on
+            # stderr: Ray prints it on stdout, where the JSON goes, unless abifit moves it)
+            assert "retries remaining" in err, err[-2000:]
+            local = abifit(*args, "--jobs", "1", cache=tmp_path / "local")
+            assert local.returncode == 0, local.stderr
+    finally:
+        own.stop()
+    assert statuses(json.loads(out)) == [(v, "recorded") for v in versions]
+    assert export(tmp_path / "cluster", tmp_path) == export(tmp_path / "local", tmp_path)
+    info = abifit("index", "info", "--json", cache=tmp_path / "cluster")
+    (package,) = json.loads(info.stdout)["result"]["packages"]
+    assert (package["package"], package["wheels"]) == ("hostpkg", len(versions))
