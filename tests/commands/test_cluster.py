@@ -225,10 +225,21 @@ def test_an_address_where_no_cluster_answers(tmp_path: Path) -> None:
     assert time.monotonic() - started < 30
 
 
+def _wait_for_wheels_read(server: LoopbackServer, wheels: int) -> None:
+    """Until requests for `wheels` different wheel files have come (each node runs one task at
+    a time, so the third means that both nodes are reading one)."""
+    deadline = time.monotonic() + 120
+    while len({s.path for s in list(server.log) if s.path.endswith(".whl")}) < wheels:
+        if time.monotonic() > deadline:
+            pytest.fail(f"the tasks did not read {wheels} wheels in 120 s")
+        time.sleep(0.05)
+
+
 def test_a_worker_node_killed_mid_run_loses_and_duplicates_nothing(
         binaries: dict[str, bytes], tmp_path: Path) -> None:
-    """Sixteen slow wheels; the worker node is killed while tasks run on it: the run ends
-    with every wheel recorded once, the store as a local run's."""
+    """Sixteen slow wheels (every request held 0.3 s); the worker node is killed while tasks
+    run on both nodes: the run ends with every wheel recorded once, the store as a local
+    run's."""
     versions = [f"2.{n}" for n in range(16)]
     projects = {"hostpkg": [
         make_wheel("hostpkg", version, {"hostpkg/__init__.py": b"",
@@ -236,7 +247,7 @@ def test_a_worker_node_killed_mid_run_loses_and_duplicates_nothing(
         for n, version in enumerate(versions)]}
     own = start_cluster()
     try:
-        with LoopbackServer(delay_s=0.15) as server:
+        with LoopbackServer(delay_s=0.3) as server:
             slow = publish_index(server, projects)
             args = ["index", "add", "hostpkg", "--versions", ">=2", *TARGET, "--index-url",
                     slow.url, "--json"]
@@ -244,7 +255,7 @@ def test_a_worker_node_killed_mid_run_loses_and_duplicates_nothing(
                 [sys.executable, "-m", "abifit", *args, "--ray", own.address, "--cache-dir",
                  str(tmp_path / "cluster")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 text=True, env=_ray_env())
-            time.sleep(4.0)  # tasks are running on both nodes
+            _wait_for_wheels_read(server, 3)  # two tasks running: one on each node's CPU
             own.kill_worker()
             out, err = driver.communicate(timeout=300)
             assert driver.returncode == 0 and out, err
