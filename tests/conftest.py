@@ -157,6 +157,15 @@ def torch_cuda_venv(request: pytest.FixtureRequest) -> Path:
     return ensure_torch_cuda_venv(bool(request.config.getoption("--run-cuda")))
 
 
+@pytest.fixture
+def pip_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No pip configuration of this machine (a module asks for it with
+    `pytest.mark.usefixtures("pip_alone")`)."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(var, raising=False)
+
+
 @pytest.fixture(scope="module")
 def binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     """The binaries of the check world (`helpers.check_binaries`), built once per test module

@@ -147,6 +147,59 @@ def wheels(binaries: dict[str, bytes]) -> dict[str, list[tuple[str, bytes]]]:
     }
 
 
+def lock_world(binaries: dict[str, bytes]) -> dict[str, list[tuple[str, bytes]]]:
+    """The wheels of a lock that breaks: hostpkg 1.0 and 2.0, and extfree 1.0, whose module
+    `extpkg._ops` was built against hostpkg 1.0's library (2.0 dropped a symbol it needs) and
+    which requires nothing (tests/commands/test_locks.py, test_diff_locks.py, test_ci_outputs.py,
+    tests/project/test_ci_gate.py)."""
+    def host(version: str, binary: str) -> tuple[str, bytes]:
+        return make_wheel("hostpkg", version, {"hostpkg/__init__.py": b"",
+                                               "hostpkg/lib/libhost.so": binaries[binary]})
+
+    return {"hostpkg": [host("1.0", "v1"), host("2.0", "v2")],
+            "extfree": [make_wheel("extfree", "1.0", {"extpkg/__init__.py": b"",
+                                                      "extpkg/_ops.abi3.so": binaries["ext"]},
+                                   tag="cp310-abi3-linux_x86_64")]}
+
+
+UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+
+
+def uv_project(root: Path, index_url: str, dependencies: str) -> Path:
+    """A uv project in `root` with these `dependencies` (the TOML list's inside), locked by uv
+    against `index_url` (`uv.lock`) and exported as requirements.txt (with hashes) and
+    pylock.toml; a skip without uv."""
+    if UV is None:
+        pytest.skip("needs uv")
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "app"\nversion = "0.1"\nrequires-python = ">=3.11"\n'
+        f"dependencies = [{dependencies}]\n[tool.uv]\npackage = false\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(root), "UV_NO_CONFIG": "1",
+           "UV_CACHE_DIR": str(root / ".uvcache"), "UV_DEFAULT_INDEX": index_url}
+    for args in (["lock"], ["export", "--format", "requirements.txt", "-o", "requirements.txt",
+                            "--no-header"],
+                 ["export", "--format", "pylock.toml", "-o", "pylock.toml"]):
+        done = subprocess.run([UV, *args], cwd=root, env=env, capture_output=True, text=True,
+                              timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+    return root
+
+
+def lock_world_venv(root: Path, index: LoopbackIndex) -> str:
+    """A venv of this Python with hostpkg 1.0 and extfree 1.0 from `index` installed: its
+    interpreter."""
+    from venvs import venv_with_wheels
+
+    root.mkdir(parents=True, exist_ok=True)
+    wheels = []
+    for name in ("hostpkg-1.0-py3-none-linux_x86_64.whl",
+                 "extfree-1.0-cp310-abi3-linux_x86_64.whl"):
+        (root / name).write_bytes(with_record(index.files[name]))
+        wheels.append(root / name)
+    return venv_with_wheels(root / "env", wheels)
+
+
 def run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, cache: Path,
             *args: str) -> tuple[int, str, str]:
     """`abifit ARGS` in this process for the `TARGET` Python and platform, with `cache` as the

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,30 +21,26 @@ import pytest
 from junitparser import Failure, JUnitXml
 
 from abifit.cli import main
-from helpers import make_wheel, validate_sarif, with_record
+from helpers import lock_world, uv_project, validate_sarif, with_record
 from httpserver import LoopbackIndex, LoopbackServer, publish_index
 from venvs import venv_with_wheels
 
-UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
 TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
 REPORTS = ["--sarif", "out.sarif", "--junit", "junit.xml", "--markdown", "summary.md"]
 SYMBOL = "_ZN7hostlib10check_implEiPKcS1_ib"
 DEMANGLED = "hostlib::check_impl(int, char const*, char const*, int, bool)"
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+pytestmark = [pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++"),
+              pytest.mark.usefixtures("pip_alone")]
 
 
 @pytest.fixture(scope="module")
 def wheel_files(binaries: dict[str, bytes]) -> dict[str, tuple[str, bytes]]:
-    """hostpkg 1.0 and 2.0, and extfree 1.0 (built against 1.0, requiring nothing)."""
-    def host(version: str, binary: str) -> tuple[str, bytes]:
-        return make_wheel("hostpkg", version, {"hostpkg/__init__.py": b"",
-                                               "hostpkg/lib/libhost.so": binaries[binary]})
-
-    return {"hostpkg-1.0": host("1.0", "v1"), "hostpkg-2.0": host("2.0", "v2"),
-            "extfree-1.0": make_wheel("extfree", "1.0", {
-                "extpkg/__init__.py": b"", "extpkg/_ops.abi3.so": binaries["ext"]},
-                tag="cp310-abi3-linux_x86_64")}
+    """hostpkg 1.0 and 2.0, and extfree 1.0 (built against 1.0, requiring nothing), by
+    `NAME-VERSION` (`helpers.lock_world`)."""
+    world = lock_world(binaries)
+    return {"-".join(filename.split("-")[:2]): (filename, data)
+            for wheels in world.values() for filename, data in wheels}
 
 
 @pytest.fixture(scope="module")
@@ -58,34 +52,13 @@ def index(wheel_files: dict[str, tuple[str, bytes]]) -> Iterator[LoopbackIndex]:
         yield publish_index(server, projects)
 
 
-@pytest.fixture(autouse=True)
-def pip_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No pip configuration of this machine."""
-    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
-    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
-        monkeypatch.delenv(var, raising=False)
-
-
 @pytest.fixture(scope="module")
 def project(index: LoopbackIndex, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A uv project that pins extfree 1.0 beside hostpkg 2.0, locked by uv, its lock exported
     as requirements.txt (with hashes: each requirement continued over lines) and
     pylock.toml."""
-    if UV is None:
-        pytest.skip("needs uv")
-    root = tmp_path_factory.mktemp("ciproject")
-    (root / "pyproject.toml").write_text(
-        '[project]\nname = "app"\nversion = "0.1"\nrequires-python = ">=3.11"\n'
-        'dependencies = ["extfree==1.0", "hostpkg==2.0"]\n[tool.uv]\npackage = false\n')
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(root), "UV_NO_CONFIG": "1",
-           "UV_CACHE_DIR": str(root / ".uvcache"), "UV_DEFAULT_INDEX": index.url}
-    for args in (["lock"], ["export", "--format", "requirements.txt", "-o", "requirements.txt",
-                            "--no-header"],
-                 ["export", "--format", "pylock.toml", "-o", "pylock.toml"]):
-        done = subprocess.run([UV, *args], cwd=root, env=env, capture_output=True, text=True,
-                              timeout=120, check=False)
-        assert done.returncode == 0, done.stderr
-    return root
+    return uv_project(tmp_path_factory.mktemp("ciproject"), index.url,
+                      '"extfree==1.0", "hostpkg==2.0"')
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

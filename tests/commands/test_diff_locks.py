@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,18 +25,25 @@ from abifit.cli import main
 from abifit.report.diff import diff_json
 from abifit.report.json import dumps
 from fixtures.build import STUBS, compile_c
-from helpers import CHECK_SOURCES, make_wheel, schema, validate, with_record
+from helpers import (
+    CHECK_SOURCES,
+    lock_world,
+    lock_world_venv,
+    make_wheel,
+    schema,
+    uv_project,
+    validate,
+)
 from httpserver import LoopbackIndex, LoopbackServer, publish_index
-from venvs import venv_with_wheels
 
-UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
 TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
 OLD = "hostlib::check_impl(int, char const*, char const*, int, bool)"
 MANGLED = "_ZN7hostlib10check_implEiPKcS1_ib"
 GOOD = "hostpkg==1.0\nextfree==1.0\n"
 BROKEN = "hostpkg==2.0\nextfree==1.0\n"
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+pytestmark = [pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++"),
+              pytest.mark.usefixtures("pip_alone")]
 
 
 def cuda_wheels(root: Path) -> list[tuple[str, tuple[str, bytes]]]:
@@ -62,28 +68,11 @@ def cuda_wheels(root: Path) -> list[tuple[str, tuple[str, bytes]]]:
 @pytest.fixture(scope="module")
 def index(binaries: dict[str, bytes],
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackIndex]:
-    def host(version: str, binary: str) -> tuple[str, bytes]:
-        return make_wheel("hostpkg", version, {"hostpkg/__init__.py": b"",
-                                               "hostpkg/lib/libhost.so": binaries[binary]})
-
-    projects: dict[str, list[tuple[str, bytes]]] = {
-        "hostpkg": [host("1.0", "v1"), host("2.0", "v2")],
-        "extfree": [make_wheel("extfree", "1.0", {"extpkg/__init__.py": b"",
-                                                  "extpkg/_ops.abi3.so": binaries["ext"]},
-                               tag="cp310-abi3-linux_x86_64")],
-    }
+    projects = lock_world(binaries)
     for project, wheel in cuda_wheels(tmp_path_factory.mktemp("cudart")):
         projects.setdefault(project, []).append(wheel)
     with LoopbackServer() as server:
         yield publish_index(server, projects)
-
-
-@pytest.fixture(autouse=True)
-def pip_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No pip configuration of this machine."""
-    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
-    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
-        monkeypatch.delenv(var, raising=False)
 
 
 def locks(root: Path, a: str, b: str) -> tuple[Path, Path]:
@@ -181,21 +170,9 @@ def test_the_comment_and_annotations_name_the_broken_module(
 def uv_projects(index: LoopbackIndex, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two uv projects, `a` (hostpkg 1.0) and `b` (hostpkg 2.0) beside extfree 1.0, each
     locked by uv (`uv.lock`) and exported as `pylock.toml`."""
-    if UV is None:
-        pytest.skip("needs uv")
     root = tmp_path_factory.mktemp("uvdiff")
     for name, host in (("a", "1.0"), ("b", "2.0")):
-        project = root / name
-        project.mkdir()
-        (project / "pyproject.toml").write_text(
-            '[project]\nname = "app"\nversion = "0.1"\nrequires-python = ">=3.11"\n'
-            f'dependencies = ["extfree==1.0", "hostpkg=={host}"]\n[tool.uv]\npackage = false\n')
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(root), "UV_NO_CONFIG": "1",
-               "UV_CACHE_DIR": str(root / ".uvcache"), "UV_DEFAULT_INDEX": index.url}
-        for args in (["lock"], ["export", "--format", "pylock.toml", "-o", "pylock.toml"]):
-            done = subprocess.run([UV, *args], cwd=project, env=env, capture_output=True,
-                                  text=True, timeout=120, check=False)
-            assert done.returncode == 0, done.stderr
+        uv_project(root / name, index.url, f'"extfree==1.0", "hostpkg=={host}"')
     return root
 
 
@@ -238,12 +215,7 @@ def test_a_lock_beside_a_snapshot_or_an_environment(
     pins, nothing differs either way (a library the lock's check takes for a module is the
     one the environment's module loads); against the lock with hostpkg 2.0, B breaks
     extpkg._ops. The lock is checked for the Python the other side records."""
-    wheels = []
-    for name in ("hostpkg-1.0-py3-none-linux_x86_64.whl",
-                 "extfree-1.0-cp310-abi3-linux_x86_64.whl"):
-        (tmp_path / name).write_bytes(with_record(index.files[name]))
-        wheels.append(tmp_path / name)
-    python = venv_with_wheels(tmp_path / "env", wheels)
+    python = lock_world_venv(tmp_path, index)
     snapshot = tmp_path / "pylock.env.toml"
     assert main(["snapshot", "--python", python, "--no-index", "--no-cache", "-o",
                  str(snapshot)]) == 0

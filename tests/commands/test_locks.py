@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,49 +20,25 @@ import pytest
 
 from abifit.cli import main
 from abifit.formats.pins import holds, requirements_txt, uv_lock
-from helpers import make_wheel, with_record
+from helpers import UV, lock_world, lock_world_venv, make_wheel, uv_project
 from httpserver import LoopbackIndex, LoopbackServer, publish_index
 
-UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
 pytestmark = pytest.mark.skipif(UV is None, reason="needs uv")
 
 
 @pytest.fixture(scope="module")
 def index(binaries: dict[str, bytes]) -> Iterator[LoopbackIndex]:
-    def host(version: str, binary: str) -> tuple[str, bytes]:
-        return make_wheel("hostpkg", version, {"hostpkg/__init__.py": b"",
-                                               "hostpkg/lib/libhost.so": binaries[binary]})
-
-    projects = {
-        "hostpkg": [host("1.0", "v1"), host("2.0", "v2")],
-        "extfree": [make_wheel("extfree", "1.0", {"extpkg/__init__.py": b"",
-                                                  "extpkg/_ops.abi3.so": binaries["ext"]},
-                               tag="cp310-abi3-linux_x86_64")],
-    }
     with LoopbackServer() as server:
-        yield publish_index(server, projects)
+        yield publish_index(server, lock_world(binaries))
 
 
 @pytest.fixture(scope="module")
 def project(index: LoopbackIndex, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The uv project, locked by uv, and its lock exported as requirements.txt and
     pylock.toml."""
-    root = tmp_path_factory.mktemp("uvproject")
-    (root / "pyproject.toml").write_text(
-        '[project]\nname = "app"\nversion = "0.1"\nrequires-python = ">=3.11"\n'
-        'dependencies = ["extfree", "hostpkg==1.0; python_version < \'3.12\'",\n'
-        '                "hostpkg==2.0; python_version >= \'3.12\'"]\n'
-        "[tool.uv]\npackage = false\n")
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(root), "UV_NO_CONFIG": "1",
-           "UV_CACHE_DIR": str(root / ".uvcache"), "UV_DEFAULT_INDEX": index.url}
-    assert UV is not None
-    for args in (["lock"], ["export", "--format", "requirements.txt", "-o", "requirements.txt",
-                            "--no-header"],
-                 ["export", "--format", "pylock.toml", "-o", "pylock.toml"]):
-        done = subprocess.run([UV, *args], cwd=root, env=env, capture_output=True, text=True,
-                              timeout=120, check=False)
-        assert done.returncode == 0, done.stderr
-    return root
+    return uv_project(tmp_path_factory.mktemp("uvproject"), index.url,
+                      '"extfree", "hostpkg==1.0; python_version < \'3.12\'",\n'
+                      '                "hostpkg==2.0; python_version >= \'3.12\'"')
 
 
 def check(lock: Path, python: str, index: LoopbackIndex, tmp_path: Path,
@@ -168,14 +142,7 @@ def test_diff_reads_a_lock_for_the_environment_beside_it(
         capsys: pytest.CaptureFixture[str]) -> None:
     """`diff ENV uv.lock`, ENV a venv of this Python with what the lock pins for it: no
     version changes (the lock's pin for the other Python range is not this environment's)."""
-    from venvs import venv_with_wheels
-
-    wheels = []
-    for name in ("hostpkg-1.0-py3-none-linux_x86_64.whl",
-                 "extfree-1.0-cp310-abi3-linux_x86_64.whl"):
-        (tmp_path / name).write_bytes(with_record(index.files[name]))
-        wheels.append(tmp_path / name)
-    python = venv_with_wheels(tmp_path / "env", wheels)
+    python = lock_world_venv(tmp_path, index)
     if sys.version_info >= (3, 12):
         pytest.skip("the lock pins hostpkg 1.0 for Python < 3.12 only")
     code = main(["diff", python, str(project / "uv.lock"), "--json", "--no-cache"])

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import REPO, make_wheel
+from helpers import REPO, lock_world
 from httpserver import LoopbackIndex, LoopbackServer, publish_index
 
 ACTION = REPO / "action.yml"
@@ -41,18 +41,8 @@ EXTFREE_LINE = 3
 
 @pytest.fixture(scope="module")
 def index(binaries: dict[str, bytes]) -> Iterator[LoopbackIndex]:
-    def host(version: str, binary: str) -> tuple[str, bytes]:
-        return make_wheel("hostpkg", version, {"hostpkg/__init__.py": b"",
-                                               "hostpkg/lib/libhost.so": binaries[binary]})
-
-    projects = {
-        "hostpkg": [host("1.0", "v1"), host("2.0", "v2")],
-        "extfree": [make_wheel("extfree", "1.0", {"extpkg/__init__.py": b"",
-                                                  "extpkg/_ops.abi3.so": binaries["ext"]},
-                               tag="cp310-abi3-linux_x86_64")],
-    }
     with LoopbackServer() as server:
-        yield publish_index(server, projects)
+        yield publish_index(server, lock_world(binaries))
 
 
 def repository(root: Path, requirements: str) -> Path:
