@@ -25,7 +25,8 @@ something it could read) is data in a report and is never raised.
     └── ClusterError              a Ray cluster (`--ray`) that does not answer
 
 This module defines `AbifitError`, `UsageError`, `LocatedError`, `FormatError`, `ElfError`,
-`WheelError`, `WheelRefused`, `EnvironmentQueryError` and `CacheError`. The others are defined
+`WheelError`, `WheelRefused`, `EnvironmentQueryError` and `CacheError`, and `first_line`, an
+error as one line. The others are defined
 beside the code that raises them, so that no module imports from a layer above its own:
 `OtherVersion` in `abifit.formats.datacodec`, `HttpError` and `_Retry` in `abifit.remote.http`,
 `IndexUnavailable`, `_Hinted`, `PackageNotFound` and `NoMatchingWheel` in
@@ -125,3 +126,10 @@ class EnvironmentQueryError(AbifitError):
 
 class CacheError(AbifitError):
     """A cache operation that could not be done, such as cleaning a cache one may not write."""
+
+
+def first_line(error: BaseException) -> str:
+    """An error's first line, or its type's name where it says nothing: how an error is named
+    where one line is all there is room for (a wheel that failed, a task that failed)."""
+    text = str(error)
+    return text.splitlines()[0] if text else type(error).__name__

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from abifit.errors import AbifitError, UsageError
+from abifit.errors import AbifitError, UsageError, first_line
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -119,7 +119,7 @@ class Cluster:
                      ignore_reinit_error=True, include_dashboard=False)
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise ClusterError(f"--ray {address}: no Ray cluster answers there "
-                               f"({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+                               f"({first_line(e)})"
                                ) from e
 
     @property
@@ -169,7 +169,6 @@ class Cluster:
             return ray.get(ref)
         except ray.exceptions.RayTaskError as e:  # the task raised: its own error, one line
             cause = e.cause if getattr(e, "cause", None) is not None else e
-            return TaskFailed(str(cause).splitlines()[0] if str(cause) else type(cause).__name__)
+            return TaskFailed(first_line(cause))
         except ray.exceptions.RayError as e:  # its worker or node died past the retries
-            return TaskFailed(f"lost after {RETRIES} retries: "
-                              f"{str(e).splitlines()[0] if str(e) else type(e).__name__}")
+            return TaskFailed(f"lost after {RETRIES} retries: {first_line(e)}")

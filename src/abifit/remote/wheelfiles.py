@@ -30,7 +30,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from abifit.errors import AbifitError, FormatError
+from abifit.errors import AbifitError, FormatError, first_line
 from abifit.remote.packageindex import IndexFile, select_one
 from abifit.remote.runcontext import RemoteContext
 from abifit.remote.wheels import shared_wheel
@@ -233,7 +233,7 @@ def find_library_wheels(soname: str, ctx: RemoteContext, *, table: LibraryTable 
         try:
             hits = _look_in(soname, candidate, ctx, progress)
         except AbifitError as e:
-            misses.append(f"{candidate.requirement}: {_first_line(e)}")
+            misses.append(f"{candidate.requirement}: {first_line(e)}")
             continue
         if isinstance(hits, str):
             misses.append(hits)
@@ -264,10 +264,6 @@ def _look_in(soname: str, candidate: WheelCandidate, ctx: RemoteContext,
     if not hits:
         return f"{requirement.name} {chosen.version} has no file named {soname}"
     return hits
-
-
-def _first_line(error: AbifitError) -> str:
-    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 # --- the fix, in words ----------------------------------------------------------------------------
