@@ -76,7 +76,7 @@ def wheels_on(cluster: Cluster, index: IndexOptions, environ: Mapping[str, str],
              progress: Progress) -> Iterator[tuple[IndexFile, WheelRead | TaskFailed]]:
         return cluster.map(read_wheel_task, files, lambda f: (f,),
                            (index, travelling(environ), target), progress=progress,
-                           what="wheels", size=lambda r: r.bytes_fetched)
+                           what="wheels", size=lambda r: r.wheel.bytes_fetched)
 
     return read
 

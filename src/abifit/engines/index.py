@@ -79,15 +79,12 @@ class IndexTransferReport:
 
 @dataclass(frozen=True, slots=True)
 class WheelRead:
-    """One wheel read for the store by a task (`read_for_store`): the store's own encoding of
-    it (an export holding that wheel alone), or why it could not be read."""
+    """One wheel read for the store by a task (`read_for_store`): what `index add` says of it,
+    and, when it was recorded, the store's own encoding of it (an export holding that wheel
+    alone)."""
 
-    data: bytes | None
-    members: int = 0
-    symbols: int = 0
-    bytes_fetched: int = 0
-    unreadable: tuple[str, ...] = ()
-    error: str | None = None
+    wheel: IndexedWheel
+    data: bytes | None = None
 
 
 # the wheels the store lacks, read elsewhere (a cluster), in their order as they are done
@@ -151,14 +148,10 @@ def _wheels(requirements: Sequence[str], versions: str | None,
 
 def _add_one(file: IndexFile, ctx: RemoteContext, store: SymbolStore,
              progress: Progress) -> IndexedWheel:
-    from packaging.utils import canonicalize_name
-
     from abifit.remote.recording import is_recorded, record_views
     from abifit.remote.wheels import RemoteWheel
 
-    wheel = file.wheel()
-    assert wheel is not None
-    base = IndexedWheel(canonicalize_name(wheel[0]), str(wheel[1]), file.filename, "failed")
+    base = _indexed(file)
     client = ctx.client.sibling() if ctx.client is not None else None
     own = replace(ctx, client=client)
     try:
@@ -200,39 +193,25 @@ def _indexed(file: IndexFile) -> IndexedWheel:
 def _record_read(file: IndexFile, read: WheelRead | TaskFailed,
                  store: SymbolStore) -> IndexedWheel:
     """Record what a task read (a wheel another task recorded first is not recorded twice)."""
-    base = _indexed(file)
     if isinstance(read, TaskFailed):
-        return replace(base, error=read.reason)
-    if read.data is None:
-        return replace(base, error=read.error, bytes_fetched=read.bytes_fetched)
-    store.load(decode_store(read.data, file.filename))
-    return replace(base, status="recorded", members=read.members, symbols=read.symbols,
-                   bytes_fetched=read.bytes_fetched, unreadable=read.unreadable)
+        return replace(_indexed(file), error=read.reason)
+    if read.data is not None:
+        store.load(decode_store(read.data, file.filename))
+    return read.wheel
 
 
 def read_for_store(file: IndexFile, ctx: RemoteContext, progress: Progress) -> WheelRead:
-    """Read `file`'s views as `index add` records them, into a store of its own that is
-    thrown away, and give that store's export: what a task returns to the one writer."""
-    from abifit.remote.recording import record_views
-    from abifit.remote.wheels import RemoteWheel
-
-    client = ctx.client.sibling() if ctx.client is not None else None
-    own = replace(ctx, client=client)
-    try:
-        with tempfile.TemporaryDirectory(prefix="abifit-task-") as tmp:
-            store = SymbolStore.open(Path(tmp))
-            if store is None:
-                raise CacheError(f"{tmp}: cannot create a symbol store there")
-            with store:
-                recorded = record_views(RemoteWheel(file, own), store, progress)
-                data = encode_store(store.dump())
-    except AbifitError as e:
-        return WheelRead(None, error=str(e).splitlines()[0], bytes_fetched=_fetched(client))
-    finally:
-        if client is not None:
-            client.close()
-    return WheelRead(data, recorded.members, recorded.symbols, _fetched(client),
-                     recorded.unreadable)
+    """`index add` of one wheel into a store of its own that is thrown away, with that store's
+    export: what a task returns to the one writer."""
+    with tempfile.TemporaryDirectory(prefix="abifit-task-") as tmp:
+        store = SymbolStore.open(Path(tmp))
+        if store is None:
+            return WheelRead(replace(_indexed(file),
+                                     error=f"{tmp}: cannot create a symbol store there"))
+        with store:
+            read = _add_one(file, ctx, store, progress)
+            return WheelRead(read, encode_store(store.dump()) if read.status == "recorded"
+                             else None)
 
 
 def _fetched(client: HttpClient | None) -> int:
