@@ -74,19 +74,17 @@ def configure(sub: Subparsers) -> None:
 def _add(args: argparse.Namespace, options: IndexOptions, session: Session,
          remote: Callable[[], RemoteContext], store: SymbolStore) -> IndexAddReport:
     """`index add`, each wheel read by a task on the Ray cluster asked for, if one is."""
-    from abifit.engines.cluster import Cluster, cluster_address
+    from abifit.engines.cluster import cluster_asked
     from abifit.engines.index import index_add
 
-    address = cluster_address(args.ray, session.environ)
-    if address is None:
-        return index_add(args.requirements, args.versions, remote(), store, session.progress,
-                         args.jobs)
-    from abifit.commands.cluster import wheels_on
+    with cluster_asked(args.ray, session.environ) as cluster:
+        elsewhere = None
+        if cluster is not None:
+            from abifit.commands.cluster import wheels_on
 
-    with Cluster(address) as cluster:
+            elsewhere = wheels_on(cluster, options, session.environ, remote().target)
         return index_add(args.requirements, args.versions, remote(), store, session.progress,
-                         args.jobs, wheels_on(cluster, options, session.environ,
-                                              remote().target))
+                         args.jobs, elsewhere)
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -18,7 +18,7 @@ from abifit.commands.contexts import (
     run_as_library,
 )
 from abifit.engines import matrix as engine
-from abifit.engines.cluster import Cluster, cluster_address
+from abifit.engines.cluster import cluster_asked
 from abifit.engines.matrix import Clock, MatrixReport
 
 
@@ -44,20 +44,17 @@ def run_matrix(options: MatrixOptions, session: Session,
     linux_only(options.index)
     host, remote = host_and_index(options.host, options.index, session)
     gpu = option_gpu(options.gpu, session.environ)
-    address = cluster_address(options.ray, session.environ)
-    if address is None:
-        return engine.matrix(options.extension, options.against, remote(), remote().target,
-                             host, session.progress, options.jobs, options.host.python,
-                             versions=options.versions, gpu=gpu, clock=clock)
-    from abifit.commands.cluster import cells_on
+    with cluster_asked(options.ray, session.environ) as cluster:
+        elsewhere = None
+        if cluster is not None:
+            from abifit.commands.cluster import cells_on
 
-    with Cluster(address) as cluster:
+            elsewhere = cells_on(cluster, options.index, session.environ, remote().target, host,
+                                 options.host.python, gpu)
         return engine.matrix(options.extension, options.against, remote(), remote().target,
                              host, session.progress, options.jobs, options.host.python,
                              versions=options.versions, gpu=gpu, clock=clock,
-                             elsewhere=cells_on(cluster, options.index, session.environ,
-                                                remote().target, host, options.host.python,
-                                                gpu))
+                             elsewhere=elsewhere)
 
 
 def matrix(

@@ -67,6 +67,18 @@ def cluster_address(given: str | None, environ: Mapping[str, str]) -> str | None
     return given or environ.get(RAY_ADDRESS) or None
 
 
+@contextlib.contextmanager
+def cluster_asked(given: str | None, environ: Mapping[str, str]) -> Iterator[Cluster | None]:
+    """The cluster asked for (`cluster_address`), connected for the block; None where none
+    is asked for."""
+    address = cluster_address(given, environ)
+    if address is None:
+        yield None
+        return
+    with Cluster(address) as cluster:
+        yield cluster
+
+
 def _answers(address: str, timeout: float = 10.0) -> None:
     """A `HOST:PORT` address whose port takes no connection is an error at once (Ray itself
     waits minutes for it); other forms (`auto`, `ray://...`) are left to Ray."""
