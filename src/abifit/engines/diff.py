@@ -128,17 +128,6 @@ class DiffReport:
     origins: tuple[Origin, ...] = ()  # A's and B's (none: not said)
 
     @property
-    def outcome(self) -> str:
-        """The last line of the text: what B does to what A loaded, as far as it is known."""
-        if self.breaks:
-            return f"B breaks {len(self.breaks)} module(s) that A loaded"
-        if not self.abi_compared:
-            return ("versions only: whether B loads what A loaded was not compared (a lock "
-                    "read for its versions alone; without --versions-only its wheels are "
-                    "checked)")
-        return "B breaks nothing A loaded"
-
-    @property
     def word(self) -> str:
         """`breaks`, `fits`, or `versions only` where loading was not compared."""
         return "breaks" if self.breaks else "fits" if self.abi_compared else "versions only"

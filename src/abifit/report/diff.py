@@ -20,6 +20,17 @@ _LABEL = {
 }
 
 
+def diff_outcome(report: DiffReport) -> str:
+    """The last line of the text (and of the comment): what B does to what A loaded, as far as
+    it is known."""
+    if report.breaks:
+        return f"B breaks {len(report.breaks)} module(s) that A loaded"
+    if not report.abi_compared:
+        return ("versions only: whether B loads what A loaded was not compared (a lock read "
+                "for its versions alone; without --versions-only its wheels are checked)")
+    return "B breaks nothing A loaded"
+
+
 def change_detail(c: Change) -> str:
     """Why a change matters: its derivation in words (a module that stops loading), else its
     detail."""
@@ -59,7 +70,7 @@ def diff_text(report: DiffReport) -> str:
         lines += [_version_line(c) for c in report.versions]
     if not report.abi and not report.versions:
         lines.append("no differences")
-    lines.append(report.outcome)
+    lines.append(diff_outcome(report))
     return "\n".join(lines) + "\n"
 
 

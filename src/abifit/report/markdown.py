@@ -10,6 +10,7 @@ import html
 from collections.abc import Callable, Sequence
 
 from abifit.engines.diff import Change, ChangeKind, DiffReport, SideKind
+from abifit.report.diff import diff_outcome
 from abifit.report.gate import Gate, Level, Problem
 
 ROWS = 50  # rows of a table; the others are counted
@@ -74,7 +75,7 @@ def diff_markdown(report: DiffReport, limit: int = ROWS) -> str:
     versions (folded)."""
     broken = report.breaks
     lines = [f"### abifit diff: {report.word}", "",
-             f"A: {code(report.a)} → B: {code(report.b)}", "", report.outcome]
+             f"A: {code(report.a)} → B: {code(report.b)}", "", diff_outcome(report)]
     locks = [code(label) for label, o in zip((report.a, report.b), report.origins, strict=False)
              if o.kind is SideKind.CHECKED_LOCK]
     if locks and report.checked_for:  # a lock's wheels: read from the index, simulated there
