@@ -27,12 +27,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import resource
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -46,9 +42,9 @@ from _common import REPO, Log, Runs, base_machine_info, byte_compile_abifit, rat
 sys.path.insert(0, str(REPO / "tests"))
 from helpers import big_library_source, make_wheel
 from httpserver import LoopbackIndex, LoopbackServer, publish_index
+from raycluster import RAY, ray_env, start_cluster
 
 TARGET = ("--python-version", "3.11", "--platform", "linux_x86_64")
-RAY = shutil.which("ray", path=str(Path(sys.executable).parent))
 
 
 def build(root: Path, wheels: int) -> dict[str, list[tuple[str, bytes]]]:
@@ -75,46 +71,14 @@ def build(root: Path, wheels: int) -> dict[str, list[tuple[str, bytes]]]:
     }
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "RAY_"))}
-    env.update(PYTHONPATH=str(REPO / "src"), RAY_USAGE_STATS_ENABLED="0",
-               PIP_CONFIG_FILE="/dev/null")
-    return env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def cluster(cpus: int) -> Iterator[str]:
-    """A one-node Ray cluster with `cpus` CPUs, stopped on exit."""
-    assert RAY is not None
-    port = _free_port()
-    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
-    node = subprocess.Popen([RAY, "start", "--block", "--head", "--port", str(port),
-                             "--num-cpus", str(cpus), "--include-dashboard=false",
-                             "--disable-usage-stats", "--temp-dir", temp,
-                             "--node-ip-address", "127.0.0.1",
-                             "--object-store-memory", str(100 * 1024 * 1024)],
-                            env=_env(), start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    address = f"127.0.0.1:{port}"
+    """A one-node Ray cluster with `cpus` CPUs (`tests/raycluster.py`), stopped on exit."""
+    started = start_cluster((cpus,))
     try:
-        deadline = time.monotonic() + 90
-        while not re.search(rf"/{cpus}(\.0)? CPU", subprocess.run(
-                [RAY, "status", "--address", address], capture_output=True, text=True,
-                env=_env(), check=False).stdout):
-            if time.monotonic() > deadline:
-                raise SystemExit("error: the Ray cluster did not start in 90 s")
-            time.sleep(1.0)
-        yield address
+        yield started.address
     finally:
-        os.killpg(node.pid, signal.SIGKILL)
-        node.wait()
-        shutil.rmtree(temp, ignore_errors=True)
+        started.stop()
 
 
 def abifit(args: Sequence[str], cache: Path) -> tuple[float, float, dict[str, object]]:
@@ -122,7 +86,7 @@ def abifit(args: Sequence[str], cache: Path) -> tuple[float, float, dict[str, ob
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "abifit", *args, "--json", "--cache-dir",
-                           str(cache)], capture_output=True, text=True, env=_env(),
+                           str(cache)], capture_output=True, text=True, env=ray_env(),
                           timeout=1800, check=False)
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -145,7 +109,7 @@ def index_add(index: LoopbackIndex, root: Path, name: str, *extra: str,
         raise SystemExit(f"error: {name}: not every wheel was recorded")
     export = root / f"{name}.export"
     subprocess.run([sys.executable, "-m", "abifit", "index", "export", str(export),
-                    "--cache-dir", str(cache)], env=_env(), check=True, capture_output=True)
+                    "--cache-dir", str(cache)], env=ray_env(), check=True, capture_output=True)
     data = export.read_bytes()
     shutil.rmtree(cache, ignore_errors=True)
     return seconds, cpu, result, data

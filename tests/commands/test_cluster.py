@@ -11,19 +11,12 @@ error at once. The driver is `python -m abifit` in a process of its own.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import re
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -31,90 +24,19 @@ import pytest
 from helpers import (
     MATRIX_GRID,
     MATRIX_TARGET,
-    SRC,
     TARGET,
     make_wheel,
     matrix_binaries,
     matrix_projects,
 )
 from httpserver import LoopbackIndex, LoopbackServer, publish_index
+from raycluster import RAY, LocalCluster, free_port, ray_env, start_cluster
 
-RAY = shutil.which("ray", path=str(Path(sys.executable).parent))
 if RAY is None and os.environ.get("CI"):
     pytest.fail("ray is a test dependency: CI must have it", pytrace=False)
 pytestmark = pytest.mark.skipif(RAY is None, reason="needs Ray (abifit[ray])")
 
 VERSIONS = tuple(f"1.{n}" for n in range(8))  # the releases of hostpkg served
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _ray_env() -> dict[str, str]:
-    """What the nodes run with: this checkout's abifit for the tasks, no usage reports, and a
-    node's death noticed within about two seconds."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "RAY_"))}
-    env.update(PYTHONPATH=str(SRC), RAY_USAGE_STATS_ENABLED="0",
-               RAY_health_check_period_ms="500", RAY_health_check_failure_threshold="3",
-               RAY_health_check_initial_delay_ms="0", PIP_CONFIG_FILE="/dev/null")
-    return env
-
-
-@dataclass
-class LocalCluster:
-    """A head node and one worker node, one CPU each."""
-
-    address: str
-    head: subprocess.Popen[bytes]
-    worker: subprocess.Popen[bytes]
-    temp: str
-
-    def kill_worker(self) -> None:
-        os.killpg(self.worker.pid, signal.SIGKILL)
-
-    def stop(self) -> None:
-        for node in (self.worker, self.head):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(node.pid, signal.SIGKILL)
-            node.wait(timeout=30)
-        shutil.rmtree(self.temp, ignore_errors=True)
-
-
-def _node(*args: str) -> subprocess.Popen[bytes]:
-    assert RAY is not None
-    return subprocess.Popen([RAY, "start", "--block", "--num-cpus", "1", "--disable-usage-stats",
-                             "--object-store-memory", str(80 * 1024 * 1024), *args],
-                            env=_ray_env(), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def _cpus(address: str) -> float:
-    assert RAY is not None
-    done = subprocess.run([RAY, "status", "--address", address], capture_output=True,
-                          text=True, env=_ray_env(), timeout=60, check=False)
-    found = re.search(r"/(\d+(?:\.\d+)?) CPU", done.stdout)
-    return float(found.group(1)) if found else 0.0
-
-
-def start_cluster() -> LocalCluster:
-    port = _free_port()
-    address = f"127.0.0.1:{port}"
-    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths live in it
-    head = _node("--head", "--port", str(port), "--include-dashboard=false", "--temp-dir", temp,
-                 "--node-ip-address", "127.0.0.1")
-    time.sleep(1.0)
-    worker = _node("--address", address, "--node-ip-address", "127.0.0.1")
-    cluster = LocalCluster(address, head, worker, temp)
-    deadline = time.monotonic() + 90
-    while _cpus(address) < 2:
-        if time.monotonic() > deadline:
-            cluster.stop()
-            pytest.fail("the local Ray cluster did not come up with two nodes in 90 s")
-        time.sleep(1.0)
-    return cluster
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +60,7 @@ def index(binaries: dict[str, bytes]) -> Iterator[LoopbackIndex]:
 
 
 def abifit(*args: str, cache: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = _ray_env()
+    env = ray_env()
     return subprocess.run([sys.executable, "-m", "abifit", *args, "--cache-dir", str(cache)],
                           capture_output=True, text=True, env=env, timeout=timeout, check=False)
 
@@ -181,7 +103,7 @@ def test_ray_address_from_the_environment(cluster: LocalCluster, index: Loopback
                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                           ) -> None:
     """`RAY_ADDRESS` asks for the cluster as `--ray` does (`_ray_env` drops it otherwise)."""
-    env = {**_ray_env(), "RAY_ADDRESS": cluster.address}
+    env = {**ray_env(), "RAY_ADDRESS": cluster.address}
     done = subprocess.run([sys.executable, "-m", "abifit", "index", "add", "hostpkg==1.3",
                            *TARGET, "--index-url", index.url, "--cache-dir",
                            str(tmp_path / "c"), "--json"], capture_output=True, text=True,
@@ -216,7 +138,7 @@ def test_matrix_on_the_cluster_gives_the_local_document(
 
 
 def test_an_address_where_no_cluster_answers(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     started = time.monotonic()
     done = abifit("index", "add", "hostpkg==1.0", *TARGET, "--ray", f"127.0.0.1:{port}",
                   cache=tmp_path / "c", timeout=60)
@@ -254,7 +176,7 @@ def test_a_worker_node_killed_mid_run_loses_and_duplicates_nothing(
             driver = subprocess.Popen(
                 [sys.executable, "-m", "abifit", *args, "--ray", own.address, "--cache-dir",
                  str(tmp_path / "cluster")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                text=True, env=_ray_env())
+                text=True, env=ray_env())
             _wait_for_wheels_read(server, 3)  # two tasks running: one on each node's CPU
             own.kill_worker()
             out, err = driver.communicate(timeout=300)
