@@ -2,7 +2,8 @@
 
 A wheel member is usually DEFLATE, and DEFLATE cannot be entered in the middle: blocks start at
 arbitrary *bit* offsets, and back-references reach up to 32 KiB into output that a tail does not
-have. `decode_tail` still decodes a tail, with all inflating done by zlib:
+have. `decode_tail` still decodes a tail, with all inflating done by zlib
+(`abifit.formats.inflate`: zlib-ng's inflater, or the standard library's):
 
 1. **Block starts.** Every bit offset of the tail may start a block. A filter computed for all
    bit offsets of a scan window at once (see "Finding block starts") keeps dynamic-Huffman
@@ -62,12 +63,12 @@ from __future__ import annotations
 import functools
 import heapq
 import re
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
 from abifit.errors import FormatError
+from abifit.formats import inflate
 
 WINDOW_SIZE = 1 << 15
 WINDOW_A = b"\xaa" * WINDOW_SIZE
@@ -445,13 +446,13 @@ class _Inflater:
 
     def __init__(self, tail: bytes, bit: int, window: bytes) -> None:
         head, zdict, entry_output = _entry(tail, bit, window)
-        self._decoder = zlib.decompressobj(wbits=-15, zdict=zdict)
+        self._decoder = inflate.decompressobj(-15, zdict)
         self._view = memoryview(tail)
         self.position = bit // 8 + 1  # tail bytes fed so far (the head stands for the first)
         self.produced = 0  # output bytes so far
         try:
             self._broken = len(self._decoder.decompress(head)) != entry_output
-        except zlib.error:
+        except inflate.error:
             self._broken = True
 
     def feed(self, end: int, max_length: int) -> bytes | None:
@@ -461,7 +462,7 @@ class _Inflater:
             return None
         try:
             out = self._decoder.decompress(self._take(end), max_length)
-        except zlib.error:
+        except inflate.error:
             return None
         self.produced += len(out)
         return out
@@ -474,7 +475,7 @@ class _Inflater:
         while data:
             try:
                 self._decoder.decompress(data, _SKIM_OUTPUT)
-            except zlib.error:
+            except inflate.error:
                 return False
             data = self._decoder.unconsumed_tail
         return True

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Protocol, TypeVar
 
 from abifit.errors import FormatError, WheelRefused
+from abifit.formats import inflate
 
 
 class ByteSource(Protocol):
@@ -211,7 +212,7 @@ class InflateSource(_Described):
         self._crc = crc  # the CRC-32 the whole output must have (a zip member's), if known
         self._crc_end = 0  # the output [0, _crc_end) has been summed into _crc_sum
         self._crc_sum = 0
-        self._checkpoints = [_Checkpoint(0, 0, zlib.decompressobj(-zlib.MAX_WBITS))]
+        self._checkpoints = [_Checkpoint(0, 0, inflate.decompressobj(-zlib.MAX_WBITS))]
         self._resume(self._checkpoints[0])
 
     def _resume(self, checkpoint: _Checkpoint) -> None:
@@ -240,7 +241,7 @@ class InflateSource(_Described):
         piece = memoryview(self._input)[self._used : self._used + self._INPUT_CHUNK]
         try:
             out = self._inflater.decompress(piece, self._OUTPUT_CHUNK)
-        except zlib.error as e:
+        except inflate.error as e:
             raise FormatError(self._name, f"corrupt compressed data ({e})", self._out_pos) from e
         self._used += len(piece) - len(self._inflater.unconsumed_tail)
         if not out and self._inflater.eof:
@@ -260,7 +261,7 @@ class InflateSource(_Described):
         chunk that straddles the end of what was summed adds its new part)."""
         if self._crc is None or not self._chunk_start <= self._crc_end < self._out_pos:
             return
-        self._crc_sum = zlib.crc32(memoryview(out)[self._crc_end - self._chunk_start :],
+        self._crc_sum = inflate.crc32(memoryview(out)[self._crc_end - self._chunk_start :],
                                    self._crc_sum)
         self._crc_end = self._out_pos
         if self._crc_end == self._size and self._crc_sum != self._crc:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from abifit.errors import FormatError, WheelError, WheelRefused
+from abifit.formats import inflate
 from abifit.formats.elf import is_elf, might_be_elf
 from abifit.formats.sources import (
     ByteSource,
@@ -112,10 +113,10 @@ def whole_member(stored: bytes, member: Member, where: str) -> bytes:
     if member.method == zipfile.ZIP_STORED:
         data = stored
     elif member.method == zipfile.ZIP_DEFLATED:
-        inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+        inflater = inflate.decompressobj(-zlib.MAX_WBITS)
         try:
             data = inflater.decompress(stored, member.size + 1)  # one byte past: too long
-        except zlib.error as e:
+        except inflate.error as e:
             raise FormatError(where, f"corrupt compressed data ({e})") from e
     elif member.method in WHOLE_METHODS:
         data = _decompressed(stored, member, where)
@@ -125,7 +126,7 @@ def whole_member(stored: bytes, member: Member, where: str) -> bytes:
         held = f"more than {member.size:,}" if len(data) > member.size else f"{len(data):,}"
         raise FormatError(where, f"the member holds {held} bytes, the zip directory says "
                           f"{member.size:,}")
-    crc = zlib.crc32(data)
+    crc = inflate.crc32(data)
     if crc != member.crc:
         raise crc_refused(where, crc, member.crc)
     return data
