@@ -289,11 +289,17 @@ def same_view(remote: ElfImage, local: ElfImage) -> None:
 # hostpkg 1.0 defines `hostlib::check_impl(int, ..., int, bool)` and `hostlib::pick<char>(char
 # const&, int)`; 2.0 (with a `+cu130` variant of the same bytes) changes their line parameter to
 # `unsigned int`; 3.0 renames the library's soname to libhost.so.3. extpkg 1.0 is built against
-# 1.0, extpkg 2.0 against 2.0 (tests/fixtures/matrix/).
+# 1.0, extpkg 2.0 against 2.0 (tests/fixtures/matrix/). otherpkg 1.0 has a wheel for CPython
+# 3.11 built against hostpkg 1.0 and one for 3.12 built against 2.0, and none for 3.13: a grid
+# of several extensions and Pythons (`MATRIX_PYTHONS_GRID`).
 
 MATRIX_SOURCES = FIXTURES / "matrix"
 MATRIX_TARGET = ("--python-version", "3.11", "--platform", "linux_x86_64")
 MATRIX_GRID = ("matrix", "extpkg", "--versions", ">=1.0", "--against", "hostpkg>=1")
+# two extensions, each release of them, on two Pythons, against two hostpkg releases and the
+# +cu130 variant of one
+MATRIX_PYTHONS_GRID = ("matrix", "extpkg", "otherpkg", "--versions", ">=1.0", "--against",
+                       "hostpkg>=1,<3", "--pythons", "3.11,3.12", "--platform", "linux_x86_64")
 CHECK_IMPL_INT = "hostlib::check_impl(int, char const*, char const*, int, bool)"
 CHECK_IMPL_UNSIGNED = "hostlib::check_impl(int, char const*, char const*, unsigned int, bool)"
 
@@ -318,7 +324,8 @@ def matrix_binaries(root: Path) -> dict[str, bytes]:
 
 
 def matrix_projects(binaries: dict[str, bytes]) -> Projects:
-    """The wheels of the grid: hostpkg 1.0, 2.0, 2.0+cu130 and 3.0; extpkg 1.0 and 2.0."""
+    """The wheels of the grid: hostpkg 1.0, 2.0, 2.0+cu130 and 3.0; extpkg 1.0 and 2.0;
+    otherpkg 1.0 for CPython 3.11 (built against hostpkg 1.0) and 3.12 (against 2.0)."""
     init = {"hostpkg/__init__.py": b""}
     lib = "hostpkg/lib/libhost.so"
     return {
@@ -331,6 +338,11 @@ def matrix_projects(binaries: dict[str, bytes]) -> Projects:
         "extpkg": [make_wheel("extpkg", version, {"extpkg/__init__.py": b"",
                                                   "extpkg/_ops.abi3.so": binaries[f"ext{version}"]},
                               tag="cp310-abi3-linux_x86_64") for version in ("1.0", "2.0")],
+        "otherpkg": [make_wheel("otherpkg", "1.0", {
+            "otherpkg/__init__.py": b"",
+            f"otherpkg/_ops.cpython-{python}-x86_64-linux-gnu.so": binaries[built]},
+            tag=f"cp{python}-cp{python}-linux_x86_64")
+            for python, built in (("311", "ext1.0"), ("312", "ext2.0"))],
     }
 
 
@@ -342,6 +354,21 @@ def run_matrix(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPat
     for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
         monkeypatch.delenv(var, raising=False)
     code = main([*args, *MATRIX_TARGET, "--index-url", index.url, "--cache-dir", str(cache)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def run_grid(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+             index: LoopbackIndex, cache: Path, *args: str) -> tuple[int, str, str]:
+    """`abifit ARGS` as `run_matrix` runs it, but with no target Python of its own (ARGS give
+    them, with --pythons); an argument argparse refuses is its exit status too."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(var, raising=False)
+    try:
+        code = main([*args, "--index-url", index.url, "--cache-dir", str(cache)])
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 2
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

@@ -15,6 +15,7 @@ the report the command prints (frozen dataclasses; the text and JSON output are 
     report = abifit.diff("pylock.toml", ".venv")
     report = abifit.resolve(["sgl-kernel==0.3.21", "torch"], python_version="3.11")
     report = abifit.matrix("sgl-kernel==0.3.21", "torch>=2.8")
+    report = abifit.matrix(["sgl-kernel", "xformers"], "torch>=2.8", pythons=["3.11", "3.12"])
     report = abifit.variants("torchcodec==0.8.1")
     report = abifit.cuda()
 
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
     from abifit.engines.explain import ExplainReport as ExplainReport
     from abifit.engines.history import HistoryReport as HistoryReport
     from abifit.engines.inspect import InspectReport as InspectReport
+    from abifit.engines.matrix import GridReport as GridReport
     from abifit.engines.matrix import MatrixReport as MatrixReport
     from abifit.engines.resolve import ResolveReport as ResolveReport
     from abifit.engines.snapshot import SnapshotReport as SnapshotReport
@@ -83,6 +85,7 @@ __all__ = [
     "Effect",
     "ExplainReport",
     "FormatError",
+    "GridReport",
     "HistoryReport",
     "InspectReport",
     "MatrixReport",
@@ -108,6 +111,7 @@ __all__ = [
 
 # the names of __all__ that no command defines, and their modules
 _ELSEWHERE = {
+    "GridReport": "abifit.engines.matrix",  # matrix's report of several extensions or Pythons
     "demangle": "abifit.formats.demangle",
     "Effect": "abifit.sim.findings",
     "Verdict": "abifit.sim.findings",

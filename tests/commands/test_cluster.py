@@ -3,10 +3,11 @@ node on this machine (`ray start --block`, each in a session of its own so that 
 stopped, or killed mid-run, alone), reading from a loopback index.
 
 What is held: the store a run on the cluster fills exports byte for byte as the run without
-it (`--jobs 1`, which records in the same order); a second run skips every wheel; a matrix
-gives the same document; a worker node killed while its tasks read loses and duplicates
-nothing (Ray runs its tasks again on the head node); an address where no cluster answers is an
-error at once. The driver is `python -m abifit` in a process of its own.
+it (`--jobs 1`, which records in the same order); a second run skips every wheel; a matrix,
+and a grid of two extensions on two Pythons, give the same document; a worker node killed
+while its tasks read loses and duplicates nothing (Ray runs its tasks again on the head node);
+an address where no cluster answers is an error at once. The driver is `python -m abifit` in
+a process of its own.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 
 from helpers import (
     MATRIX_GRID,
+    MATRIX_PYTHONS_GRID,
     MATRIX_TARGET,
     TARGET,
     make_wheel,
@@ -135,6 +137,30 @@ def test_matrix_on_the_cluster_gives_the_local_document(
     cells = documents[0]["rows"]
     assert len(cells) == 8 and documents[0]["fitting_pairs"] and len(
         documents[0]["fitting_pairs"]) < len(cells)
+
+
+def test_a_grid_on_the_cluster_gives_the_local_document(
+        cluster: LocalCluster, matrix_index: LoopbackIndex, tmp_path: Path) -> None:
+    """extpkg and otherpkg on CPython 3.11 and 3.12: every cell of the four matrices is a task
+    on the cluster, each for its own Python, and the `matrix.grid` document is the local
+    run's, with otherpkg's verdicts told apart by Python."""
+    documents, codes = [], []
+    for name, extra in (("cluster", ("--ray", cluster.address)), ("local", ())):
+        done = abifit(*MATRIX_PYTHONS_GRID, "--index-url", matrix_index.url, "--json", *extra,
+                      cache=tmp_path / name)
+        codes.append(done.returncode)
+        document = json.loads(done.stdout)
+        for key in ("transfer", "checked_at"):
+            document.pop(key, None)
+        documents.append(document)
+    assert codes == [0, 0]  # each matrix has a fit
+    assert documents[0] == documents[1]
+    cells = documents[0]["cells"]
+    assert documents[0]["document"] == "matrix.grid" and len(cells) == 18
+    other = {(c["host_release"], c["variant"], c["python"]): c["verdict"] for c in cells
+             if c["package"] == "otherpkg"}
+    assert other[("1.0", "", "3.11")] == "fits" and other[("1.0", "", "3.12")] == "fails"
+    assert other[("2.0", "cu130", "3.12")] == "fits" and other[("2.0", "cu130", "3.11")] == "fails"
 
 
 def test_an_address_where_no_cluster_answers(tmp_path: Path) -> None:

@@ -90,8 +90,8 @@ def test_every_exported_name_resolves() -> None:
 def library_gaps(module: types.ModuleType, exported: types.ModuleType) -> list[str]:
     """What a command's module (one that defines `run_<command>`) lacks for its library
     function: a documented function `<command>` of its own, returning the report
-    `run_<command>` returns, both exported by `exported` (the package abifit) under their
-    names and listed in its `__all__`."""
+    `run_<command>` returns (or either of two: `MatrixReport | GridReport`), each exported by
+    `exported` (the package abifit) under its name and listed in its `__all__`."""
     command = module.__name__.rpartition(".")[2]
     function = getattr(module, command, None)
     if not inspect.isfunction(function) or function.__module__ != module.__name__:
@@ -100,7 +100,8 @@ def library_gaps(module: types.ModuleType, exported: types.ModuleType) -> list[s
     report = inspect.signature(function).return_annotation
     if report != inspect.signature(getattr(module, f"run_{command}")).return_annotation:
         gaps.append(f"{module.__name__}.{command} returns {report}, not what run_{command} does")
-    for name, value in ((command, function), (report, getattr(module, report, None))):
+    reports = [(name, getattr(module, name, None)) for name in report.split(" | ")]
+    for name, value in ((command, function), *reports):
         if name not in getattr(exported, "__all__", ()):
             gaps.append(f"abifit.__all__ lacks {name!r}")
         elif getattr(exported, name, None) is not value:

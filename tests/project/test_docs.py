@@ -48,7 +48,8 @@ def test_the_json_page_lists_each_document_at_its_version() -> None:
     for row."""
     from abifit.report.json import schema_versions
 
-    rows = re.findall(r"^\| `(\w+)` \| (\d+) \|$", (DOCS / "json.md").read_text("utf-8"), re.M)
+    rows = re.findall(r"^\| `([\w.]+)` \| (\d+) \|$", (DOCS / "json.md").read_text("utf-8"),
+                      re.M)
     assert {name: int(version) for name, version in rows} == schema_versions()
     assert len(rows) == len(schema_versions())
 

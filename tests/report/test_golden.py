@@ -40,7 +40,8 @@ from abifit.engines.inspect import (
     SymbolRow,
     SymbolSelection,
 )
-from abifit.engines.matrix import Cell, MatrixReport
+from abifit.engines.matrix import Cell, GridReport, MatrixReport
+from abifit.engines.pairs import Setting
 from abifit.engines.resolve import (
     Conflict,
     Pin,
@@ -106,7 +107,14 @@ from abifit.report.history import history_json, history_text
 from abifit.report.index import index_json, index_text
 from abifit.report.inspect import inspect_json, inspect_text
 from abifit.report.json import JsonObject, dumps
-from abifit.report.matrix import matrix_html, matrix_json, matrix_text
+from abifit.report.matrix import (
+    grid_html,
+    grid_json,
+    grid_text,
+    matrix_html,
+    matrix_json,
+    matrix_text,
+)
 from abifit.report.resolve import (
     constraints_txt,
     pylock_text,
@@ -1229,6 +1237,53 @@ def matrix_torch() -> MatrixReport:
     )
 
 
+def grid_torch() -> GridReport:
+    """flash-attn and xformers on CPython 3.11 and 3.12 against torch 2.6.0 and 2.5.1 (with
+    their +cu124 variant): flash-attn fits 2.5.1 on 3.11 and has no wheel for 3.12 (its
+    matrix not checked); xformers is degraded beside 2.6.0 on 3.11 and fits nothing on 3.12."""
+    def setting(python: str) -> Setting:
+        return Setting(python, ("manylinux_2_28_x86_64",), 12, "manylinux_2_28 (preset)",
+                       "assumed present", None)
+
+    def cell(version: str, variant: str, python: str, fits: bool, release: str,
+             symbols: tuple[str, ...] = (), degraded: bool = False) -> Cell:
+        label = f"+{variant}" if variant else ""
+        tag = f"cp{python.replace('.', '')}"
+        return Cell(version, variant, f"torch-{version}{label}-{tag}-{tag}-manylinux_2_28_x86_64"
+                    ".whl", fits, 0 if fits else 1, symbols, (), (), release="",
+                    extension_filename=f"{release}-{tag}-{tag}-manylinux_2_28_x86_64.whl",
+                    degraded=degraded, modules=() if fits and not degraded else ("ext._C",))
+
+    flash, xformers = "flash_attn-2.7.4.post1", "xformers-0.0.29"
+    symbol = ("c10::cuda::SetDevice(int)",)
+    common = {"host": "torch", "versions": None, "against": "torch>=2.5,<2.7",
+              "checked_at": CHECKED_AT, "abifit_version": "0.9.0"}
+    return GridReport(
+        matrices=(
+            MatrixReport("flash-attn==2.7.4.post1", target=TARGET, cells=(
+                cell("2.6.0", "cu124", "3.11", False, flash, symbol),
+                cell("2.6.0", "", "3.11", False, flash, symbol),
+                cell("2.5.1", "cu124", "3.11", True, flash),
+                cell("2.5.1", "", "3.11", True, flash),
+            ), setting=setting("3.11 (cp311)"), package="flash-attn", python="3.11", **common),
+            MatrixReport("flash-attn==2.7.4.post1", target="cp312 on manylinux_2_28_x86_64",
+                         cells=(), setting=setting("3.12 (cp312)"), package="flash-attn",
+                         python="3.12", error="no wheel of flash-attn==2.7.4.post1 fits cp312 "
+                         "on manylinux_2_28_x86_64: the wheels of 2.7.4.post1 are for "
+                         "cp311-cp311", **common),
+            MatrixReport("xformers==0.0.29", target=TARGET, cells=(
+                cell("2.6.0", "cu124", "3.11", False, xformers, symbol, degraded=True),
+                cell("2.5.1", "cu124", "3.11", True, xformers),
+            ), setting=setting("3.11 (cp311)"), package="xformers", python="3.11", **common),
+            MatrixReport("xformers==0.0.29", target="cp312 on manylinux_2_28_x86_64", cells=(
+                cell("2.6.0", "cu124", "3.12", False, xformers, symbol),
+                cell("2.5.1", "cu124", "3.12", False, xformers, symbol),
+            ), setting=setting("3.12 (cp312)"), package="xformers", python="3.12", **common),
+        ),
+        extensions=("flash-attn==2.7.4.post1", "xformers==0.0.29"), pythons=("3.11", "3.12"),
+        host="torch", against="torch>=2.5,<2.7", checked_at=CHECKED_AT, abifit_version="0.9.0")
+
+
 def variants_pyzmq() -> VariantsReport:
     """The wheels a three-platform target accepts, in three groups of identical wheels; the
     musllinux one against the manylinux one: members in one wheel only, needs that differ (long
@@ -1745,6 +1800,7 @@ class Case:
     json: Callable[[], JsonObject]
     html: Callable[[], str] | None = None
     extra: tuple[tuple[str, Callable[[], str]], ...] = ()
+    document: str = ""  # a command's second document (`matrix.grid`): the schema it follows
 
 
 def explain_mixed() -> ExplainReport:
@@ -1816,6 +1872,11 @@ CASES = (
          lambda: cuda_json(cuda_nothing())),
     Case("matrix_torch", "matrix", lambda: matrix_text(matrix_torch()),
          lambda: matrix_json(matrix_torch(), TRANSFER), lambda: matrix_html(matrix_torch())),
+    Case("matrix_grid", "matrix", lambda: grid_text(grid_torch()),
+         lambda: grid_json(grid_torch(), TRANSFER),
+         lambda: grid_html(grid_torch(), "abifit matrix flash-attn==2.7.4.post1 xformers==0.0.29 "
+                           "--against 'torch>=2.5,<2.7' --pythons 3.11,3.12"),
+         document="matrix.grid"),
     Case("explain_mixed", "explain", lambda: explain_text(explain_mixed()),
          lambda: explain_json(explain_mixed())),
     Case("variants_pyzmq", "variants", lambda: variants_text(variants_pyzmq()),
@@ -1903,7 +1964,8 @@ def test_json_document_follows_its_schema(case: Case) -> None:
     """The JSON document, as printed and read back, validates against its command's schema."""
     document = json.loads(dumps(case.json()))
     assert document["command"] == case.command
-    validate(document, _schema(case.command))
+    assert document.get("document", "") == case.document
+    validate(document, _schema(case.document or case.command))
 
 
 def test_every_golden_file_belongs_to_a_case() -> None:

@@ -2,7 +2,8 @@
 through Debian's chromedriver.
 
 The page comes from a real grid (the wheels of helpers.matrix_projects, as in
-tests/commands/test_matrix.py, on a loopback index), loaded from a file:// URL. Where chromium,
+tests/commands/test_matrix.py, on a loopback index), loaded from a file:// URL; so does the
+page of a grid of two extensions on two Pythons, whose filters are clicked. Where chromium,
 chromedriver or selenium is missing the test fails under CI (the `CI` variable set, as `.ci/run`
 runs: it installs them) and is skipped elsewhere, saying what to install. The screenshot of the
 page, with a failing cell open, is kept under the test's tmp directory; its path is printed.
@@ -11,6 +12,7 @@ page, with a failing cell open, is kept under the test's tmp directory; its path
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +24,10 @@ from helpers import (
     CHECK_IMPL_INT,
     CHECK_IMPL_UNSIGNED,
     MATRIX_GRID,
+    MATRIX_PYTHONS_GRID,
     matrix_binaries,
     matrix_projects,
+    run_grid,
     run_matrix,
 )
 from httpserver import LoopbackIndex, Projects
@@ -162,6 +166,101 @@ def assert_fits_a_phone(browser: WebDriver) -> None:
         assert width <= 420 and page_width <= width, (page_width, width)
     finally:
         browser.set_window_size(1400, 1100)
+
+
+def _shown(browser: WebDriver, css: str) -> list[str]:
+    """The `title` (else the text) of each element `css` selects that is displayed."""
+    from selenium.webdriver.common.by import By
+
+    return [e.get_attribute("title") or e.text for e in browser.find_elements(By.CSS_SELECTOR, css)
+            if e.is_displayed()]
+
+
+def _click(browser: WebDriver, name: str, value: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.find_element(By.CSS_SELECTOR,
+                         f"form.filters input[name='{name}'][value='{value}']").click()
+
+
+def test_the_grid_page_filters_by_package_release_variant_and_python(
+        browser: WebDriver, loopback_index: LoopbackIndex, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page of extpkg and otherpkg on CPython 3.11 and 3.12: a section per matrix; the
+    filters hide and show them: a Python or a package unchecked hides its matrices, a variant
+    its sub-columns (the release's heading then spans the one left), a host release its
+    cells; checked again, everything is back. A failing cell of the grid opens to the
+    parameter that changed, and the console has no error. Without the script the filters stay
+    hidden and every cell is shown."""
+    from selenium.webdriver.common.by import By
+
+    page = tmp_path / "grid.html"
+    code, _out, err = run_grid(capsys, monkeypatch, loopback_index, tmp_path / "cache",
+                               *MATRIX_PYTHONS_GRID, "--html", str(page))
+    assert code == 0, err
+    browser.get(page.as_uri())
+    assert browser.title == "extpkg, otherpkg against hostpkg"
+    headings = ["extpkg on Python 3.11", "extpkg on Python 3.12", "otherpkg on Python 3.11",
+                "otherpkg on Python 3.12"]
+    assert _shown(browser, "section.matrix h2") == headings
+    assert browser.find_element(By.CSS_SELECTOR, "form.filters").is_displayed()
+    assert len(_shown(browser, "table.grid td")) == 18
+    counted = browser.find_element(By.CSS_SELECTOR, "form.filters output")
+    assert counted.text == "4 of 4 matrices shown"
+    fits = [(td.find_element(By.XPATH, "ancestor::section").find_element(By.TAG_NAME, "h2").text,
+             td.get_attribute("title")) for td in browser.find_elements(By.CSS_SELECTOR, "td.fits")]
+    assert ("otherpkg on Python 3.11", "otherpkg 1.0 with hostpkg 1.0") in fits
+    assert ("otherpkg on Python 3.12", "otherpkg 1.0 with hostpkg 2.0+cu130") in fits
+    assert ("otherpkg on Python 3.12", "otherpkg 1.0 with hostpkg 1.0") not in fits
+
+    _click(browser, "python", "3.12")
+    assert _shown(browser, "section.matrix h2") == [headings[0], headings[2]]
+    assert len(_shown(browser, "table.grid td")) == 9
+    assert counted.text == "2 of 4 matrices shown"
+    _click(browser, "python", "3.12")
+    assert _shown(browser, "section.matrix h2") == headings
+
+    _click(browser, "variant", "cu130")
+    shown = _shown(browser, "table.grid td")
+    assert len(shown) == 12 and not any(t.endswith("+cu130") for t in shown)
+    first = browser.find_element(By.CSS_SELECTOR, "section.matrix")
+    release = first.find_element(By.CSS_SELECTOR,
+                                 "thead th[data-release='2.0']:not([data-variant])")
+    assert release.get_attribute("colspan") == "1" and release.text == "hostpkg 2.0"
+    _click(browser, "release", "1.0")
+    shown = _shown(browser, "table.grid td")
+    assert len(shown) == 6 and all(t.endswith("with hostpkg 2.0") for t in shown)
+    _click(browser, "package", "otherpkg")
+    assert _shown(browser, "section.matrix h2") == headings[:2]
+    assert len(_shown(browser, "table.grid td")) == 4
+    for name, value in (("package", "otherpkg"), ("release", "1.0"), ("variant", "cu130")):
+        _click(browser, name, value)
+    assert len(_shown(browser, "table.grid td")) == 18
+    assert release.get_attribute("colspan") == "2"
+
+    section = browser.find_elements(By.CSS_SELECTOR, "section.matrix")[2]
+    cell = section.find_element(By.CSS_SELECTOR, 'td.fails[title="otherpkg 1.0 with hostpkg 2.0"]')
+    detail = cell.find_element(By.CSS_SELECTOR, ".detail")
+    assert not detail.is_displayed()
+    cell.find_element(By.TAG_NAME, "summary").click()
+    assert detail.is_displayed()
+    assert CHECK_IMPL_INT in detail.text and "parameter 4: int → unsigned int" in detail.text
+    severe = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
+    assert severe == []
+    shot = tmp_path / "grid.png"
+    assert browser.save_screenshot(str(shot))
+    with capsys.disabled():
+        print(f"\nscreenshot of the grid page: {shot}")
+    assert_fits_a_phone(browser)
+
+    html = page.read_text("utf-8")
+    assert "<script>" in html and not re.search(r"\b(src|href)=|@import|url\(", html)
+    plain = tmp_path / "grid-without-script.html"
+    plain.write_text(html[:html.index("<script>")] + html[html.index("</script>") + 9:], "utf-8")
+    browser.get(plain.as_uri())
+    assert not browser.find_element(By.CSS_SELECTOR, "form.filters").is_displayed()
+    assert _shown(browser, "section.matrix h2") == headings
+    assert len(_shown(browser, "table.grid td")) == 18
 
 
 def test_the_resolve_page_renders_and_a_package_opens_to_its_rejections(

@@ -15,13 +15,13 @@ import jsonschema
 import pytest
 
 import abifit.report
-from abifit.engines.matrix import Cell, MatrixReport
+from abifit.engines.matrix import Cell, GridReport, MatrixReport
 from abifit.engines.variants import Group, MemberDiff, VariantsReport
 from abifit.remote.diskcache import BucketInfo, CacheInfo, RootState
 from abifit.report.cache import cache_json, cache_text
 from abifit.report.findings import problem_blocks
 from abifit.report.json import SCHEMA_SUFFIX, dumps, schema_version, schema_versions
-from abifit.report.matrix import matrix_html, matrix_json, matrix_text
+from abifit.report.matrix import grid_json, grid_text, matrix_html, matrix_json, matrix_text
 from abifit.report.variants import variants_json, variants_text
 from abifit.sim.derivation import (
     NearestDefinition,
@@ -36,8 +36,10 @@ from abifit.sim.loader import LoadProblem, ProblemKind
 from helpers import validate
 
 SCHEMAS = files("abifit").joinpath("report/schemas")
-# the commands' documents: every schema that pins a version, but the error's
-COMMANDS = sorted(set(schema_versions()) - {"error"})
+# the documents of the commands: every schema that pins a version, but the error's; a
+# command's second document is `<command>.<document>` (`matrix.grid`)
+DOCUMENTS = sorted(set(schema_versions()) - {"error"})
+COMMANDS = sorted({document.split(".")[0] for document in DOCUMENTS})
 TRANSFER = {"bytes_fetched": 4096, "requests": 3, "wheel_bytes": 1_000_000}
 
 
@@ -97,6 +99,7 @@ def test_every_json_renderer_has_a_schema() -> None:
     each command's schema a report module that renders its document."""
     assert _report_modules_with_json() == COMMANDS
     assert all(SCHEMAS.joinpath(f"{c}.schema.json").is_file() for c in COMMANDS)
+    assert "matrix.grid" in DOCUMENTS
 
 
 def test_every_document_has_a_version_of_its_own() -> None:
@@ -136,16 +139,20 @@ def test_shared_definitions_are_written_once() -> None:
     assert "finding" in names and "module" in names
 
 
-@pytest.mark.parametrize("command", COMMANDS)
-def test_schema_pins_the_version_and_the_command(command: str) -> None:
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_schema_pins_the_version_and_the_command(document: str) -> None:
     """Every schema is a valid draft 2020-12 schema that pins schema_version to the one the
-    renderers write, names its command, and allows no undeclared field."""
-    doc = schema(command)
+    renderers write, names its command (and a command's second document its own name, in
+    `document`), and allows no undeclared field."""
+    doc = schema(document)
     jsonschema.Draft202012Validator.check_schema(doc)
     properties = doc["properties"]
     assert isinstance(properties, dict)
-    assert properties["schema_version"] == {"const": schema_version(command)}
+    assert properties["schema_version"] == {"const": schema_version(document)}
+    command, dot, _name = document.partition(".")
     assert properties["command"] == {"const": command}
+    if dot:
+        assert properties["document"]["const"] == document
     assert doc["additionalProperties"] is False
     required = doc["required"]
     assert isinstance(required, list) and set(required) == set(properties)
@@ -181,6 +188,48 @@ def test_matrix_schema_rejects_an_unknown_verdict_or_field() -> None:
     for bad in (bad_verdict, extra):
         with pytest.raises(jsonschema.ValidationError):
             validate(bad, schema("matrix"))
+
+
+GRID = GridReport((
+    replace(MATRIX, package="ext", python="3.11", cells=tuple(
+        replace(c, extension_filename="ext-1.0-cp311-cp311-linux_x86_64.whl")
+        for c in MATRIX.cells)),
+    replace(MATRIX, package="ext", python="3.12", cells=(),
+            error="no wheel of ext==1.0 fits cp312 on manylinux_2_28_x86_64"),
+), ("ext==1.0",), ("3.11", "3.12"), "host", "host>=0.9")
+
+
+def test_grid_json_holds_each_matrix_and_a_flat_list_of_cells() -> None:
+    """A grid's document validates against matrix.grid.schema.json: a matrix per Python (one
+    not checked, with its error and no rows), and every cell once in the flat list, naming
+    the extension release its wheel holds; the schema refuses a verdict of its own."""
+    doc = json.loads(dumps(grid_json(GRID, TRANSFER)))
+    validate(doc, schema("matrix.grid"))
+    assert (doc["schema_version"], doc["command"], doc["document"]) == (
+        schema_version("matrix.grid"), "matrix", "matrix.grid")
+    assert [(m["python"], len(m["rows"]), m["error"]) for m in doc["matrices"]] == [
+        ("3.11", 4, None),
+        ("3.12", 0, "no wheel of ext==1.0 fits cp312 on manylinux_2_28_x86_64")]
+    assert [(c["matrix"], c["package"], c["release"], c["host_release"], c["variant"],
+             c["python"], c["verdict"]) for c in doc["cells"]] == [
+        (0, "ext", "1.0", "2.0", "cu128", "3.11", "fails"),
+        (0, "ext", "1.0", "2.0", "cu130", "3.11", "fits"),
+        (0, "ext", "1.0", "1.0", "cu128", "3.11", "fits"),
+        (0, "ext", "1.0", "0.9", "cu128", "3.11", "error")]
+    cells = doc["cells"]
+    assert isinstance(cells, list)
+    with pytest.raises(jsonschema.ValidationError):
+        validate({**doc, "cells": [{**cells[0], "verdict": "maybe"}]}, schema("matrix.grid"))
+
+
+def test_grid_text_says_which_matrix_was_not_checked() -> None:
+    """The matrix not checked is its heading and its error; the summary line names it."""
+    text = grid_text(GRID)
+    assert "=== ext==1.0 on Python 3.12 ===\next==1.0 against host (cp311 on " \
+        "manylinux_2_28_x86_64)\n\nnot checked: no wheel of ext==1.0 fits cp312" in text
+    assert text.splitlines()[-1] == (
+        "grid: 2 of 4 cells fit in 2 matrices (ext==1.0 on Python 3.11, 3.12 against host); "
+        "not checked: ext==1.0 on Python 3.12")
 
 
 def test_matrix_text_is_an_aligned_table_then_the_fits() -> None:

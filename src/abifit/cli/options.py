@@ -45,6 +45,15 @@ def positive(text: str) -> int:
     return int(text)
 
 
+def python_list(text: str) -> tuple[str, ...]:
+    """An argparse type: Pythons separated by commas ("3.11,3.12"), at least one; each is
+    checked as the command's run checks a Python."""
+    found = tuple(p.strip() for p in text.split(",") if p.strip())
+    if not found:
+        raise argparse.ArgumentTypeError(f"expected Pythons as X.Y[,X.Y...], not {text!r}")
+    return found
+
+
 def seconds(text: str) -> float:
     """An argparse type: a number of seconds, 0 or more."""
     try:

@@ -25,18 +25,19 @@ EXIT_STATUS = """\
 exit status:
   0    fits: every import works and nothing a package ships is lost (modules that need a
        prerequisite from outside the stack, such as FFmpeg, are listed; --fail-on
-       prerequisite makes them count) (matrix: a host release fits;
-       history: a release defines the symbol; resolve: a set was found); inspect, variants,
-       cache, index: done;
+       prerequisite makes them count) (matrix: a host release fits; a grid: one fits each
+       extension on each Python; history: a release defines the symbol; resolve: a set was
+       found); inspect, variants, cache, index: done;
        explain: no message confirmed in the environment
   1    problems found: fails (an import raises) or degraded (every import works, but a part
        a package ships cannot load because of the stack or the host; --fail-on fails lets
-       it pass), a GPU without a kernel image, a CUDA
-       problem (matrix: no host release fits; explain: a message confirmed; history: no
+       it pass), a GPU without a kernel image, a CUDA problem (matrix: no host release
+       fits, in a grid an extension on a Python; explain: a message confirmed; history: no
        release examined defines the symbol; resolve: no set fits)
   2    usage or analysis error: a bad option or input; a file, interpreter or index that could
-       not be read (inspect: an object; matrix: every host release; index: a wheel, or
-       a file to import; explain: no message recognised in the text)
+       not be read (inspect: an object; matrix: every host release, in a grid of an extension
+       on a Python, or its wheel for that Python; index: a wheel, or a file to import;
+       explain: no message recognised in the text)
   3    internal error: a bug in abifit (--verbose shows its traceback)
   130  interrupted (Ctrl-C); 143 and 129 for SIGTERM and SIGHUP"""
 

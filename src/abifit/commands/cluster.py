@@ -5,7 +5,8 @@ A task runs in a Ray worker process on any node: it opens the index as the drive
 and environment say (the `PIP_*`, `UV_*` and proxy variables of the driver travel with it, so
 that every node asks the same index), reads through the node's own cache (the driver's
 `--cache-dir` where one is given, which suits one machine or a shared file system), for the
-driver's target, and returns a value: the driver is the only writer.
+driver's target (a matrix cell: its own, one of the grid's Pythons), and returns a value: the
+driver is the only writer.
 """
 
 from __future__ import annotations
@@ -56,10 +57,11 @@ def read_wheel_task(index: IndexOptions, environ: Mapping[str, str], target: Tar
         session.close()
 
 
-def check_cell_task(index: IndexOptions, environ: Mapping[str, str], target: Target,
-                    host: HostProfile, executable: str | None, gpu: GpuTarget | None,
+def check_cell_task(index: IndexOptions, environ: Mapping[str, str], host: HostProfile,
+                    executable: str | None, gpu: GpuTarget | None, target: Target,
                     extension: str | IndexFile, file: IndexFile, release: str) -> Cell:
-    """A Ray task: one cell of a matrix (`engines.pairs.check_pair`)."""
+    """A Ray task: one cell of a matrix (`engines.pairs.check_pair`), for its own target (the
+    cells of a grid are for several Pythons)."""
     session = _session(environ)
     try:
         return check_pair(extension, file, _context(index, target, session), target,
@@ -81,15 +83,16 @@ def wheels_on(cluster: Cluster, index: IndexOptions, environ: Mapping[str, str],
     return read
 
 
-def cells_on(cluster: Cluster, index: IndexOptions, environ: Mapping[str, str], target: Target,
+def cells_on(cluster: Cluster, index: IndexOptions, environ: Mapping[str, str],
              host: HostProfile, executable: str | None,
              gpu: GpuTarget | None) -> CellsElsewhere:
-    """`matrix`'s cells, a task each on `cluster`."""
+    """`matrix`'s cells, a task each on `cluster`: every cell of a grid in one map, each
+    with its pair's target, so that the cluster is kept busy across the grid's matrices."""
 
     def check(pairs: Sequence[Pair], progress: Progress) -> list[Cell]:
         found = cluster.map(check_cell_task, pairs,
-                            lambda p: (p[0][1], p[1], p[0][0]),
-                            (index, travelling(environ), target, host, executable, gpu),
+                            lambda p: (p.target, p.extension, p.host, p.release),
+                            (index, travelling(environ), host, executable, gpu),
                             progress=progress, what="cells")
         return [_cell(pair, result) for pair, result in found]
 
@@ -99,6 +102,6 @@ def cells_on(cluster: Cluster, index: IndexOptions, environ: Mapping[str, str], 
 def _cell(pair: Pair, result: Cell | TaskFailed) -> Cell:
     if not isinstance(result, TaskFailed):
         return result
-    (release, extension), file = pair
+    extension = pair.extension
     filename = extension if isinstance(extension, str) else extension.filename
-    return cell_of(file, None, result.reason, release, filename)
+    return cell_of(pair.host, None, result.reason, pair.release, filename)

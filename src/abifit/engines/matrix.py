@@ -1,5 +1,5 @@
-"""`abifit matrix EXT [--versions SPEC] --against HOST_SPEC`: which host versions does an
-extension fit, and which of its releases?
+"""`abifit matrix EXT [EXT ...] [--versions SPEC] --against HOST_SPEC [--pythons X.Y,...]`:
+which host versions does an extension fit, and which of its releases, on which Python?
 
 A grid of pairwise verdicts (`commands.pairs.check_pair`): a row per extension release that
 `--versions` selects (newest first, one wheel each that the target accepts; without it, one row:
@@ -10,11 +10,20 @@ again costs no fetch and no simulation. A cell fits when the extension's modules
 NVIDIA driver is assumed present (the question is the ABI between the wheels, not this
 machine). `abifit.report.matrix` renders the report as a text grid, JSON, or one self-contained
 HTML page.
+
+Several extensions, or several target Pythons, make a `GridReport`: a `MatrixReport` for each
+extension on each Python (the extensions in the order given, each for the Pythons in the order
+given), whose cells are all checked as one batch (one pool, or one map over a cluster), each
+`Pair` carrying its target. A matrix of the grid that cannot be made (no wheel of the extension
+or of the host for that Python) is kept with its error; the same in a lone matrix is the
+error of the command.
 """
 
 from __future__ import annotations
 
 import datetime
+import os
+import posixpath
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -30,7 +39,7 @@ from abifit.engines.pairs import (
     check_pair,
     setting_of,
 )
-from abifit.errors import UsageError
+from abifit.errors import UsageError, first_line
 from abifit.host.profile import HostProfile
 from abifit.version import __version__
 
@@ -42,13 +51,26 @@ if TYPE_CHECKING:
     from abifit.remote.runcontext import RemoteContext
     from abifit.sim.gpu import GpuTarget
 
-__all__ = ["SYMBOL_KINDS", "Cell", "MatrixReport", "MissingSymbol", "OtherForm", "Setting",
-           "cell_of", "host_wheels", "matrix", "release_wheels"]
+__all__ = ["SYMBOL_KINDS", "Cell", "GridReport", "MatrixReport", "MissingSymbol", "OtherForm",
+           "Pair", "Setting", "cell_of", "extension_release", "grid", "host_wheels", "matrix",
+           "release_wheels"]
 
 Progress = Callable[[str], None]
 Clock = Callable[[], datetime.datetime]
-# a cell to check: (its row: the extension's release label and the extension), the host wheel
-Pair = tuple[tuple[str, "str | IndexFile"], "IndexFile"]
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """A cell to check: the extension of a row (its release's label, "" for one row as given;
+    the requirement, or the wheel chosen on the index) next to one host wheel, for one
+    target."""
+
+    release: str
+    extension: str | IndexFile
+    host: IndexFile
+    target: Target
+
+
 # the cells checked elsewhere (a cluster), in the order of the pairs
 CellsElsewhere = Callable[[Sequence[Pair], Progress], list[Cell]]
 
@@ -67,10 +89,18 @@ class MatrixReport:
     checked_at: str = ""  # when, ISO 8601 in UTC to the minute
     abifit_version: str = ""
     setting: Setting | None = field(default=None, compare=False)
+    package: str = ""  # the extension project's name
+    python: str = ""  # the target Python, X.Y
+    error: str | None = None  # in a grid: why this matrix could not be made (no cells then)
 
     @property
     def fits(self) -> tuple[Cell, ...]:
         return tuple(c for c in self.cells if c.fits)
+
+    @property
+    def checked(self) -> bool:
+        """Whether any cell could be checked (a matrix of errors says nothing of fitting)."""
+        return self.error is None and any(c.error is None for c in self.cells)
 
     @property
     def columns(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -90,6 +120,55 @@ class MatrixReport:
             return ((self.extension, self.cells),)
         return tuple((row, tuple(c for c in self.cells if c.release == row))
                      for row in self.rows)
+
+
+@dataclass(frozen=True, slots=True)
+class GridReport:
+    """Several matrices against one host package: one per extension and target Python, the
+    extensions in the order given, each for the Pythons in the order given."""
+
+    matrices: tuple[MatrixReport, ...]
+    extensions: tuple[str, ...]  # as given (their names with --versions)
+    pythons: tuple[str, ...]  # X.Y, in the order given
+    host: str  # the host project's name
+    against: str  # HOST_SPEC
+    versions: str | None = None  # --versions SPEC, for every extension
+    checked_at: str = ""
+    abifit_version: str = ""
+
+    @property
+    def cells(self) -> tuple[Cell, ...]:
+        return tuple(c for m in self.matrices for c in m.cells)
+
+    @property
+    def fits(self) -> tuple[Cell, ...]:
+        return tuple(c for c in self.cells if c.fits)
+
+    @property
+    def unchecked(self) -> tuple[MatrixReport, ...]:
+        """The matrices of which no cell could be checked."""
+        return tuple(m for m in self.matrices if not m.checked)
+
+    @property
+    def without_fit(self) -> tuple[MatrixReport, ...]:
+        """The matrices checked in which no host wheel fits."""
+        return tuple(m for m in self.matrices if m.checked and not m.fits)
+
+
+def extension_release(cell: Cell) -> str:
+    """The extension release a cell checked: its row's, else the version of the extension's
+    wheel; "" when no wheel was read."""
+    if cell.release:
+        return cell.release
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    name = posixpath.basename(cell.extension_filename)
+    if not name.endswith(".whl"):
+        return ""
+    try:
+        return str(parse_wheel_filename(name)[1])
+    except InvalidWheelFilename:
+        return ""
 
 
 def _requirement(text: str) -> Requirement:
@@ -150,37 +229,163 @@ def matrix(extension: str, against: str, ctx: RemoteContext, target: Target,
            elsewhere: CellsElsewhere | None = None) -> MatrixReport:
     """Check `extension` (each release `versions` selects) against every host wheel `against`
     selects, `jobs` cells at a time, or each cell by `elsewhere` when it is given."""
-    when = (clock or (lambda: datetime.datetime.now(datetime.timezone.utc)))()
-    name, files = host_wheels(against, ctx)
-    profile = replace(host, assume_driver=host.assume_driver or "assumed")
-    rows: list[tuple[str, str | IndexFile]]
-    if versions is None:
-        rows = [("", extension)]
-    else:
-        extension, found = extension_rows(extension, versions, ctx)
-        rows = [(_label(f), f) for f in found]
+    (report,) = _matrices([extension], against, ctx, [target], host, progress, jobs, executable,
+                          versions, gpu, clock, elsewhere, alone=True)
+    return report
 
-    pairs: list[Pair] = [(row, f) for row in rows for f in files]
+
+def grid(extensions: Sequence[str], against: str, ctx: RemoteContext,
+         targets: Sequence[Target], host: HostProfile, progress: Progress, jobs: int = 4,
+         executable: str | None = None, versions: str | None = None,
+         gpu: GpuTarget | None = None, clock: Clock | None = None,
+         elsewhere: CellsElsewhere | None = None) -> GridReport:
+    """`matrix` for each of `extensions` on each of `targets`, every cell of them checked in
+    one batch. Each extension is checked first: a requirement that does not parse, or a project
+    no index has, is the error of the whole grid (a `UsageError`, a `PackageNotFound`), as a
+    host requirement that does not parse is."""
+    _requirement(against)
+    for text in extensions:
+        if not _local_wheel(text):
+            ctx.index.project_files(_requirement(text).name)
+    reports = _matrices(extensions, against, ctx, targets, host, progress, jobs, executable,
+                        versions, gpu, clock, elsewhere, alone=False)
+    first = reports[0]
+    return GridReport(tuple(reports), tuple(dict.fromkeys(r.extension for r in reports)),
+                      tuple(dict.fromkeys(r.python for r in reports)), first.host, against,
+                      versions, first.checked_at, first.abifit_version)
+
+
+def _local_wheel(text: str) -> bool:
+    return text.endswith(".whl") and os.path.isfile(text)
+
+
+def _package(text: str) -> str:
+    """The project an extension names: a requirement's name, a local wheel's."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    try:
+        if _local_wheel(text):
+            return str(parse_wheel_filename(os.path.basename(text))[0])
+        return Requirement(text).name
+    except (InvalidRequirement, InvalidWheelFilename):
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """One matrix's work: its extension and target, its rows and the pairs to check; or why
+    it cannot be made (`error`)."""
+
+    extension: str  # as given, or its name with --versions
+    target: Target
+    host: str  # the host project's name
+    rows: tuple[tuple[str, str | IndexFile], ...] = ()
+    pairs: tuple[Pair, ...] = ()
+    error: str | None = None
+
+
+def _for(ctx: RemoteContext, target: Target) -> RemoteContext:
+    """`ctx` reading for `target`, its run's state shared (the wheels being read)."""
+    return ctx if ctx.target == target else replace(ctx, target=target)
+
+
+def _plans(extensions: Sequence[str], against: str, ctx: RemoteContext,
+           targets: Sequence[Target], versions: str | None, alone: bool) -> list[_Plan]:
+    """The work of each matrix: each extension for each target. What a lone matrix cannot
+    make is raised; in a grid, a target without a wheel of the host, or an extension without
+    one, is that matrix's error."""
+    from abifit.remote.packageindex import NoMatchingWheel
+
+    host_name = _requirement(against).name
+    hosts: dict[Target, list[IndexFile] | str] = {}
+    for target in targets:
+        try:
+            hosts[target] = host_wheels(against, _for(ctx, target))[1]
+        except NoMatchingWheel as e:
+            if alone:
+                raise
+            hosts[target] = first_line(e)
+    plans = []
+    for extension, target in ((e, t) for e in extensions for t in targets):
+        unmade = _Plan(extension if versions is None else _package(extension), target,
+                       host_name)
+        files = hosts[target]
+        if isinstance(files, str):
+            plans.append(replace(unmade, error=files))
+            continue
+        try:
+            label, rows = _rows(extension, versions, _for(ctx, target))
+        except NoMatchingWheel as e:
+            if alone:
+                raise
+            plans.append(replace(unmade, error=first_line(e)))
+            continue
+        pairs = tuple(Pair(release, ext, f, target) for release, ext in rows for f in files)
+        plans.append(_Plan(label, target, host_name, tuple(rows), pairs))
+    return plans
+
+
+def _rows(extension: str, versions: str | None, ctx: RemoteContext,
+          ) -> tuple[str, list[tuple[str, str | IndexFile]]]:
+    """A matrix's extension (as given, or its name with `versions`) and its rows: one, the
+    extension as given, or a wheel per release `versions` selects."""
+    if versions is None:
+        return extension, [("", extension)]
+    name, found = extension_rows(extension, versions, ctx)
+    return name, [(_label(f), f) for f in found]
+
+
+def _matrices(extensions: Sequence[str], against: str, ctx: RemoteContext,
+              targets: Sequence[Target], host: HostProfile, progress: Progress, jobs: int,
+              executable: str | None, versions: str | None, gpu: GpuTarget | None,
+              clock: Clock | None, elsewhere: CellsElsewhere | None, *, alone: bool,
+              ) -> list[MatrixReport]:
+    """The matrix of each extension on each target, their cells checked in one batch: `jobs`
+    at a time, or by `elsewhere`."""
+    when = (clock or (lambda: datetime.datetime.now(datetime.timezone.utc)))()
+    profile = replace(host, assume_driver=host.assume_driver or "assumed")
+    plans = _plans(extensions, against, ctx, targets, versions, alone)
+    pairs = [pair for plan in plans for pair in plan.pairs]
     counter = _Counter(len(pairs), ctx, progress)
+    several = len(targets) > 1
 
     def one(pair: Pair) -> Cell:
-        (release, ext), file = pair
-        shown = f"{release} " if release else ""
-        counter.say(f"checking {shown}with {file.filename}")
-        cell = check_pair(ext, file, ctx, target, profile, executable, gpu, release)
+        shown = f"{pair.release} " if pair.release else ""
+        python = f" for {pair.target.interpreter}" if several else ""
+        counter.say(f"checking {shown}with {pair.host.filename}{python}")
+        cell = check_pair(pair.extension, pair.host, _for(ctx, pair.target), pair.target,
+                          profile, executable, gpu, pair.release)
         counter.done()
         return cell
 
     if elsewhere is not None:
         cells = elsewhere(pairs, progress)
     else:
+        rows = {_row_key(ext, plan.target): (ext, plan.target)
+                for plan in plans for _release, ext in plan.rows}
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            list(pool.map(lambda row: _prefetch(row[1], ctx, progress), rows))
+            list(pool.map(lambda row: _prefetch(row[0], _for(ctx, row[1]), progress),
+                          rows.values()))
             cells = list(pool.map(one, pairs))
-    return MatrixReport(extension, name, str(target), tuple(cells),
-                        tuple(r for r, _e in rows if r), versions, against,
-                        when.strftime("%Y-%m-%d %H:%M UTC"), __version__,
-                        setting_of(target, profile, gpu))
+    reports = []
+    start = 0
+    for plan in plans:
+        mine = tuple(cells[start:start + len(plan.pairs)])
+        start += len(plan.pairs)
+        reports.append(MatrixReport(
+            plan.extension, plan.host, str(plan.target), mine,
+            tuple(r for r, _e in plan.rows if r), versions, against,
+            when.strftime("%Y-%m-%d %H:%M UTC"), __version__,
+            setting_of(plan.target, profile, gpu), _package(plan.extension),
+            "{}.{}".format(*plan.target.python_version), plan.error))
+    return reports
+
+
+def _row_key(extension: str | IndexFile, target: Target) -> object:
+    """A row's extension to read once: a wheel chosen on the index whatever the target (an
+    abi3 wheel serves several Pythons), a requirement for each target."""
+    return extension.url if not isinstance(extension, str) else (extension, target)
 
 
 class _Counter:

@@ -2,8 +2,10 @@
 
 Each command's document has a schema beside this module, in `schemas/<command>.schema.json`,
 and a version of its own, which that schema pins (`schema_version`): a document of schema
-version N validates against the schema whose `schema_version` is N. What changes a version, and
-what may change without one, is the stability policy of docs/json.md.
+version N validates against the schema whose `schema_version` is N. A command's second kind
+of document names itself in a `document` field, `<command>.<name>`, and its schema is
+`schemas/<command>.<name>.schema.json` (`matrix.grid`: a grid of matrices). What changes a
+version, and what may change without one, is the stability policy of docs/json.md.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ SCHEMA_SUFFIX = ".schema.json"
 @functools.cache
 def schema_versions() -> Mapping[str, int]:
     """The schema version of each document, by its `command` ("error": the document of a
-    command that could not do its work): the `schema_version` its schema pins
-    (`properties.schema_version.const` of `schemas/<command>.schema.json`; common.schema.json,
-    which documents only refer to, pins none), read from the package once. Each began at 3,
-    and each changes on its own (4: a finding's symbol demangled, the newest version of a
-    family, the paths searched and the nearest definitions as records)."""
+    command that could not do its work; `<command>.<name>`: a command's second document): the
+    `schema_version` its schema pins (`properties.schema_version.const` of
+    `schemas/<command>.schema.json`; common.schema.json, which documents only refer to, pins
+    none), read from the package once. Each began at 3 (`matrix.grid` at 1), and each changes
+    on its own (4: a finding's symbol demangled, the newest version of a family, the paths
+    searched and the nearest definitions as records)."""
     from importlib.resources import files
 
     found: dict[str, int] = {}

@@ -1,13 +1,18 @@
 """`abifit matrix` rendered: text (a row per host wheel for one extension as given; a grid of
 extension releases by host wheels with --versions), one versioned JSON document, or one
-self-contained HTML page made of the parts in `report.page`."""
+self-contained HTML page made of the parts in `report.page`; and a grid of matrices (several
+extensions or Pythons, `GridReport`) the same three ways: each matrix's text under a heading
+and a summary line, the `matrix.grid` document, one page with filters."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
-from abifit.engines.matrix import Cell, MatrixReport
-from abifit.engines.pairs import MissingSymbol, labels
+from packaging.version import Version
+
+from abifit.engines.matrix import Cell, GridReport, MatrixReport, extension_release
+from abifit.engines.pairs import MissingSymbol, Setting, labels
 from abifit.report import page
 from abifit.report.json import JsonObject, schema_version
 
@@ -156,10 +161,7 @@ def matrix_json(report: MatrixReport, transfer: dict[str, int] | None) -> JsonOb
         "against": report.against,
         "checked_at": report.checked_at,
         "abifit_version": report.abifit_version,
-        "setting": None if setting is None else {
-            "python": setting.python, "platforms": list(setting.platforms),
-            "accepted_platforms": setting.accepted, "host": setting.host,
-            "driver": setting.driver, "gpu": setting.gpu},
+        "setting": _setting_json(setting),
         "extension_releases": list(report.rows),
         "host_releases": labels(report.cells),
         "rows": [_row_json(c) for c in report.cells],
@@ -167,6 +169,13 @@ def matrix_json(report: MatrixReport, transfer: dict[str, int] | None) -> JsonOb
         "fitting_pairs": [{"release": c.release, "host": c.label} for c in report.fits],
         "transfer": transfer,
     }
+
+
+def _setting_json(setting: Setting | None) -> JsonObject | None:
+    return None if setting is None else {
+        "python": setting.python, "platforms": list(setting.platforms),
+        "accepted_platforms": setting.accepted, "host": setting.host,
+        "driver": setting.driver, "gpu": setting.gpu}
 
 
 def _row_json(cell: Cell) -> JsonObject:
@@ -229,34 +238,52 @@ def _fitting_html(report: MatrixReport) -> str:
     return f"<section class=\"summary\"><h2>What fits</h2><ul>{items}</ul></section>"
 
 
-def _variant_header(label: str) -> str:
+def _variant_header(label: str, attributes: str = "") -> str:
     """A sub-column's header: the local label (`+cu130`), or "plain" for the release without
     one (its title says so)."""
     if label:
-        return f"<th scope=\"col\">{page.escape('+' + label)}</th>"
-    return "<th scope=\"col\" title=\"the release without a local version label\">plain</th>"
+        return f"<th scope=\"col\"{attributes}>{page.escape('+' + label)}</th>"
+    return (f"<th scope=\"col\" title=\"the release without a local version label\""
+            f"{attributes}>plain</th>")
 
 
 def _grid_html(report: MatrixReport) -> str:
+    return (f"<section><h2>The grid</h2>{page.tools()}<div class=\"scroll\">"
+            f"{_table_html(report)}</div></section>")
+
+
+def _table_html(report: MatrixReport, data: bool = False) -> str:
+    """The table of a matrix; with `data`, each host release's cells and headers carry its
+    release and variant (`data-release`, `data-variant`) for a grid page's filters."""
     columns = report.columns
     split = any(len(vs) > 1 or vs != ("",) for _v, vs in columns)
     corner = f"{report.extension} ↓ · {report.host} →" if report.rows else report.host
     rowspan = " rowspan=\"2\"" if split else ""
+
+    def attributes(version: str, variant: str | None = None) -> str:
+        if not data:
+            return ""
+        shown = {"release": version} if variant is None else {"release": version,
+                                                               "variant": variant}
+        return page.data_attributes(shown)
+
     head = f"<tr><th scope=\"col\"{rowspan}>{page.escape(corner)}</th>"
-    head += "".join(f"<th scope=\"{'colgroup' if split else 'col'}\" colspan=\"{len(vs)}\">"
+    head += "".join(f"<th scope=\"{'colgroup' if split else 'col'}\" colspan=\"{len(vs)}\""
+                    f"{attributes(v, None if split else vs[0])}>"
                     f"{page.escape(report.host)} {page.escape(v)}</th>" for v, vs in columns)
     head += "</tr>"
     if split:
-        head += "<tr>" + "".join(_variant_header(s) for _v, vs in columns for s in vs) + "</tr>"
-    body = "".join(_row_html(report, row, cells) for row, cells in report.grid)
+        head += "<tr>" + "".join(_variant_header(s, attributes(v, s)) for v, vs in columns
+                                 for s in vs) + "</tr>"
+    body = "".join(_row_html(report, row, cells, data) for row, cells in report.grid)
     caption = (f"{report.extension} releases (rows) against {report.host} releases (columns)"
                if report.rows else f"{report.extension} against {report.host} releases")
-    return (f"<section><h2>The grid</h2>{page.tools()}<div class=\"scroll\"><table "
-            f"class=\"grid\"><caption>{page.escape(caption)}</caption><thead>{head}</thead>"
-            f"<tbody>{body}</tbody></table></div></section>")
+    return (f"<table class=\"grid\"><caption>{page.escape(caption)}</caption><thead>{head}"
+            f"</thead><tbody>{body}</tbody></table>")
 
 
-def _row_html(report: MatrixReport, row: str, cells: tuple[Cell, ...]) -> str:
+def _row_html(report: MatrixReport, row: str, cells: tuple[Cell, ...],
+              data: bool = False) -> str:
     by_column = {(c.version, c.variant): c for c in cells}
     css = " class=\"has-fit\"" if any(c.fits for c in cells) else ""
     mark = " <span aria-label=\"fits some\">✓</span>" if css else ""
@@ -266,5 +293,216 @@ def _row_html(report: MatrixReport, row: str, cells: tuple[Cell, ...]) -> str:
             cell = by_column.get((version, variant))
             label = version + (f"+{variant}" if variant else "")
             pair = f"{_row_name(report, row)} with {report.host} {label}"
-            out += page.verdict_cell(cell, pair, report.host)
+            out += page.verdict_cell(cell, pair, report.host,
+                                     {"release": version, "variant": variant} if data else None)
     return out + "</tr>"
+
+
+# --- a grid of matrices ----------------------------------------------------------------------
+
+
+def _where(report: MatrixReport) -> str:
+    return f"{report.extension} on Python {report.python}"
+
+
+def grid_summary(report: GridReport) -> str:
+    """One sentence: how many cells fit in how many matrices, and the matrices in which no
+    host wheel fits or none could be checked."""
+    cells = report.cells
+    counted = len(report.matrices)
+    out = (f"{len(report.fits)} of {len(cells)} cells fit in {counted} "
+           f"matri{'x' if counted == 1 else 'ces'} ({', '.join(report.extensions)} on Python "
+           f"{', '.join(report.pythons)} against {report.host})")
+    if not report.without_fit and not report.unchecked:
+        return out + f"; each matrix has a {report.host} wheel that fits"
+    if report.without_fit:
+        out += (f"; no {report.host} wheel fits "
+                + ", ".join(_where(m) for m in report.without_fit))
+    if report.unchecked:
+        out += "; not checked: " + ", ".join(_where(m) for m in report.unchecked)
+    return out
+
+
+def grid_text(report: GridReport) -> str:
+    """The text of a grid: each matrix's text (`matrix_text`) under a heading naming its
+    extension and Python, one after another, then the summary line."""
+    parts = []
+    for m in report.matrices:
+        body = matrix_text(m) if m.error is None else (
+            f"{m.extension} against {m.host} ({m.target})\n\nnot checked: {m.error}\n")
+        parts.append(f"=== {_where(m)} ===\n{body}")
+    return "\n".join(parts) + f"\ngrid: {grid_summary(report)}\n"
+
+
+def grid_json(report: GridReport, transfer: dict[str, int] | None) -> JsonObject:
+    """The `--json` document of a grid (`schemas/matrix.grid.schema.json`): each matrix as a
+    matrix document holds it, then every cell in one flat list."""
+    return {
+        "schema_version": schema_version("matrix.grid"),
+        "command": "matrix",
+        "document": "matrix.grid",
+        "extensions": list(report.extensions),
+        "pythons": list(report.pythons),
+        "host": report.host,
+        "against": report.against,
+        "versions": report.versions,
+        "checked_at": report.checked_at,
+        "abifit_version": report.abifit_version,
+        "matrices": [_part_json(m) for m in report.matrices],
+        "cells": [{"matrix": n, "package": m.package, "release": extension_release(c),
+                   "host_release": c.version, "variant": c.variant, "python": m.python,
+                   "verdict": _outcome(c)}
+                  for n, m in enumerate(report.matrices) for c in m.cells],
+        "transfer": transfer,
+    }
+
+
+def _part_json(report: MatrixReport) -> JsonObject:
+    return {
+        "extension": report.extension,
+        "package": report.package,
+        "python": report.python,
+        "target": report.target,
+        "setting": _setting_json(report.setting),
+        "extension_releases": list(report.rows),
+        "host_releases": labels(report.cells),
+        "rows": [_row_json(c) for c in report.cells],
+        "fits": list(dict.fromkeys(_label(c) for c in report.fits)),
+        "fitting_pairs": [{"release": c.release, "host": c.label} for c in report.fits],
+        "error": report.error,
+    }
+
+
+GRID_STYLE = """
+.filters fieldset{display:inline-block;vertical-align:top;border:1px solid var(--line);
+border-radius:6px;margin:0 1rem .5rem 0;padding:.25rem .75rem}
+.filters legend{font-weight:600}
+.filters label{margin-right:.75rem;white-space:nowrap}
+section.matrix{margin-top:1.5rem}
+.not-checked{color:var(--error-ink)}
+"""
+
+# the filters: each matrix shown when its package and Python are chosen, each host release's
+# cells and headers when its release and variant are; a release's heading spans the sub-columns
+# left; a matrix with no cell left is hidden too. Without the script, the form stays hidden and
+# everything is shown.
+GRID_SCRIPT = """
+(function () {
+  var form = document.querySelector("form.filters");
+  if (!form) { return; }
+  form.hidden = false;
+  function chosen(name) {
+    var out = {};
+    form.querySelectorAll("input[name='" + name + "']").forEach(function (input) {
+      if (input.checked) { out[input.value] = true; }
+    });
+    return out;
+  }
+  function apply() {
+    var packages = chosen("package"), pythons = chosen("python"),
+      releases = chosen("release"), variants = chosen("variant");
+    var matrices = document.querySelectorAll("section.matrix"), shown = 0;
+    matrices.forEach(function (section) {
+      section.querySelectorAll("[data-release]").forEach(function (c) {
+        var variant = c.getAttribute("data-variant");
+        c.hidden = !(releases[c.getAttribute("data-release")] &&
+                     (variant === null || variants[variant]));
+      });
+      var spans = {};
+      section.querySelectorAll("thead th[data-variant]").forEach(function (th) {
+        var release = th.getAttribute("data-release");
+        spans[release] = (spans[release] || 0) + (th.hidden ? 0 : 1);
+      });
+      section.querySelectorAll("thead th[data-release]:not([data-variant])")
+        .forEach(function (th) {
+          var span = spans[th.getAttribute("data-release")] || 0;
+          th.hidden = span === 0;
+          if (span) { th.colSpan = span; }
+        });
+      var table = section.querySelector("table");
+      var left = section.querySelectorAll("td[data-release]:not([hidden])").length;
+      section.hidden = !(packages[section.getAttribute("data-package")] &&
+                         pythons[section.getAttribute("data-python")]) ||
+                       (table !== null && left === 0);
+      shown += section.hidden ? 0 : 1;
+    });
+    form.querySelector("output").textContent =
+      shown + " of " + matrices.length + " matrices shown";
+  }
+  form.addEventListener("change", apply);
+  apply();
+})();
+"""
+
+
+def grid_html(report: GridReport, command: str = "") -> str:
+    """One self-contained page of the whole grid: heading, target and versions checked,
+    legend, the filters (by package, host release, variant and Python; shown by the script),
+    then each matrix under its heading with what fits in it, each failing cell opening to
+    why."""
+    title = f"{', '.join(report.extensions)} against {report.host}"
+    settings = [m.setting for m in report.matrices if m.setting is not None]
+    setting = None if not settings else replace(settings[0], python=", ".join(
+        dict.fromkeys(s.python for s in settings)))
+    targets = ", ".join(dict.fromkeys(m.target for m in report.matrices))
+    summary = grid_summary(report)
+    return page.document(title, [
+        page.heading(title, report.checked_at, report.abifit_version,
+                     summary[0].upper() + summary[1:] + ".", command),
+        page.target_box(setting, _grid_checked(report), "" if setting else targets),
+        page.legend(),
+        _filters_html(report),
+        page.tools(),
+        *(_part_html(m) for m in report.matrices),
+    ], GRID_STYLE, GRID_SCRIPT)
+
+
+def _newest_first(versions: Sequence[str]) -> list[str]:
+    return sorted(dict.fromkeys(versions), key=Version, reverse=True)
+
+
+def _grid_checked(report: GridReport) -> list[tuple[str, str]]:
+    spec = f"  (releases {report.versions})" if report.versions else ""
+    hosts = ", ".join(_newest_first([c.label for c in report.cells]))
+    return [("Extensions", ", ".join(report.extensions) + spec),
+            (f"{report.host} releases", hosts + f"  ({report.against})"),
+            ("Pythons", ", ".join(report.pythons))]
+
+
+def _choices(name: str, title: str, values: Sequence[tuple[str, str]]) -> str:
+    """A fieldset of checkboxes, each (value, its label), all checked."""
+    boxes = "".join(f"<label><input type=\"checkbox\" name=\"{name}\" value=\""
+                    f"{page.escape(value)}\" checked> {page.escape(label)}</label>"
+                    for value, label in values)
+    return f"<fieldset><legend>{page.escape(title)}</legend>{boxes}</fieldset>"
+
+
+def _filters_html(report: GridReport) -> str:
+    cells = report.cells
+    variants = sorted(dict.fromkeys(c.variant for c in cells))
+    return ("<form class=\"filters\" hidden aria-label=\"filters\"><h2>Show</h2>"
+            + _choices("package", "Package", [(p, p) for p in dict.fromkeys(
+                m.package for m in report.matrices)])
+            + _choices("release", f"{report.host} release",
+                       [(v, v) for v in _newest_first([c.version for c in cells])])
+            + _choices("variant", "Variant", [(v, f"+{v}" if v else "plain")
+                                              for v in variants])
+            + _choices("python", "Python", [(p, p) for p in report.pythons])
+            + "<p><output></output></p></form>")
+
+
+def _part_html(report: MatrixReport) -> str:
+    """One matrix of the grid: its heading, what fits in it, and its table."""
+    data = page.data_attributes({"package": report.package, "python": report.python})
+    head = (f"<section class=\"matrix\"{data}><h2>{page.escape(_where(report))}</h2>"
+            f"<p class=\"meta\">{page.escape(report.target)}</p>")
+    if report.error is not None:
+        return (head + f"<p class=\"not-checked\"><strong>Not checked:</strong> "
+                f"{page.escape(report.error)}</p></section>")
+    fitting = _fitting_rows(report)
+    fits = "; ".join(f"{_row_name(report, row)} with {report.host} {', '.join(hosts)}"
+                     for row, hosts in fitting)
+    lead = (f"<p>{len(report.fits)} of {len(report.cells)} pairs fit"
+            + (f": <strong>{page.escape(fits)}</strong>.</p>" if fits else ".</p>"))
+    return (head + lead + f"<div class=\"scroll\">{_table_html(report, data=True)}</div>"
+            "</section>")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
@@ -132,13 +132,14 @@ def rich(text: str) -> str:
     return _CODE.sub(lambda m: f"<code>{m.group(1)}</code>", escape(text))
 
 
-def document(title: str, parts: Iterable[str]) -> str:
-    """One self-contained page: the shell, its style and script, `parts` in order."""
+def document(title: str, parts: Iterable[str], style: str = "", script: str = "") -> str:
+    """One self-contained page: the shell, its style and script (with a page's own `style`
+    and `script` after them), `parts` in order."""
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>{escape(title)}</title><style>{STYLE}</style></head>\n<body>\n"
+            f"<title>{escape(title)}</title><style>{STYLE}{style}</style></head>\n<body>\n"
             + "\n".join(parts)
-            + f"\n<script>{SCRIPT}</script>\n</body></html>\n")
+            + f"\n<script>{SCRIPT}{script}</script>\n</body></html>\n")
 
 
 def heading(title: str, checked_at: str, version: str, lead: str = "",
@@ -217,20 +218,29 @@ def reason(cell: Cell) -> str:
     return ", ".join(parts) or f"{cell.failing_modules} module(s)"
 
 
-def verdict_cell(cell: Cell | None, pair: str, host: str) -> str:
+def data_attributes(data: Mapping[str, str]) -> str:
+    """` data-NAME="value"` for each item, escaped: what a page's script filters on."""
+    return "".join(f" data-{name}=\"{escape(value)}\"" for name, value in data.items())
+
+
+def verdict_cell(cell: Cell | None, pair: str, host: str,
+                 data: Mapping[str, str] | None = None) -> str:
     """The `<td>` of one verdict: fits, fails (a `<details>` that opens to why), error or not
-    checked; `pair` names it in words ("sgl-kernel 0.3.21 with torch 2.10.0+cu128")."""
+    checked; `pair` names it in words ("sgl-kernel 0.3.21 with torch 2.10.0+cu128"); `data`,
+    its `data-` attributes."""
+    more = data_attributes(data or {})
     if cell is None:
-        return f"<td class=\"none\">{_mark(NONE)}{NONE.word}</td>"
+        return f"<td class=\"none\"{more}>{_mark(NONE)}{NONE.word}</td>"
     outcome = _BY_NAME[cell.outcome]
     title = escape(pair)
     head = f"{_mark(outcome)}{outcome.word}"
     if outcome is FITS:
-        return f"<td class=\"fits\" title=\"{title}\">{head}</td>"
+        return f"<td class=\"fits\" title=\"{title}\"{more}>{head}</td>"
     if outcome is ERROR:
-        return (f"<td class=\"error\" title=\"{title}\"><details><summary>{head}</summary>"
-                f"<div class=\"detail\"><p>{escape(cell.error or '')}</p></div></details></td>")
-    return (f"<td class=\"{outcome.css}\" title=\"{title}\"><details><summary>{head} "
+        return (f"<td class=\"error\" title=\"{title}\"{more}><details><summary>{head}"
+                f"</summary><div class=\"detail\"><p>{escape(cell.error or '')}</p></div>"
+                "</details></td>")
+    return (f"<td class=\"{outcome.css}\" title=\"{title}\"{more}><details><summary>{head} "
             f"<span class=\"why\">{escape(reason(cell))}</span></summary>"
             f"{cell_details(cell, pair, host)}</details></td>")
 
