@@ -91,7 +91,8 @@ def test_the_inflaters_accept_and_reject_the_same_candidate_starts() -> None:
     for label, _original, stream in _streams():
         tail = stream[-(512 << 10):]
         for bit in deflate._block_starts(tail[: 32 << 10]):
-            ng, plain = _both(lambda bit=bit: deflate._probe(tail, bit, deflate._WITNESS_BYTES))
+            ng, plain = _both(lambda bit=bit, tail=tail: deflate._probe(tail, bit,
+                                                                      deflate._WITNESS_BYTES))
             assert ng == plain, f"{label}: bit {bit}"
             candidates += 1
             accepted += ng

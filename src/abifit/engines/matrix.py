@@ -41,13 +41,13 @@ from abifit.engines.pairs import (
 )
 from abifit.errors import UsageError, first_line
 from abifit.host.profile import HostProfile
+from abifit.remote.packageindex import IndexFile, Target  # a Pair's fields, checked when decoded
 from abifit.version import __version__
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
     from packaging.version import Version
 
-    from abifit.remote.packageindex import IndexFile, Target
     from abifit.remote.runcontext import RemoteContext
     from abifit.sim.gpu import GpuTarget
 

@@ -49,7 +49,7 @@ def schema_version(command: str) -> int:
     tens of milliseconds of a run)."""
     from importlib.resources import files
 
-    path = files("abifit.report").joinpath("schemas", command + SCHEMA_SUFFIX)
+    path = files("abifit.report").joinpath("schemas").joinpath(command + SCHEMA_SUFFIX)
     try:
         schema = json.loads(path.read_text("utf-8"))
     except FileNotFoundError:
