@@ -27,13 +27,11 @@ from abifit.formats.fatbin import GpuCode, ptx_has_kernels, read_fatbins, read_g
 from abifit.formats.sources import ByteSource, BytesSource, FileSource
 from abifit.report.gpu import coverage_reason
 from abifit.sim.gpu import (
-    ComputeCapability,
-    GpuTarget,
     check_gpu_code,
     object_coverage,
-    parse_gpu_option,
     summarize,
 )
+from abifit.sim.gputarget import ComputeCapability, GpuTarget, parse_gpu_option
 from fixtures.cuda import build as cuda_build
 from helpers import make_wheel, schema, validate
 from httpserver import LoopbackIndex, Projects

@@ -43,19 +43,21 @@ from abifit.sim.derivation import NoImageFits, NoneRun
 from abifit.sim.gpu import (
     NO_KERNEL_IMAGE,
     UNSUPPORTED_PTX,
-    ComputeCapability,
     EmbeddedSummary,
-    GpuTarget,
     Verdict,
     coverage,
     driver_reads_ptx,
     object_coverage,
     parse_arch,
-    parse_compute_capability,
-    parse_release,
     ptx_compiles_for,
     sass_runs_on,
     summarize,
+)
+from abifit.sim.gputarget import (
+    ComputeCapability,
+    GpuTarget,
+    parse_compute_capability,
+    parse_release,
 )
 from fixtures.crafted import build as crafted
 from fixtures.cuda import build as cuda_build

@@ -154,7 +154,8 @@ from abifit.sim.derivation import (
     ToolkitNotSearched,
 )
 from abifit.sim.findings import Effect, Finding, FindingKind, SearchStep, Severity
-from abifit.sim.gpu import ComputeCapability, CoveredObject, GpuCheck, GpuTarget, ObjectCoverage
+from abifit.sim.gpu import CoveredObject, GpuCheck, ObjectCoverage
+from abifit.sim.gputarget import ComputeCapability, GpuTarget
 from abifit.sim.process import ImportVerdict, ModuleStatus
 from helpers import GOLDEN, validate
 

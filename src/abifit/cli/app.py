@@ -33,7 +33,6 @@ from abifit.cli.shared import shows_progress
 from abifit.cli.status import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_STATUS
 from abifit.commands.contexts import finish_runs
 from abifit.errors import AbifitError, UsageError
-from abifit.host.localfs import interpreter_problem
 from abifit.report.terminal import Style, Terminal
 from abifit.version import __version__
 from abifit.workers import stop_workers
@@ -206,6 +205,8 @@ def _check_interpreter(args: argparse.Namespace) -> None:
     path = given if os.sep in given else shutil.which(given)
     if path is None:
         raise UsageError(f"--python {given}: no such command on PATH")
+    from abifit.host.localfs import interpreter_problem  # the ELF reader, when it is asked
+
     problem = interpreter_problem(path, scripts=not getattr(args, "python_executable", False))
     if problem is not None:
         hint = None

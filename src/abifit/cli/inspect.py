@@ -13,9 +13,11 @@ from abifit.cli.shared import (
     transfer_of,
 )
 from abifit.cli.status import EXIT_ERROR, EXIT_OK, EXIT_PROBLEMS
-from abifit.engines.inspect import SymbolSelection
 
 HELP_PLACE = 10  # where `abifit --help` lists the command (`app.commands`)
+# the values of engines.inspect.SymbolSelection but "none" (a test holds them equal): every
+# command's arguments are made at each start, and importing the engine for them cost 10-35 ms
+SYMBOLS = ("defined", "undefined", "all")
 
 
 def configure(sub: Subparsers) -> None:
@@ -32,7 +34,7 @@ def configure(sub: Subparsers) -> None:
     p.add_argument("--python", metavar="PATH",
                    help="interpreter whose environment holds the distributions "
                    "(default: $VIRTUAL_ENV, $CONDA_PREFIX, python3 on PATH)")
-    p.add_argument("--symbols", choices=[s.value for s in SymbolSelection if s.value != "none"],
+    p.add_argument("--symbols", choices=SYMBOLS,
                    help="list dynamic symbols, with demangled names")
     p.add_argument("--match", metavar="GLOB",
                    help="only symbols whose mangled or demangled name matches (implies "

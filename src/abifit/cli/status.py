@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from abifit.sim.findings import Effect, Finding
+if TYPE_CHECKING:  # every command imports this module: the findings only when it has some
+    from abifit.sim.findings import Finding
 
 EXIT_OK = 0
 
@@ -44,6 +46,8 @@ exit status:
 
 def verdict_status(verdict: str, findings: Iterable[Finding], fail_on: str) -> int:
     """`exit_status` of a verdict and its findings."""
+    from abifit.sim.findings import Effect
+
     return exit_status(verdict, any(f.effect is Effect.PREREQUISITE for f in findings),
                           fail_on)
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from abifit.host.profile import HostProfile
     from abifit.remote.packageindex import IndexFile, Target
     from abifit.remote.runcontext import RemoteContext
-    from abifit.sim.gpu import GpuTarget
+    from abifit.sim.gputarget import GpuTarget
 
 TRAVELS = ("PIP_", "UV_", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy",
            "https_proxy", "all_proxy", "no_proxy", "NETRC", "ABIFIT_CACHE_DIR")

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from abifit.formats.pins import Pins
     from abifit.host.profile import HostProfile
     from abifit.remote.runcontext import RemoteContext
-    from abifit.sim.gpu import GpuTarget
+    from abifit.sim.gputarget import GpuTarget
 
 
 @dataclass(frozen=True)
@@ -349,7 +349,7 @@ def option_gpus(option: str | None, environ: Mapping[str, str]) -> tuple[GpuTarg
     if option is None:
         return ()
     from abifit.engines.gpus import detect_targets
-    from abifit.sim.gpu import parse_gpu_option
+    from abifit.sim.gputarget import parse_gpu_option
 
     if option == "auto":
         found, reason = detect_targets(dict(environ))

@@ -47,7 +47,8 @@ from abifit.host.profile import HostProfile
 from abifit.sim import pythonapi
 from abifit.sim.diagnose import Context
 from abifit.sim.findings import Finding, FindingKind, Verdict
-from abifit.sim.gpu import GpuCheck, GpuTarget, check_gpu_code
+from abifit.sim.gpu import GpuCheck, check_gpu_code
+from abifit.sim.gputarget import GpuTarget
 from abifit.sim.imports import load_loading_rules, load_preload_rules
 from abifit.sim.loader import ASSUMED_DIR, DRIVER_LIBRARIES, SearchConfig
 from abifit.sim.process import (

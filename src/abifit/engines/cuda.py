@@ -25,7 +25,8 @@ from abifit.host.natives import NativeFile, image_or_none, scan_native_files, sh
 from abifit.remote.diskcache import GPU_BUCKET
 from abifit.sim.cudaproblems import cuda_findings
 from abifit.sim.findings import Finding, FindingKind
-from abifit.sim.gpu import GpuCheck, GpuTarget, gpu_targets
+from abifit.sim.gpu import GpuCheck
+from abifit.sim.gputarget import GpuTarget, gpu_targets
 
 if TYPE_CHECKING:
     pass

@@ -87,7 +87,8 @@ from abifit.sim.derivation import (
     SkippedEntry,
 )
 from abifit.sim.findings import Finding, FindingKind, Verdict
-from abifit.sim.gpu import GpuCheck, GpuTarget, ObjectCoverage, gpu_check, object_coverage
+from abifit.sim.gpu import GpuCheck, ObjectCoverage, gpu_check, object_coverage
+from abifit.sim.gputarget import GpuTarget
 from abifit.sim.imports import (
     BUS_ERROR,
     DistributionPlan,

@@ -46,7 +46,8 @@ from abifit.formats.errortext import (
 )
 from abifit.host.environment import Distribution, list_distributions, query_interpreter
 from abifit.sim.findings import Finding, FindingKind
-from abifit.sim.gpu import GpuCheck, GpuTarget, parse_gpu_option
+from abifit.sim.gpu import GpuCheck
+from abifit.sim.gputarget import GpuTarget, parse_gpu_option
 from abifit.sim.imports import load_loading_rules
 from abifit.sim.loader import crashes
 from abifit.sim.process import ModuleStatus, Progress, load_soname_packages

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from abifit.host.cudastack import probe_driver, probe_gpus
-from abifit.sim.gpu import GpuTarget, gpu_targets
+from abifit.sim.gputarget import GpuTarget, gpu_targets
 
 
 def detect_targets(env: Mapping[str, str]) -> tuple[tuple[GpuTarget, ...], str | None]:

@@ -36,7 +36,8 @@ from abifit.formats.sources import ByteSource, FileSource
 from abifit.formats.wheel import ZIP_MAGIC, WheelArchive, is_elf_member
 from abifit.host.environment import InterpreterFacts, find_distribution
 from abifit.host.localfs import is_elf_file, special_kind
-from abifit.sim.gpu import GpuTarget, ObjectCoverage, object_coverage
+from abifit.sim.gpu import ObjectCoverage, object_coverage
+from abifit.sim.gputarget import GpuTarget
 
 if TYPE_CHECKING:
     from abifit.remote.packageindex import IndexFile

@@ -16,7 +16,7 @@ from pathlib import Path
 from abifit.host.environment import InterpreterFacts, InterpreterQuery
 from abifit.host.ldconfig import HostFacts, probe_host
 from abifit.host.runcache import RunCache, run_key
-from abifit.sim.gpu import GpuTarget
+from abifit.sim.gputarget import GpuTarget
 
 
 @dataclass(frozen=True)

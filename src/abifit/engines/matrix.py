@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
     from abifit.remote.runcontext import RemoteContext
-    from abifit.sim.gpu import GpuTarget
+    from abifit.sim.gputarget import GpuTarget
 
 __all__ = ["SYMBOL_KINDS", "Cell", "GridReport", "MatrixReport", "MissingSymbol", "OtherForm",
            "Pair", "Setting", "cell_of", "extension_release", "grid", "host_wheels", "matrix",

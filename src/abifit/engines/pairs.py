@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from abifit.engines.check import CheckReport
     from abifit.remote.packageindex import IndexFile, Target
     from abifit.remote.runcontext import RemoteContext
-    from abifit.sim.gpu import GpuTarget
+    from abifit.sim.gputarget import GpuTarget
 
 SYMBOL_KINDS = (FindingKind.UNDEFINED_SYMBOL, FindingKind.MISSING_VERSION)
 # told apart in a cell already (a module blocked by another is not a cause of its own)

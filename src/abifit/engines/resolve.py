@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 
     from abifit.host.profile import HostProfile
     from abifit.remote.runcontext import RemoteContext
-    from abifit.sim.gpu import GpuTarget
+    from abifit.sim.gputarget import GpuTarget
 
 Progress = Callable[[str], None]
 

@@ -25,7 +25,8 @@ from abifit.sim.derivation import (
 )
 
 if TYPE_CHECKING:
-    from abifit.sim.gpu import GpuCheck, GpuTarget, ObjectCoverage
+    from abifit.sim.gpu import GpuCheck, ObjectCoverage
+    from abifit.sim.gputarget import GpuTarget
 
 
 def target_json(target: GpuTarget | None) -> JsonObject | None:

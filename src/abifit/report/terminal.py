@@ -13,13 +13,12 @@ written; a partial line (progress, which redraws itself with a carriage return) 
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import textwrap
 from dataclasses import dataclass
 from typing import TextIO
-
-from abifit.sim.findings import FindingKind
 
 MIN_WIDTH = 40  # narrower than this, wrapping helps nobody: lines are left whole
 
@@ -30,15 +29,23 @@ _LABEL_COLOURS = {"error": _RED, "warning": _YELLOW, "hint": _CYAN, "note": _BOL
 
 _LABEL = re.compile(r"(?P<indent>\s*)(?P<label>(?:error|warning|hint|note): )?")
 _LABEL_WORD = re.compile(r"^(\s*)(error|warning|hint|note):")
-_KINDS = "|".join(re.escape(k.value) for k in FindingKind)
-_FINDING = re.compile(
-    rf"^(optional, |degraded, |needs a prerequisite, |unused variant, |warning: )?({_KINDS}):")
 _VERDICT = re.compile(r"^(fits|degraded|fails|the ABI fits)\b")
 _FAILS = re.compile(r"^(import \S+: )(fails)\b")
 _CELL = re.compile(r"(?<=  )(fits|degraded|fails|error)(?=  +\d+  +\d+  )")
 _VERDICT_COLOURS = {"fits": _GREEN, "the ABI fits": _YELLOW,
                     "degraded": _YELLOW,
                     "fails": _RED, "error": _YELLOW}
+
+
+@functools.cache
+def _finding() -> re.Pattern[str]:
+    """A finding's first line, by its kind (made on first use: every start imports this
+    module, and the findings' module only a run that has some)."""
+    from abifit.sim.findings import FindingKind
+
+    kinds = "|".join(re.escape(k.value) for k in FindingKind)
+    return re.compile(
+        rf"^(optional, |degraded, |needs a prerequisite, |unused variant, |warning: )?({kinds}):")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +76,7 @@ def wrap_line(line: str, width: int) -> list[str]:
 
 def paint_line(line: str) -> str:
     """`line` with ANSI colour on its label, finding kind, verdict or matrix verdict cell."""
-    finding = _FINDING.match(line)
+    finding = _finding().match(line)
     if finding is not None:
         prefix = _paint_label(finding[1] or "")
         colour = _YELLOW if finding[1] else _RED
