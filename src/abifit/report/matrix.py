@@ -464,7 +464,12 @@ def _newest_first(versions: Sequence[str]) -> list[str]:
 def _grid_checked(report: GridReport) -> list[tuple[str, str]]:
     spec = f"  (releases {report.versions})" if report.versions else ""
     hosts = ", ".join(_newest_first([c.label for c in report.cells]))
-    return [("Extensions", ", ".join(report.extensions) + spec),
+    read: dict[str, list[str]] = {e: [] for e in report.extensions}
+    for m in report.matrices:  # the releases whose wheels were read, for each extension
+        read.setdefault(m.extension, []).extend(
+            r for r in map(extension_release, m.cells) if r)
+    named = (f"{e} ({', '.join(_newest_first(r))})" if r else e for e, r in read.items())
+    return [("Extensions", ", ".join(named) + spec),
             (f"{report.host} releases", hosts + f"  ({report.against})"),
             ("Pythons", ", ".join(report.pythons))]
 
