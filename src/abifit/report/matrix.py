@@ -468,7 +468,8 @@ def _grid_checked(report: GridReport) -> list[tuple[str, str]]:
     for m in report.matrices:  # the releases whose wheels were read, for each extension
         read.setdefault(m.extension, []).extend(
             r for r in map(extension_release, m.cells) if r)
-    named = (f"{e} ({', '.join(_newest_first(r))})" if r else e for e, r in read.items())
+    named = (f"{e} ({', '.join(_newest_first(r))})"
+             if r and not e.endswith(f"=={r[0]}") else e for e, r in read.items())
     return [("Extensions", ", ".join(named) + spec),
             (f"{report.host} releases", hosts + f"  ({report.against})"),
             ("Pythons", ", ".join(report.pythons))]
