@@ -346,6 +346,58 @@ def matrix_projects(binaries: dict[str, bytes]) -> Projects:
     }
 
 
+# The resolve world (tests/fixtures/resolve/): libhost.so with a parameter of `int` or `unsigned
+# int`; hostpkg (its own module beside it) in releases of either form, extpkg 1.0 (int) and 2.0
+# (unsigned) each requiring only hostpkg>=1.0, and nopin (int), which requires nothing, so that
+# the metadata admits pairs whose binaries do not fit.
+
+RESOLVE_SOURCES = FIXTURES / "resolve"
+RESOLVE_TAG = "cp310-abi3-linux_x86_64"
+RESOLVE_HOSTS = (("1.0", "int"), ("1.1", "int"), ("2.0", "unsigned"))
+# hostpkg 1.0 to 1.5 (int) and 2.0 to 2.3 (unsigned): nopin beside hostpkg rejects four releases
+# before one fits, with six below it to read ahead
+RESOLVE_WIDE_HOSTS = (*((f"1.{n}", "int") for n in range(6)),
+                      *((f"2.{n}", "unsigned") for n in range(4)))
+
+
+def resolve_binaries(root: Path) -> dict[str, bytes]:
+    """libhost.so in its two forms, hostpkg's own module, and the extensions built against
+    each form."""
+    built = {}
+    for form, line in (("int", "int"), ("unsigned", "unsigned int")):
+        lib = compile_c(RESOLVE_SOURCES / "hostlib.cpp", root / form / "libhost.so", cxx=True,
+                        soname="libhost.so", flags=[f"-DLINE_TYPE={line}"])
+        built[f"lib-{form}"] = lib
+        built[f"ext-{form}"] = compile_c(
+            RESOLVE_SOURCES / "ext.cpp", root / form / "_ops.abi3.so", cxx=True,
+            flags=[f"-DLINE_TYPE={line}", "-Wl,-rpath,$ORIGIN/../hostpkg/lib"], libs=[lib])
+    built["module"] = compile_c(RESOLVE_SOURCES / "host_module.c", root / "_C.abi3.so")
+    return {name: path.read_bytes() for name, path in built.items()}
+
+
+def resolve_projects(b: dict[str, bytes],
+                     hosts: tuple[tuple[str, str], ...] = RESOLVE_HOSTS) -> Projects:
+    """The wheels of the resolve world, hostpkg in the releases and forms of `hosts`."""
+    def host(version: str, form: str) -> tuple[str, bytes]:
+        return make_wheel("hostpkg", version, {
+            "hostpkg/__init__.py": b"", "hostpkg/_C.abi3.so": b["module"],
+            "hostpkg/lib/libhost.so": b[f"lib-{form}"]}, tag=RESOLVE_TAG)
+
+    def ext(name: str, version: str, form: str, requires: tuple[str, ...]) -> tuple[str, bytes]:
+        return make_wheel(name, version, {f"{name}/__init__.py": b"",
+                                          f"{name}/_ops.abi3.so": b[f"ext-{form}"]},
+                          requires=requires, tag=RESOLVE_TAG)
+
+    return {
+        "hostpkg": [host(version, form) for version, form in hosts],
+        "extpkg": [ext("extpkg", "1.0", "int", ("hostpkg>=1.0",)),
+                   ext("extpkg", "2.0", "unsigned", ("hostpkg>=1.0",))],
+        "nopin": [ext("nopin", "0.1", "int", ())],
+        "toolpkg": [make_wheel("toolpkg", "1.0", {"toolpkg/__init__.py": b""},
+                               tag="py3-none-any")],
+    }
+
+
 def run_matrix(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
                index: LoopbackIndex, cache: Path, *args: str) -> tuple[int, str, str]:
     """`abifit ARGS` in this process for the `MATRIX_TARGET` Python and platform against

@@ -1,10 +1,11 @@
-"""`index add --ray` and `matrix --ray` on a real local Ray cluster: a head node and a worker
-node on this machine (`ray start --block`, each in a session of its own so that it can be
-stopped, or killed mid-run, alone), reading from a loopback index.
+"""`index add --ray`, `matrix --ray` and `resolve --ray` on a real local Ray cluster: a head
+node and a worker node on this machine (`ray start --block`, each in a session of its own so
+that it can be stopped, or killed mid-run, alone), reading from a loopback index.
 
 What is held: the store a run on the cluster fills exports byte for byte as the run without
 it (`--jobs 1`, which records in the same order); a second run skips every wheel; a matrix,
-and a grid of two extensions on two Pythons, give the same document; a worker node killed
+a grid of two extensions on two Pythons, and a resolution that rejects four host releases
+before one fits (each pair direction a task), give the same document; a worker node killed
 while its tasks read loses and duplicates nothing (Ray runs its tasks again on the head node);
 an address where no cluster answers is an error at once. The driver is `python -m abifit` in
 a process of its own.
@@ -26,10 +27,13 @@ from helpers import (
     MATRIX_GRID,
     MATRIX_PYTHONS_GRID,
     MATRIX_TARGET,
+    RESOLVE_WIDE_HOSTS,
     TARGET,
     make_wheel,
     matrix_binaries,
     matrix_projects,
+    resolve_binaries,
+    resolve_projects,
 )
 from httpserver import LoopbackIndex, LoopbackServer, publish_index
 from raycluster import RAY, LocalCluster, free_port, ray_env, start_cluster
@@ -163,11 +167,64 @@ def test_a_grid_on_the_cluster_gives_the_local_document(
     assert other[("2.0", "cu130", "3.12")] == "fits" and other[("2.0", "cu130", "3.11")] == "fails"
 
 
-def test_an_address_where_no_cluster_answers(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def resolve_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackIndex]:
+    """The resolve world with hostpkg 1.0 to 1.5, which nopin loads with, and 2.0 to 2.3,
+    which it does not (`helpers.RESOLVE_WIDE_HOSTS`)."""
+    built = resolve_binaries(tmp_path_factory.mktemp("resolve"))
+    with LoopbackServer() as server:
+        yield publish_index(server, resolve_projects(built, RESOLVE_WIDE_HOSTS))
+
+
+def tasks_started(cluster: LocalCluster, task: str) -> int:
+    """How many tasks of the function `task` the cluster's workers have started: a worker
+    writes `:task_name:NAME` in its log (the session's logs/worker-*.out) as each begins."""
+    logs = Path(cluster.temp) / "session_latest" / "logs"
+    return sum(p.read_text("utf-8", "replace").count(f":task_name:{task}\n")
+               for p in logs.glob("worker-*.out"))
+
+
+def test_resolve_on_the_cluster_gives_the_local_document(
+        cluster: LocalCluster, resolve_index: LoopbackIndex, tmp_path: Path) -> None:
+    """`nopin==0.1 hostpkg`: hostpkg 2.3 to 2.0 are rejected before 1.5 fits, each pair
+    direction of two native wheels a task of the cluster (counted in its workers' logs), and
+    the document is the local run's: the set, the rejections and their reasons, the numbers
+    of pairs checked (`--jobs 2`: a read-ahead of 2 on both, the cluster having 2 CPUs)."""
+    before = tasks_started(cluster, "judge_direction_task")
+    documents, codes = [], []
+    for name, extra in (("cluster", ("--ray", cluster.address)), ("local", ())):
+        done = abifit("resolve", "nopin==0.1", "hostpkg", *MATRIX_TARGET, "--index-url",
+                      resolve_index.url, "--jobs", "2", "--json", *extra,
+                      cache=tmp_path / name)
+        codes.append(done.returncode)
+        document = json.loads(done.stdout)
+        document.pop("transfer", None)
+        documents.append(document)
+        if name == "cluster":
+            time.sleep(1.0)  # the workers' logs written
+            ran = tasks_started(cluster, "judge_direction_task") - before
+    assert codes == [0, 0]
+    assert documents[0] == documents[1]
+    document = documents[0]
+    assert {p["name"]: p["version"] for p in document["pins"]} == {"nopin": "0.1",
+                                                                   "hostpkg": "1.5"}
+    (hostpkg,) = (p for p in document["pins"] if p["name"] == "hostpkg")
+    assert [(r["version"], r["why"]) for r in hostpkg["newer"]] == [
+        ("2.3", "binary"), ("2.2", "binary"), ("2.1", "binary"), ("2.0", "binary")]
+    assert "parameter 4: `int` → `unsigned int`" in hostpkg["newer"][0]["reason"]
+    stats = document["stats"]
+    assert stats["pairs_checked"] == 6 and stats["pairs_cached"] == 0
+    assert ran == stats["pairs_checked"] + stats["pairs_unchecked"]  # each direction a task
+
+
+@pytest.mark.parametrize("command", [
+    ("index", "add", "hostpkg==1.0", *TARGET),
+    ("resolve", "nopin", *TARGET),
+], ids=["index add", "resolve"])
+def test_an_address_where_no_cluster_answers(command: tuple[str, ...], tmp_path: Path) -> None:
     port = free_port()
     started = time.monotonic()
-    done = abifit("index", "add", "hostpkg==1.0", *TARGET, "--ray", f"127.0.0.1:{port}",
-                  cache=tmp_path / "c", timeout=60)
+    done = abifit(*command, "--ray", f"127.0.0.1:{port}", cache=tmp_path / "c", timeout=60)
     assert done.returncode == 2
     assert f"--ray 127.0.0.1:{port}: no Ray cluster answers there" in done.stderr
     assert time.monotonic() - started < 30

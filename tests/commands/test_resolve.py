@@ -10,21 +10,32 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from abifit.cli import main
-from fixtures.build import compile_c
-from helpers import FIXTURES, make_wheel, schema, validate
+from helpers import RESOLVE_TAG as TAG
+from helpers import (
+    RESOLVE_WIDE_HOSTS,
+    make_wheel,
+    resolve_binaries,
+    resolve_projects,
+    schema,
+    validate,
+)
 from httpserver import LoopbackIndex, LoopbackServer, Projects, publish_index
 
-SOURCES = FIXTURES / "resolve"
 SCHEMA = schema("resolve")
-TAG = "cp310-abi3-linux_x86_64"
 TARGET = ["--python-version", "3.11", "--platform", "linux_x86_64"]
 INT_FORM = "hostlib::check_impl(int, char const*, char const*, int, bool)"
 UNSIGNED_FORM = "hostlib::check_impl(int, char const*, char const*, unsigned int, bool)"
+
+if TYPE_CHECKING:
+    from abifit.host.profile import HostProfile
+    from abifit.remote.runcontext import RemoteContext
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
@@ -32,44 +43,13 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 @pytest.fixture(scope="module")
 def binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     """libhost.so in its two forms, hostpkg's own module, and the extensions built against
-    each form."""
-    root = tmp_path_factory.mktemp("resolve")
-    built = {}
-    for form, line in (("int", "int"), ("unsigned", "unsigned int")):
-        lib = compile_c(SOURCES / "hostlib.cpp", root / form / "libhost.so", cxx=True,
-                        soname="libhost.so", flags=[f"-DLINE_TYPE={line}"])
-        built[f"lib-{form}"] = lib
-        built[f"ext-{form}"] = compile_c(
-            SOURCES / "ext.cpp", root / form / "_ops.abi3.so", cxx=True,
-            flags=[f"-DLINE_TYPE={line}", "-Wl,-rpath,$ORIGIN/../hostpkg/lib"], libs=[lib])
-    built["module"] = compile_c(SOURCES / "host_module.c", root / "_C.abi3.so")
-    return {name: path.read_bytes() for name, path in built.items()}
-
-
-def projects(b: dict[str, bytes]) -> Projects:
-    def host(version: str, form: str) -> tuple[str, bytes]:
-        return make_wheel("hostpkg", version, {
-            "hostpkg/__init__.py": b"", "hostpkg/_C.abi3.so": b["module"],
-            "hostpkg/lib/libhost.so": b[f"lib-{form}"]}, tag=TAG)
-
-    def ext(name: str, version: str, form: str, requires: tuple[str, ...]) -> tuple[str, bytes]:
-        return make_wheel(name, version, {f"{name}/__init__.py": b"",
-                                          f"{name}/_ops.abi3.so": b[f"ext-{form}"]},
-                          requires=requires, tag=TAG)
-
-    return {
-        "hostpkg": [host("1.0", "int"), host("1.1", "int"), host("2.0", "unsigned")],
-        "extpkg": [ext("extpkg", "1.0", "int", ("hostpkg>=1.0",)),
-                   ext("extpkg", "2.0", "unsigned", ("hostpkg>=1.0",))],
-        "nopin": [ext("nopin", "0.1", "int", ())],
-        "toolpkg": [make_wheel("toolpkg", "1.0", {"toolpkg/__init__.py": b""},
-                               tag="py3-none-any")],
-    }
+    each form (`helpers.resolve_binaries`)."""
+    return resolve_binaries(tmp_path_factory.mktemp("resolve"))
 
 
 @pytest.fixture(scope="module")
 def index_projects(binaries: dict[str, bytes]) -> Projects:
-    return projects(binaries)
+    return resolve_projects(binaries)
 
 
 def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
@@ -395,6 +375,73 @@ def test_the_library_api(loopback_index: LoopbackIndex, tmp_path: Path,
     [rejection] = report.rejections
     assert (rejection.name, rejection.version, rejection.why.value) == ("hostpkg", "2.0",
                                                                         "binary")
+
+
+def test_directions_judged_elsewhere(binaries: dict[str, bytes], tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Given an `Elsewhere` (what `--ray` gives: here a judge in this process over a cache of
+    its own, standing for a cluster of 8 CPUs), every direction of two native wheels is asked
+    of it, the counts come from its verdicts, the read-ahead widens from 2 to its 8 CPUs (every
+    hostpkg release is checked at once after the rejections) and the set and the rejections
+    are the local run's; a direction it could not judge rejects the release with the error
+    and is not kept in the cache."""
+    from abifit.commands.contexts import HostOptions, IndexOptions, Session, host_and_index
+    from abifit.engines.pairwise import Elsewhere, PairJudge, PairVerdict, label
+    from abifit.engines.resolve import ResolveReport, resolve
+    from abifit.remote.packageindex import IndexFile
+
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    sessions: list[Session] = []
+    with LoopbackServer() as server:
+        index = publish_index(server, resolve_projects(binaries, RESOLVE_WIDE_HOSTS))
+
+        def opened(cache: Path) -> tuple[HostProfile, Callable[[], RemoteContext]]:
+            session = Session({"PIP_CONFIG_FILE": "/dev/null"})
+            sessions.append(session)
+            return host_and_index(HostOptions(), IndexOptions(
+                python_version="3.11", platforms=("linux_x86_64",), index_url=index.url,
+                cache_dir=str(cache)), session)
+
+        def run(cache: Path, elsewhere: Elsewhere | None = None) -> ResolveReport:
+            host, remote = opened(cache)
+            return resolve(["nopin==0.1", "hostpkg"], (), remote(), host, lambda _m: None,
+                           jobs=2, elsewhere=elsewhere)
+
+        host, remote = opened(tmp_path / "elsewhere")
+        there = PairJudge(remote(), host, lambda _m: None, jobs=1)
+        asked: list[tuple[str, str]] = []
+
+        def judge(extension: IndexFile, other: IndexFile) -> PairVerdict:
+            asked.append((label(extension), label(other)))
+            if label(other) == "hostpkg 2.3":
+                return PairVerdict(label(extension), label(other), True, False,
+                                   error="lost after 3 retries: the node died")
+            return there.judged(extension, other)
+
+        try:
+            local = run(tmp_path / "local")
+            wide = run(tmp_path / "wide", Elsewhere(judge, 8))
+            first = list(asked)
+            again = run(tmp_path / "wide", Elsewhere(judge, 8))
+        finally:
+            there.close()
+            for session in sessions:
+                session.close()
+    assert {p.name: p.version for p in local.pins} == {"nopin": "0.1", "hostpkg": "1.5"}
+    assert [(r.version, r.why.value) for r in local.rejections] == [
+        ("2.3", "binary"), ("2.2", "binary"), ("2.1", "binary"), ("2.0", "binary")]
+    assert local.stats.pairs_checked == 6  # 2.3 to 2.0, then 1.5 and 1.4 read ahead of need
+    assert [(p.name, p.version) for p in wide.pins] == [(p.name, p.version) for p in local.pins]
+    assert [(r.version, r.why.value) for r in wide.rejections] == [
+        ("2.3", "error"), ("2.2", "binary"), ("2.1", "binary"), ("2.0", "binary")]
+    assert "could not be checked: lost after 3 retries" in wide.rejections[0].reason
+    assert wide.rejections[1:] == local.rejections[1:]
+    # all ten hostpkg releases at once; the direction that erred is not counted
+    assert (wide.stats.pairs_checked, wide.stats.pairs_unchecked) == (9, 10)
+    assert len(first) == len(set(first)) == 20  # each direction asked once
+    assert again.stats.pairs_cached == 9 and again.stats.pairs_checked == 0
+    assert asked[len(first):] == [("nopin 0.1", "hostpkg 2.3")]  # not kept: asked anew
 
 
 def test_requirements_from_a_file(

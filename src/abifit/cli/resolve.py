@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import TextIO
 
 from abifit.cli import ci
-from abifit.cli.options import Subparsers, ci_options, host_options, index_options, positive
+from abifit.cli.options import (
+    Subparsers,
+    ci_options,
+    host_options,
+    index_options,
+    positive,
+    ray_option,
+)
 from abifit.cli.shared import (
     command_line,
     host_options_of,
@@ -57,7 +64,9 @@ def configure(sub: Subparsers) -> None:
     r.add_argument("--html", metavar="FILE",
                    help="also write a self-contained HTML page of the resolution")
     r.add_argument("--jobs", type=positive, default=4, metavar="N",
-                   help="pairs checked at once (default 4)")
+                   help="pairs checked at once (default 4; with --ray, at least the "
+                   "cluster's CPUs)")
+    ray_option(r, "pair check")
     host_options(r)
     r.add_argument("--json", action="store_true", help="print one JSON document")
     ci_options(r)
@@ -84,7 +93,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     ci.check_options(args)
     options = ResolveOptions(tuple(args.requirements), tuple(args.withs),
                              tuple(args.requirement_files), args.cuda, args.gpu, args.jobs,
-                             host_options_of(args), index_options_of(args))
+                             args.ray, host_options_of(args), index_options_of(args))
     report, session = run_command(run_resolve, options, args, err)
     remote = session.opened[0]
     transfer = transfer_of(remote)

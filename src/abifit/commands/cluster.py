@@ -1,12 +1,12 @@
-"""The tasks a Ray cluster runs for `index add --ray` and `matrix --ray`, and how they are
-given out (`abifit.engines.cluster`).
+"""The tasks a Ray cluster runs for `index add --ray`, `matrix --ray` and `resolve --ray`, and
+how they are given out (`abifit.engines.cluster`).
 
 A task runs in a Ray worker process on any node: it opens the index as the driver's options
 and environment say (the `PIP_*`, `UV_*` and proxy variables of the driver travel with it, so
 that every node asks the same index), reads through the node's own cache (the driver's
 `--cache-dir` where one is given, which suits one machine or a shared file system), for the
 driver's target (a matrix cell: its own, one of the grid's Pythons), and returns a value: the
-driver is the only writer.
+driver is the only writer (of the symbol store, and of resolve's pair verdicts in its cache).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from abifit.commands.contexts import IndexOptions, Session
 from abifit.engines.cluster import Cluster, TaskFailed
 from abifit.engines.index import ReadElsewhere, WheelRead, read_for_store
 from abifit.engines.pairs import Cell, cell_of, check_pair
+from abifit.engines.pairwise import Elsewhere, PairJudge, PairVerdict, label
 
 if TYPE_CHECKING:
     from abifit.engines.cluster import Progress
@@ -70,6 +71,23 @@ def check_cell_task(index: IndexOptions, environ: Mapping[str, str], host: HostP
         session.close()
 
 
+def judge_direction_task(index: IndexOptions, environ: Mapping[str, str], host: HostProfile,
+                         executable: str | None, target: Target, extension: IndexFile,
+                         other: IndexFile) -> PairVerdict:
+    """A Ray task: one direction of a pair of resolve (`PairJudge.judged`: whether the
+    extension binds to the other wheel, and if so the check of the two)."""
+    session = _session(environ)
+    try:
+        judge = PairJudge(_context(index, target, session), host, lambda _m: None, executable,
+                          jobs=1)
+        try:
+            return judge.judged(extension, other)
+        finally:
+            judge.close()
+    finally:
+        session.close()
+
+
 def wheels_on(cluster: Cluster, index: IndexOptions, environ: Mapping[str, str],
               target: Target) -> ReadElsewhere:
     """`index add`'s reading of wheels, a task each on `cluster`."""
@@ -97,6 +115,22 @@ def cells_on(cluster: Cluster, index: IndexOptions, environ: Mapping[str, str],
         return [_cell(pair, result) for pair, result in found]
 
     return check
+
+
+def directions_on(cluster: Cluster, index: IndexOptions, environ: Mapping[str, str],
+                  host: HostProfile, executable: str | None, target: Target) -> Elsewhere:
+    """`resolve`'s pair directions, a task each on `cluster`, judged as many at once as it has
+    CPUs; a task that failed is a verdict with its reason as the error."""
+    call = cluster.calls(judge_direction_task,
+                         (index, travelling(environ), host, executable, target))
+
+    def judge(extension: IndexFile, other: IndexFile) -> PairVerdict:
+        found = call(extension, other)
+        if isinstance(found, TaskFailed):
+            return PairVerdict(label(extension), label(other), True, False, error=found.reason)
+        return found
+
+    return Elsewhere(judge, cluster.cpus)
 
 
 def _cell(pair: Pair, result: Cell | TaskFailed) -> Cell:

@@ -21,6 +21,7 @@ from abifit.commands.contexts import (
     run_as_library,
 )
 from abifit.engines import resolve as engine
+from abifit.engines.cluster import cluster_asked
 from abifit.engines.resolve import ResolveReport
 
 
@@ -29,7 +30,8 @@ class ResolveOptions:
     """What `abifit resolve` is asked: the requirements (with those of each `-r` file), the
     packages to keep whatever their metadata says (`withs`), the CUDA major of the wheels
     (`cuda`), a GPU the set must run on (`gpu`), the host and the index; `jobs` pairs are
-    checked at a time."""
+    checked at a time, or with `ray` (a Ray cluster's address) each a task there, as many at
+    once as it has CPUs."""
 
     requirements: tuple[str, ...] = ()
     withs: tuple[str, ...] = ()
@@ -37,6 +39,7 @@ class ResolveOptions:
     cuda: int | None = None
     gpu: str | None = None
     jobs: int = 4
+    ray: str | None = None  # a Ray cluster's address: each pair direction a task there
     host: HostOptions = field(default_factory=HostOptions)
     index: IndexOptions = field(default_factory=IndexOptions)
 
@@ -48,9 +51,16 @@ def run_resolve(options: ResolveOptions, session: Session) -> ResolveReport:
     gpu = option_gpu(options.gpu, session.environ)
     files = pin_files(options.requirement_files, remote(), session.warn, "resolved")
     requirements = [*options.requirements, *(r for pins in files for r in pins.requirements)]
-    report = engine.resolve(requirements, options.withs, remote(), host, session.progress,
-                            cuda=options.cuda, gpu=gpu, executable=options.host.python,
-                            jobs=options.jobs)
+    with cluster_asked(options.ray, session.environ) as cluster:
+        elsewhere = None
+        if cluster is not None:
+            from abifit.commands.cluster import directions_on
+
+            elsewhere = directions_on(cluster, options.index, session.environ, host,
+                                      options.host.python, remote().target)
+        report = engine.resolve(requirements, options.withs, remote(), host, session.progress,
+                                cuda=options.cuda, gpu=gpu, executable=options.host.python,
+                                jobs=options.jobs, elsewhere=elsewhere)
     return replace(report, file_pins=tuple(pin for pins in files for pin in pins.pins))
 
 
@@ -62,6 +72,7 @@ def resolve(
     cuda: int | None = None,
     gpu: str | None = None,
     jobs: int = 4,
+    ray: str | None = None,
     host: str | None = None,
     assume_driver: str | None = None,
     python: str | None = None,
@@ -74,8 +85,9 @@ def resolve(
 
     The arguments are `check`'s; `cuda` keeps only wheels built for that CUDA major (or none),
     and the host's driver (`assume_driver`, or the profile's) rejects CUDA builds it cannot
-    run.
+    run. `ray` (or RAY_ADDRESS) is a Ray cluster's address: each pair direction a task
+    there, the search reading ahead as far as the cluster's CPUs.
     """
     return run_as_library(run_resolve, ResolveOptions(
-        names(requirements), names(with_), names(requirement_files), cuda, gpu, jobs,
+        names(requirements), names(with_), names(requirement_files), cuda, gpu, jobs, ray,
         HostOptions(host, assume_driver, python), index_keywords("resolve", index)), progress)

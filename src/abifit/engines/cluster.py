@@ -1,6 +1,8 @@
-"""Work spread over a Ray cluster: each wheel to read or grid cell to check is a Ray task.
+"""Work spread over a Ray cluster: each wheel to read, grid cell to check or pair direction to
+judge is a Ray task.
 
-The driver (this process) submits the tasks, a few more than the cluster has CPUs at a time,
+The driver (this process) submits the tasks, a few more than the cluster has CPUs at a time
+(`Cluster.map`), or one for each call of its threads (`Cluster.calls`: resolve's pair checks),
 and takes each result as it comes: Ray retries a task whose worker or node died
 (`RETRIES` times), so a task must be idempotent, and returns what it made as a value; the
 driver alone writes (the symbol store, the report). Results are given back in the order of the
@@ -17,6 +19,7 @@ import contextlib
 import logging
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -101,6 +104,8 @@ class Cluster:
     def __init__(self, address: str) -> None:
         self.address = address
         self._quiet = contextlib.redirect_stdout(sys.stderr)
+        self._lock = threading.Lock()
+        self._remotes: dict[Callable[..., Any], Any] = {}
 
     def __enter__(self) -> Cluster:
         self._quiet.__enter__()
@@ -149,7 +154,7 @@ class Cluster:
         in the object store once. A task that raised, or whose retries ran out, gives a
         `TaskFailed` in its place."""
         ray = self._ray
-        remote = ray.remote(function).options(max_retries=RETRIES, retry_exceptions=False)
+        remote = self._remote(function)
         refs = [ray.put(value) for value in shared]
         window = 2 * self.cpus
         tally = Tally(len(items), started=time.monotonic())
@@ -174,6 +179,36 @@ class Cluster:
             while given in finished:
                 yield items[given], finished.pop(given)
                 given += 1
+
+    def calls(self, function: Callable[..., R], shared: Sequence[Any]
+              ) -> Callable[..., R | TaskFailed]:
+        """A call that runs `function(*shared, *args)` as one Ray task (retried as `map`'s
+        are) and waits for it: its result, or a `TaskFailed`. `shared` is put in the object
+        store once; many threads may call at once, each waiting for its own task."""
+        ray = self._ray
+        remote = self._remote(function)
+        refs = [ray.put(value) for value in shared]
+
+        def call(*args: Any) -> R | TaskFailed:
+            try:
+                ref = remote.remote(*refs, *args)
+            except ray.exceptions.RayError as e:  # not submitted: the cluster went away
+                return TaskFailed(f"not submitted: {first_line(e)}")
+            result: R | TaskFailed = self._result(ref)
+            return result
+
+        return call
+
+    def _remote(self, function: Callable[..., Any]) -> Any:
+        """`function` as a Ray remote function with abifit's retries, made once (each made
+        anew would be exported to the cluster anew)."""
+        with self._lock:
+            remote = self._remotes.get(function)
+            if remote is None:
+                remote = self._ray.remote(function).options(max_retries=RETRIES,
+                                                            retry_exceptions=False)
+                self._remotes[function] = remote
+        return remote
 
     def _result(self, ref: Any) -> Any:
         ray = self._ray

@@ -13,6 +13,10 @@ them, as `abifit check` does; the resolution's whole-set check has the last word
 A verdict is kept in memory for the run and in the cache (`Cache.put_result`), under a digest
 of both wheels (their view keys: URL, size, sha256), the target and the host, so that a
 resolution that revisits a pair, or a second resolution, pays nothing.
+
+A direction may be judged elsewhere (`Elsewhere`: `resolve --ray`, a Ray task each): the
+task reads the wheels and checks the pair as `PairJudge.judged` does here, and returns the
+verdict; this process counts it and is the only writer of its cache.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ if TYPE_CHECKING:
     from abifit.remote.runcontext import RemoteContext
 
 Progress = Callable[[str], None]
+# one direction (extension, host) judged elsewhere: its verdict, an error in `error`
+JudgeElsewhere = Callable[["IndexFile", "IndexFile"], "PairVerdict"]
 
 PAIR_FORMAT = "resolve-pair-3"  # what a stored verdict holds; a change makes old entries misses
 _MODULE = re.compile(r".+\.(cpython-[^.]+|abi3|pypy[^.]*)\.so$")
@@ -63,6 +69,15 @@ class PairVerdict:
     fits: bool
     problems: tuple[Problem, ...] = ()
     error: str | None = None  # a wheel could not be read
+
+
+@dataclass(frozen=True, slots=True)
+class Elsewhere:
+    """Where the directions are judged, other than in this process (a Ray cluster), and how
+    many at once it can judge (its CPUs)."""
+
+    judge: JudgeElsewhere
+    cpus: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,13 +141,16 @@ def describe(verdict: PairVerdict) -> str:
 
 class PairJudge:
     """Pairwise verdicts over one index context, host and target, computed at most once each
-    (concurrent askers of one pair wait for the first), `jobs` checks at a time."""
+    (concurrent askers of one pair wait for the first), `jobs` checks at a time: here, or by
+    `elsewhere` (each direction a Ray task)."""
 
     def __init__(self, ctx: RemoteContext, host: HostProfile, progress: Progress,
-                 executable: str | None = None, jobs: int = 4) -> None:
+                 executable: str | None = None, jobs: int = 4,
+                 elsewhere: JudgeElsewhere | None = None) -> None:
         import os
 
         self.ctx = ctx
+        self.elsewhere = elsewhere
         self.host = replace(host, assume_driver=host.assume_driver or "assumed")
         self.progress = progress
         self.executable = executable
@@ -258,26 +276,35 @@ class PairJudge:
                 else:
                     self.unchecked += 1
             return stored
-        try:
-            verdict = self._judge(extension, host)
-        except AbifitError as e:
-            return PairVerdict(name, other, True, False, error=str(e).splitlines()[0])
+        verdict = (self.elsewhere or self.judged)(extension, host)
+        if verdict.error is not None:  # not kept: a later resolution tries again
+            return verdict
+        with self._lock:
+            if verdict.checked:
+                self.checked += 1
+                self.projects.add(frozenset((_project(extension), _project(host))))
+            else:
+                self.unchecked += 1
         if cache is not None and key:
             cache.put_result(key, verdict)
         return verdict
 
+    def judged(self, extension: IndexFile, host: IndexFile) -> PairVerdict:
+        """The verdict of one direction of two native wheels, computed in this process (by a
+        Ray task: in its worker): an error that stopped it is the verdict's `error`."""
+        try:
+            return self._judge(extension, host)
+        except AbifitError as e:
+            return PairVerdict(label(extension), label(host), True, False,
+                               error=str(e).splitlines()[0])
+
     def _judge(self, extension: IndexFile, host: IndexFile) -> PairVerdict:
         name, other = label(extension), label(host)
         if not self.binds(extension, host):
-            with self._lock:
-                self.unchecked += 1
             return PairVerdict(name, other, False, True)
         self.progress(f"checking {name} with {other}")
         report = check([extension], [host], self.ctx, self.ctx.target, self.host,
                        lambda _m: None, self.executable)
-        with self._lock:
-            self.checked += 1
-            self.projects.add(frozenset((_project(extension), _project(host))))
         fits = report.verdict not in ("fails", "degraded")  # never a degraded set
         return PairVerdict(name, other, True, fits, () if fits else problems_of(report.findings))
 

@@ -15,9 +15,11 @@ resolvelib backtracks on them like on any other:
 
 `find_matches` returns candidates newest first, filtered lazily: the cheap filters (version,
 `--cuda`, the driver, `--gpu`) first, then the pairwise verdicts, a few candidates ahead read in
-parallel. A rejected candidate is remembered with its reason (a `Rejection`), in the words
-`check` uses; resolvelib's reporter adds the metadata conflicts. When no set exists,
-`ResolutionImpossible`'s causes and the rejections become the derivation of the conflict.
+parallel (as many as the cores that check them: this machine's, or with `--ray` a Ray
+cluster's CPUs, each pair direction a task there). A rejected candidate is remembered with its
+reason (a `Rejection`), in the words `check` uses; resolvelib's reporter adds the metadata
+conflicts. When no set exists, `ResolutionImpossible`'s causes and the rejections become the
+derivation of the conflict.
 
 The chosen set is then checked whole, as `abifit check` checks wheels: the pairwise verdicts
 are an approximation and never the last word. A failing package's release is excluded and the
@@ -43,7 +45,7 @@ from resolvelib.providers import AbstractProvider
 from resolvelib.structs import RequirementInformation
 
 from abifit.engines.check import check, requires_dist, target_markers
-from abifit.engines.pairwise import PairJudge, PairVerdict, describe, is_native
+from abifit.engines.pairwise import Elsewhere, PairJudge, PairVerdict, describe, is_native
 from abifit.errors import AbifitError, UsageError
 from abifit.formats.pins import Pin as FilePin  # fields' types: their hints must evaluate
 from abifit.formats.pins import holds
@@ -292,7 +294,7 @@ class Provider(AbstractProvider[Req, Pinned, str]):
     def __init__(self, ctx: RemoteContext, judge: PairJudge, progress: Progress, *,
                  cuda: int | None = None, driver_cuda: str | None = None,
                  driver: str | None = None, gpu: GpuTarget | None = None,
-                 jobs: int = 4) -> None:
+                 jobs: int = 4, cores: int | None = None) -> None:
         self.ctx = ctx
         self.judge = judge
         self.progress = progress
@@ -302,8 +304,9 @@ class Provider(AbstractProvider[Req, Pinned, str]):
         self.gpu = gpu
         self.jobs = max(1, jobs)
         # how far a search reads ahead after rejections: checks are mostly CPU, so no more
-        # than the cores (but 2, for the reads) beyond the one the resolution needs
-        self.ahead = min(self.jobs, max(2, usable_cores()))
+        # than the cores (but 2, for the reads) beyond the one the resolution needs; `cores`:
+        # those that check the pairs (a cluster's CPUs), else this machine's
+        self.ahead = min(self.jobs, max(2, usable_cores() if cores is None else cores))
         self.markers = target_markers(ctx.target)
         self.roots: set[str] = set()  # names the user asked for
         self.native: set[str] = set()  # names with a native wheel among their candidates
@@ -735,17 +738,24 @@ def parse_requirement(text: str, option: str = "") -> Requirement:
 def resolve(requirements: Sequence[str], withs: Sequence[str], ctx: RemoteContext,
             host: HostProfile, progress: Progress, *, cuda: int | None = None,
             gpu: GpuTarget | None = None, executable: str | None = None,
-            jobs: int = 4) -> ResolveReport:
-    """The newest set of wheels that the metadata allows and whose binaries load together."""
+            jobs: int = 4, elsewhere: Elsewhere | None = None) -> ResolveReport:
+    """The newest set of wheels that the metadata allows and whose binaries load together.
+    `elsewhere`: the pair directions are judged there (a Ray cluster), as many at once as
+    it has CPUs (or `jobs`, if more), and the search reads ahead as far as those CPUs."""
     if not requirements and not withs:
         raise UsageError("nothing to resolve: name a requirement")
     roots = [Need(r, text) for text in requirements
              for r in [parse_requirement(text)]]
     roots += [Need(r, text) for text in withs for r in [parse_requirement(text, "--with ")]]
     driver, driver_cuda = host_driver(host)
-    judge = PairJudge(ctx, host, progress, executable, jobs)
+    cores = None
+    if elsewhere is not None:
+        cores = elsewhere.cpus
+        jobs = max(jobs, cores)
+    judge = PairJudge(ctx, host, progress, executable, jobs,
+                      elsewhere.judge if elsewhere is not None else None)
     provider = Provider(ctx, judge, progress, cuda=cuda, driver_cuda=driver_cuda,
-                        driver=driver, gpu=gpu, jobs=jobs)
+                        driver=driver, gpu=gpu, jobs=jobs, cores=cores)
     try:
         return _resolve(roots, requirements, withs, provider, ctx, host, progress, executable,
                         driver, driver_cuda)
