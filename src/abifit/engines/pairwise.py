@@ -33,17 +33,17 @@ from typing import TYPE_CHECKING
 from abifit.engines.check import check, target_interpreter
 from abifit.errors import AbifitError
 from abifit.formats.elf import ElfImage
+from abifit.remote.packageindex import IndexFile  # in Elsewhere's field, checked when decoded
 from abifit.sim.findings import Finding, FindingKind
 from abifit.sim.verdict import costs
 
 if TYPE_CHECKING:
     from abifit.host.profile import HostProfile
-    from abifit.remote.packageindex import IndexFile
     from abifit.remote.runcontext import RemoteContext
 
 Progress = Callable[[str], None]
 # one direction (extension, host) judged elsewhere: its verdict, an error in `error`
-JudgeElsewhere = Callable[["IndexFile", "IndexFile"], "PairVerdict"]
+JudgeElsewhere = Callable[[IndexFile, IndexFile], "PairVerdict"]
 
 PAIR_FORMAT = "resolve-pair-3"  # what a stored verdict holds; a change makes old entries misses
 _MODULE = re.compile(r".+\.(cpython-[^.]+|abi3|pypy[^.]*)\.so$")
