@@ -269,25 +269,29 @@ class PairJudge:
         cache = self.ctx.cache
         stored = cache.get_result(key, PairVerdict) if cache is not None and key else None
         if isinstance(stored, PairVerdict):
-            with self._lock:
-                if stored.checked:
-                    self.cached += 1
-                    self.projects.add(frozenset((_project(extension), _project(host))))
-                else:
-                    self.unchecked += 1
+            self._count(stored, extension, host, stored=True)
             return stored
         verdict = (self.elsewhere or self.judged)(extension, host)
         if verdict.error is not None:  # not kept: a later resolution tries again
             return verdict
-        with self._lock:
-            if verdict.checked:
-                self.checked += 1
-                self.projects.add(frozenset((_project(extension), _project(host))))
-            else:
-                self.unchecked += 1
+        self._count(verdict, extension, host, stored=False)
         if cache is not None and key:
             cache.put_result(key, verdict)
         return verdict
+
+    def _count(self, verdict: PairVerdict, extension: IndexFile, host: IndexFile, *,
+               stored: bool) -> None:
+        """Count a direction's verdict: simulated (this run, or `stored` by an earlier one,
+        its pair of projects noted) or unchecked (the wheels cannot bind)."""
+        with self._lock:
+            if not verdict.checked:
+                self.unchecked += 1
+                return
+            if stored:
+                self.cached += 1
+            else:
+                self.checked += 1
+            self.projects.add(frozenset((_project(extension), _project(host))))
 
     def judged(self, extension: IndexFile, host: IndexFile) -> PairVerdict:
         """The verdict of one direction of two native wheels, computed in this process (by a
