@@ -150,7 +150,6 @@ def _fitting_rows(report: MatrixReport) -> list[tuple[str, list[str]]]:
 
 def matrix_json(report: MatrixReport, transfer: dict[str, int] | None) -> JsonObject:
     """The `--json` document of `abifit matrix`."""
-    setting = report.setting
     return {
         "schema_version": schema_version("matrix"),
         "command": "matrix",
@@ -161,13 +160,21 @@ def matrix_json(report: MatrixReport, transfer: dict[str, int] | None) -> JsonOb
         "against": report.against,
         "checked_at": report.checked_at,
         "abifit_version": report.abifit_version,
-        "setting": _setting_json(setting),
+        **_cells_json(report),
+        "transfer": transfer,
+    }
+
+
+def _cells_json(report: MatrixReport) -> JsonObject:
+    """What a matrix document and each matrix of a grid's document hold alike: the setting,
+    the releases, a row per cell and what fits."""
+    return {
+        "setting": _setting_json(report.setting),
         "extension_releases": list(report.rows),
         "host_releases": labels(report.cells),
         "rows": [_row_json(c) for c in report.cells],
         "fits": list(dict.fromkeys(_label(c) for c in report.fits)),
         "fitting_pairs": [{"release": c.release, "host": c.label} for c in report.fits],
-        "transfer": transfer,
     }
 
 
@@ -363,12 +370,7 @@ def _part_json(report: MatrixReport) -> JsonObject:
         "package": report.package,
         "python": report.python,
         "target": report.target,
-        "setting": _setting_json(report.setting),
-        "extension_releases": list(report.rows),
-        "host_releases": labels(report.cells),
-        "rows": [_row_json(c) for c in report.cells],
-        "fits": list(dict.fromkeys(_label(c) for c in report.fits)),
-        "fitting_pairs": [{"release": c.release, "host": c.label} for c in report.fits],
+        **_cells_json(report),
         "error": report.error,
     }
 
