@@ -242,7 +242,7 @@ def target_markers(target: Target) -> dict[str, str]:
     platform = target.expanded_platforms()[0] if target.platforms else "linux_x86_64"
     machine = next((m for m in ("x86_64", "aarch64", "ppc64le", "s390x", "armv7l", "i686")
                     if platform.endswith(m)), "x86_64")
-    version = "{}.{}".format(*target.python_version)
+    version = target.python
     implementation = {"cp": "cpython", "pp": "pypy"}.get(target.implementation, "cpython")
     return {
         "implementation_name": implementation, "implementation_version": f"{version}.0",
@@ -680,7 +680,7 @@ def build_environment(wheels: Sequence[Wheel], target: Target, executable: str,
     markers = target_markers(target)
     suffixes = extension_suffixes(target)
     facts = InterpreterFacts(
-        executable=executable, version="{}.{}".format(*target.python_version),
+        executable=executable, version=target.python,
         implementation=target.implementation, prefix=posixpath.dirname(SITE),
         base_prefix=posixpath.dirname(SITE), sys_path=(SITE,), site_packages=(SITE,),
         dlopen_flags=2, ext_suffix=suffixes[0], extension_suffixes=suffixes,
@@ -790,7 +790,7 @@ def _api_note(target: Target, api: ApiCheck) -> str | None:
     source = pythonapi.source(target.python_version)
     if api is not ApiCheck.TABLE or source is None:
         return None
-    version = "{}.{}".format(*target.python_version)
+    version = target.python
     return (f"no Python {version} interpreter on this machine: its C API was checked against "
             f"abifit's table of CPython {version}'s exports ({source.release}); give --python "
             f"with a {version} interpreter to check against it")
@@ -1112,7 +1112,7 @@ def check(targets: Sequence[str | IndexFile], withs: Sequence[str | IndexFile],
     if api_note is not None:
         notes.append(api_note)
     if skipped:
-        version = "{}.{}".format(*target.python_version)
+        version = target.python
         shown = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3
                                           else "")
         table = (f"{version} is not in abifit's table of CPython's exports"

@@ -378,7 +378,7 @@ def _matrices(extensions: Sequence[str], against: str, ctx: RemoteContext,
             tuple(r for r, _e in plan.rows if r), versions, against,
             when.strftime("%Y-%m-%d %H:%M UTC"), __version__,
             setting_of(plan.target, profile, gpu), _package(plan.extension),
-            "{}.{}".format(*plan.target.python_version), plan.error))
+            plan.target.python, plan.error))
     return reports
 
 

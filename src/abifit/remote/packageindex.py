@@ -767,6 +767,11 @@ class Target:
     def interpreter(self) -> str:
         return f"{self.implementation}{self.python_version[0]}{self.python_version[1]}"
 
+    @property
+    def python(self) -> str:
+        """The Python version as written: "3.11"."""
+        return "{}.{}".format(*self.python_version)
+
     def expanded_platforms(self) -> list[str]:
         """The platform tags this target accepts, best first."""
         expanded = (compatible_platforms(p) for p in self.platforms)
@@ -795,7 +800,7 @@ class Target:
             spec = SpecifierSet(requires_python)
         except InvalidSpecifier:
             return True
-        return spec.contains(Version("{}.{}".format(*self.python_version)), prereleases=True)
+        return spec.contains(Version(self.python), prereleases=True)
 
     def __str__(self) -> str:
         """`cp311 on manylinux_2_28_x86_64`; a long list (this machine's tags) is shortened to
