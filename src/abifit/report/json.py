@@ -10,6 +10,7 @@ version, and what may change without one, is the stability policy of docs/json.m
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from collections.abc import Mapping
@@ -35,10 +36,9 @@ def schema_versions() -> Mapping[str, int]:
     found: dict[str, int] = {}
     for path in files("abifit.report").joinpath("schemas").iterdir():
         if path.name.endswith(SCHEMA_SUFFIX):
-            schema = json.loads(path.read_text("utf-8"))
-            pinned = schema.get("properties", {}).get("schema_version", {}).get("const")
-            if isinstance(pinned, int):
-                found[path.name.removesuffix(SCHEMA_SUFFIX)] = pinned
+            name = path.name.removesuffix(SCHEMA_SUFFIX)
+            with contextlib.suppress(KeyError):  # a schema that pins none
+                found[name] = schema_version(name)
     return MappingProxyType(dict(sorted(found.items())))
 
 
