@@ -41,7 +41,11 @@ from abifit.engines.pairs import (
 )
 from abifit.errors import UsageError, first_line
 from abifit.host.profile import HostProfile
-from abifit.remote.packageindex import IndexFile, Target  # a Pair's fields, checked when decoded
+from abifit.remote.packageindex import (  # IndexFile, Target: a Pair's fields, checked
+    IndexFile,
+    Target,
+    wheel_name,
+)
 from abifit.version import __version__
 
 if TYPE_CHECKING:
@@ -160,15 +164,9 @@ def extension_release(cell: Cell) -> str:
     wheel; "" when no wheel was read."""
     if cell.release:
         return cell.release
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
     name = posixpath.basename(cell.extension_filename)
-    if not name.endswith(".whl"):
-        return ""
-    try:
-        return str(parse_wheel_filename(name)[1])
-    except InvalidWheelFilename:
-        return ""
+    found = wheel_name(name) if name.endswith(".whl") else None
+    return "" if found is None else str(found[1])
 
 
 def _requirement(text: str) -> Requirement:
@@ -262,13 +260,13 @@ def _local_wheel(text: str) -> bool:
 def _package(text: str) -> str:
     """The project an extension names: a requirement's name, a local wheel's."""
     from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+    if _local_wheel(text):
+        found = wheel_name(os.path.basename(text))
+        return text if found is None else str(found[0])
     try:
-        if _local_wheel(text):
-            return str(parse_wheel_filename(os.path.basename(text))[0])
         return Requirement(text).name
-    except (InvalidRequirement, InvalidWheelFilename):
+    except InvalidRequirement:
         return text
 
 

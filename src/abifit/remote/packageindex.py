@@ -158,7 +158,7 @@ class IndexFile:
 
     def wheel(self) -> WheelName | None:
         """(name, version, build tag, tags) from the file name; None for sdists and bad names."""
-        return _wheel_name(self.filename) if self.is_wheel else None
+        return wheel_name(self.filename) if self.is_wheel else None
 
     def project(self) -> NormalizedName | None:
         """The canonical project name the file name carries, when it can be read."""
@@ -817,7 +817,9 @@ def _supported_tags(target: Target) -> tuple[_tags.Tag, ...]:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _wheel_name(filename: str) -> WheelName | None:
+def wheel_name(filename: str) -> WheelName | None:
+    """What a wheel's file name says (name, version, build, tags), None when it is not a
+    valid wheel name."""
     try:
         return parse_wheel_filename(filename)
     except (InvalidWheelFilename, InvalidVersion):

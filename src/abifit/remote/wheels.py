@@ -42,7 +42,7 @@ from abifit.remote.elfmembers import (
     shows_no_gpu_code,
 )
 from abifit.remote.memberbytes import FIRST_TAIL, open_member
-from abifit.remote.packageindex import IndexFile, local_file, select_one
+from abifit.remote.packageindex import IndexFile, local_file, select_one, wheel_name
 from abifit.remote.readahead import ReadAhead
 from abifit.remote.runcontext import RemoteContext
 from abifit.remote.wheelcache import (
@@ -378,10 +378,7 @@ class RemoteWheel:
 
 def _wheel_name(filename: str) -> tuple[str, str] | None:
     """(canonical name, version) a wheel's file name gives, None when it is not a wheel's."""
-    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+    from packaging.utils import canonicalize_name
 
-    try:
-        name, version, _build, _tags = parse_wheel_filename(filename)
-    except InvalidWheelFilename:
-        return None
-    return str(canonicalize_name(name)), str(version)
+    found = wheel_name(filename)
+    return None if found is None else (str(canonicalize_name(found[0])), str(found[1]))
