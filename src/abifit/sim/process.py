@@ -214,9 +214,9 @@ class Environment:
         self.owner_of = {n.path: n.distribution for n in natives}
         self._native_owners = frozenset(self.owner_of.values())
         self._markers = dict(facts.markers)
-        self._required: dict[str, tuple[str, ...]] = {
-            key: tuple(r for r in names if r in self.dists)
-            for key, names in (requires or {}).items() if key in self.dists}
+        self._declared: dict[str, tuple[str, ...]] = {
+            key: tuple(names) for key, names in (requires or {}).items() if key in self.dists}
+        self._required: dict[str, tuple[str, ...]] = {}
         self._by_name: dict[str, list[NativeFile]] = {}
         for n in natives:
             self._by_name.setdefault(os.path.basename(n.path), []).append(n)
@@ -268,9 +268,7 @@ class Environment:
         extras left out), parsed once per distribution: every module's prerequisites ask."""
         known = self._required.get(key)
         if known is None:
-            dist = self.dists.get(key)
-            known = () if dist is None else tuple(
-                r for r in _requirements(dist.requires, self._markers) if r in self.dists)
+            known = tuple(r for r in self.declared(key) if r in self.dists)
             self._required[key] = known
         return known
 
@@ -289,9 +287,13 @@ class Environment:
 
     def declared(self, key: str) -> tuple[str, ...]:
         """What `key` declares it requires (Requires-Dist whose markers hold, extras left out),
-        installed or not, by canonical name."""
-        dist = self.dists.get(key)
-        return () if dist is None else tuple(_requirements(dist.requires, self._markers))
+        installed or not, by canonical name; parsed once per distribution."""
+        known = self._declared.get(key)
+        if known is None:
+            dist = self.dists.get(key)
+            known = () if dist is None else tuple(_requirements(dist.requires, self._markers))
+            self._declared[key] = known
+        return known
 
     def providers(self, soname: str) -> set[str]:
         """Distributions holding an ELF file named `soname` (loose files have none)."""
