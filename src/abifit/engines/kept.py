@@ -10,6 +10,7 @@ so a warm `abifit doctor` prints what the kept run printed (`DoctorPrinted`) and
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,13 +72,18 @@ def ask(python: str | InterpreterQuery, environ: Mapping[str, str],
     """The interpreter's facts, the host's loader (unless given) and the GPUs (this machine's
     unless given). Raises EnvironmentQueryError when the interpreter gives no facts."""
     query = python if isinstance(python, InterpreterQuery) else InterpreterQuery(python)
-    facts = query.facts()
-    host = probe_host(environ) if host is None else host
-    reason = None
-    if gpus is None:  # the probes are imported here: a report that shows a kept run needs none
-        from abifit.engines.gpus import detect_targets
+    if gpus is not None:
+        return DoctorAsked(query.facts(), probe_host(environ) if host is None else host, gpus,
+                           None)
+    # the probes are imported here (a report that shows a kept run needs none), and the GPUs
+    # probed in a thread while the interpreter answers: both wait on a driver or a process
+    from abifit.engines.gpus import detect_targets
 
-        gpus, reason = detect_targets(environ)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="abifit-gpus") as beside:
+        detecting = beside.submit(detect_targets, environ)
+        facts = query.facts()
+        host = probe_host(environ) if host is None else host
+        gpus, reason = detecting.result()
     return DoctorAsked(facts, host, gpus, reason)
 
 
