@@ -330,6 +330,70 @@ def test_gpu_verdicts_are_cached_until_the_file_changes(
     assert len(reads) == 4
 
 
+_SHARED_CHECKS = '''
+import sys
+from abifit import cli, workers
+from abifit.engines import doctor
+
+events, fork_call, start = [], workers.fork_call, doctor.GpuReads.start
+
+
+def forking(function):
+    fork = fork_call(function)
+    events.append("fork" if fork is not None else "no fork")
+    return fork
+
+
+def starting(self, *args):
+    events.append("reads")
+    return start(self, *args)
+
+
+workers.fork_call, doctor.GpuReads.start = forking, starting
+workers.usable_cores = lambda: 4  # as on a machine of four cores
+doctor.MIN_SHARED = 1  # the venv has fewer modules than that
+workers.fork_workers()
+code = cli.main(sys.argv[1:])
+sys.stderr.write(f"events: {events}\\n")
+sys.exit(code)
+'''
+
+
+def test_doctor_shares_checks_with_forks_then_reads_gpu_code(
+        cuda: dict[str, Path], tmp_path: Path) -> None:
+    """With the checks shared (three distributions, four cores: two forks), the forks are made
+    first and the GPU code read after, from the process that has one thread again; the report
+    is the one a process without workers makes, byte for byte."""
+    root = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    site = next(root.glob("lib/python3*/site-packages"))
+    for name, fixture in (("gpua", "two_units_cudart"), ("gpub", "sass_mix"),
+                          ("gpuc", "two_units_cudart")):
+        (site / name).mkdir()
+        (site / name / "__init__.py").write_text("")
+        shutil.copy(cuda[fixture], site / name / "libkernels.so")
+        info = site / f"{name}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        (info / "RECORD").write_text(f"{name}/__init__.py,,\n{name}/libkernels.so,,\n")
+    script = tmp_path / "shared.py"
+    script.write_text(_SHARED_CHECKS)
+    args = ["doctor", "--python", str(root / "bin" / "python"), "--gpu", "10.0", "--json",
+            "--no-cache"]
+    shared = subprocess.run([sys.executable, str(script), *args], capture_output=True,
+                            text=True, timeout=300, check=False,
+                            env={**os.environ, "ABIFIT_WORKERS": "4"})
+    alone = subprocess.run([sys.executable, "-m", "abifit", *args], capture_output=True,
+                           text=True, timeout=300, check=False,
+                           env={**os.environ, "ABIFIT_WORKERS": "0"})
+    assert "events: ['fork', 'fork', 'reads']" in shared.stderr, shared.stderr[-2000:]
+    assert shared.returncode == alone.returncode == 1, alone.stderr
+    assert shared.stdout == alone.stdout
+    doc = json.loads(shared.stdout)
+    assert len(doc["modules"]) == 3
+    assert {f["kind"] for f in doc["findings"]} == {"no-kernel-image"}
+
+
 # --- wheels: check --gpu -------------------------------------------------------------------------
 
 

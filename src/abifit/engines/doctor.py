@@ -49,6 +49,7 @@ from abifit.formats.fatbin import (
     read_gpu_code,
     zstd_available,
 )
+from abifit.formats.numpyapi import NumpyUse
 from abifit.formats.objects import ObjectSource
 from abifit.formats.sources import FileSource
 from abifit.host import observe
@@ -60,7 +61,7 @@ from abifit.host.environment import (
 )
 from abifit.host.ldconfig import HostFacts
 from abifit.host.localfs import FileCache, LocalObjects
-from abifit.host.locate import Locator, library_dirs
+from abifit.host.locate import ENV_VARIABLES, Locator, library_dirs, library_dirs_seen
 from abifit.host.natives import (
     NativeFile,
     NotAFile,
@@ -509,6 +510,45 @@ def _disagreement(v: Verification, path: str) -> Finding:
     )
 
 
+def library_dirs_ahead(sys_path: Sequence[str],
+                       environ: Mapping[str, str]) -> Callable[[], tuple[str, ...]]:
+    """What collects `library_dirs` when the search first wants them: collected on another
+    core from now on (forks the checks are shared with would each collect them again), the
+    variables it read and its reads noted when it is taken."""
+    if not workers.parallel():
+        return lambda: library_dirs(sys_path, environ)
+    values = (environ.unnoted(ENV_VARIABLES) if isinstance(environ, ReadEnviron)
+              else {name: environ[name] for name in ENV_VARIABLES if name in environ})
+    coming = workers.submit(library_dirs_seen, sys_path, values)
+
+    def collected() -> tuple[str, ...]:
+        answer = _answer(coming)
+        if answer is None or any(environ.get(name) != values.get(name)
+                                 for name in ENV_VARIABLES):
+            return library_dirs(sys_path, environ)
+        dirs, seen = answer
+        observe.note_all(seen)
+        return dirs
+
+    return collected
+
+
+def numpy_uses_on_cores(candidates: list[tuple[str, ElfImage]]) -> dict[str, NumpyUse]:
+    """`read_numpy_uses` of the candidates, in parts read on the other cores at once (each
+    reads its files' string sections itself); a part whose worker failed is read here."""
+    files = [(path, image.sections) for path, image in candidates]
+    parts = min(len(files), workers.workers_wanted()) if workers.parallel() else 0
+    if parts < 2:
+        return read_numpy_uses(files)
+    shares = [files[i::parts] for i in range(parts)]
+    coming = [workers.submit(read_numpy_uses, share) for share in shares]
+    found: dict[str, NumpyUse] = {}
+    for share, call in zip(shares, coming, strict=True):
+        answer = _answer(call)
+        found.update(answer if answer is not None else read_numpy_uses(share))
+    return found
+
+
 def _gpu_code(path: str, image: Sectioned) -> GpuCode | FormatError | None:
     """The fat binaries of the file at `path` (parsed as `image`), or the error reading them;
     raises OSError."""
@@ -646,6 +686,7 @@ def _gpu_check(natives: list[NativeFile], statuses: list[ModuleStatus], roots: l
 
 Observed = tuple[tuple[tuple[str, str], observe.Seen], ...]  # a recording's reads
 MIN_SHARED = 16  # fewer modules are checked here alone: a fork costs more than it saves
+MAX_FORKS = 7  # more forks than that bind the same large libraries again for little gain
 
 
 def _answer(call: Future[R] | None) -> R | None:
@@ -657,20 +698,37 @@ def _answer(call: Future[R] | None) -> R | None:
         return None
 
 
+def forks_for_checks(targets: list[NativeFile]) -> int:
+    """How many forks `check_shared` would make for `targets`: one a core, the first core
+    this process's, at most `MAX_FORKS`; 0 when none would be made (one core, a library, a
+    few modules, a single distribution)."""
+    groups = {n.distribution for n in targets}
+    if len(targets) < MIN_SHARED or not 2 <= len(groups) <= workers.Tickets.MAX:
+        return 0
+    return max(0, min(MAX_FORKS, len(groups) - 1, workers.workers_wanted() - 1,
+                      workers.usable_cores() - 1))
+
+
 def check_shared(sim: Simulator, targets: list[NativeFile],
-                 head: Callable[[str], ElfImage | None]) -> dict[str, Checked]:
-    """The checks of `targets` (`Simulator.check`, by path), made here and in a fork of this
-    process (`workers.fork_call`) at once, each taking the next distribution's modules, those
-    with the most symbols first; the fork's logs and reads are taken in. {} where no fork is
-    made (on one core, in a library, for a few modules): `simulate_modules` checks them then,
-    as it does those of a fork that failed."""
+                 head: Callable[[str], ElfImage | None],
+                 forked: Callable[[], None] | None = None) -> dict[str, Checked]:
+    """The checks of `targets` (`Simulator.check`, by path), made here and in forks of this
+    process (`workers.fork_call`, as many as `forks_for_checks` says) at once, each taking the
+    next distribution's modules, those with the most symbols first; the forks' logs and reads
+    are taken in. {} where no fork is made (on one core, in a library, for a few modules):
+    `simulate_modules` checks them then, as it does those of a fork that failed. `forked` is
+    called once the forks are made (or none could be), before this process takes its share:
+    work of its own threads, which a process forks without."""
     groups: dict[str, list[NativeFile]] = {}
     for native in targets:
         groups.setdefault(native.distribution, []).append(native)
-    if len(targets) < MIN_SHARED or not 2 <= len(groups) <= workers.Tickets.MAX:
+    count = forks_for_checks(targets)
+    if count == 0:
+        if forked is not None:
+            forked()
         return {}
 
-    # what both would work out: each module's prerequisites (their Requires-Dist parsed)
+    # what all would work out: each module's prerequisites (their Requires-Dist parsed)
     prerequisites = {n.path: sim.env.prerequisites(n, sim.image) for n in targets}
     symbols: dict[str, int] = {}  # by distribution: those of its ELF files parsed (a program's
     for n in sim.env.natives:     # head, all that is read of it, has none)
@@ -699,19 +757,28 @@ def check_shared(sim: Simulator, targets: list[NativeFile],
         return done, sim.logs, tuple(recorder.seen.items())
 
     try:
-        fork = workers.fork_call(theirs)
-        if fork is None:
+        forks = []
+        for _ in range(count):
+            fork = workers.fork_call(theirs)
+            if fork is None:
+                break
+            forks.append(fork)
+        if forked is not None:
+            forked()
+        if not forks:
             return {}
         done = take()
-        try:
-            their, logs, seen = fork.result()
-        except Exception:  # whatever it was, the modules it took are checked again here
-            return done
+        for fork in forks:
+            try:
+                their, logs, seen = fork.result()
+            except Exception:  # whatever it was, the modules it took are checked again here
+                continue
+            observe.note_all(seen)
+            sim.take_logs(logs)
+            done.update(their)
     finally:
         tickets.close()
-    observe.note_all(seen)
-    sim.take_logs(logs)
-    return {**done, **their}
+    return done
 
 
 def doctor(
@@ -773,6 +840,7 @@ def _doctor(
 ) -> DoctorReport:
     progress("reading distributions")
     dists = list_distributions(facts)
+    collecting = library_dirs_ahead(facts.sys_path, environ)
     progress("reading the packages' Python code")
     code = InstalledCode(Cache(cache_dir) if cache_dir else None)
     # the code is read on the other cores, the largest distribution first; the ELF files are
@@ -792,20 +860,24 @@ def _doctor(
                                 head=heads_or_none(source))
     roots = [p for p in facts.sys_path if observe.isdir(p)]
     reads = GpuReads(gpus, FileCache(cache_dir, GPU_BUCKET) if cache_dir else None)
-    if gpus and not packages:  # every distribution's GPU code is checked: start on it now
+    # every distribution's GPU code is checked: its reads start now, unless the checks will
+    # be shared with forks, which are made first (a process forks with one thread)
+    gpu_reads_ahead = bool(gpus) and not packages
+    if gpu_reads_ahead and not forks_for_checks([n for n in natives if n.checked]):
         reads.start(natives, heads_or_none(source))
+        gpu_reads_ahead = False
     plans = code.plans(dists, natives)
     natives = mark_loaded(natives, plans, roots)
     env = Environment(facts, dists, natives, plans, _answer(requires))
     if "numpy" in env.dists:  # what the files that use NumPy's C API say of it
         progress("reading the modules' use of NumPy's C API")
-        env.numpy_uses.update(read_numpy_uses(numpy_candidates(
+        env.numpy_uses.update(numpy_uses_on_cores(numpy_candidates(
             natives, lambda key: "numpy" in env.declared(key), image_or_none(source))))
     targets = selected(natives, packages, env)
     if packages and not targets:
         raise UsageError(f"no native modules found for {', '.join(packages)} in the environment "
                          f"of {facts.executable}")
-    locator = Locator(lambda: library_dirs(facts.sys_path, environ))
+    locator = Locator(collecting)
     config = replace(search_config(host), stand_in=located_copy(locator, image_or_none(source)),
                      assumed=DRIVER_LIBRARIES if assume_driver else ())
     source.prefetch(system_libraries(natives, heads_or_none(source), config))
@@ -815,8 +887,11 @@ def _doctor(
                   else None)
     major, minor = (int(p) for p in facts.version.split(".")[:2])
     ctx = replace(ctx, symbol_note=lambda name: pythonapi.history(name, (major, minor)))
-    # the modules are checked here and in a fork, unless GPU code is still being read
-    checked = {} if reads.pending() else check_shared(sim, targets, heads_or_none(source))
+    # the modules are checked here and in forks, the GPU code read meanwhile (unless its reads
+    # started early, when no fork was foreseen: a process forks with one thread)
+    checked = {} if reads.pending() else check_shared(
+        sim, targets, heads_or_none(source),
+        (lambda: reads.start(natives, heads_or_none(source))) if gpu_reads_ahead else None)
     simulation = simulate_modules(sim, targets, ctx, progress, checked, gpu=bool(gpus))
     if on_simulation is not None:
         on_simulation(sim, simulation)

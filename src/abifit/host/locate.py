@@ -34,8 +34,12 @@ def _site_library_dirs(site: str) -> list[str]:
     return dirs
 
 
+ENV_VARIABLES = ("HOME", "CONDA_PREFIX", "VIRTUAL_ENV", "CUDA_HOME", "CUDA_PATH")
+
+
 def library_dirs(sys_path: Iterable[str], env: Mapping[str, str]) -> tuple[str, ...]:
-    """Every directory worth looking in for a library of a given name."""
+    """Every directory worth looking in for a library of a given name (`env`: the variables
+    `ENV_VARIABLES`, those set, are all it reads)."""
     dirs: list[str] = []
     for pattern in _FIXED:
         dirs.extend(_glob(pattern))
@@ -55,6 +59,15 @@ def library_dirs(sys_path: Iterable[str], env: Mapping[str, str]) -> tuple[str, 
     for site in dict.fromkeys(sites):
         dirs.extend(_site_library_dirs(site))
     return tuple(dict.fromkeys(os.path.normpath(d) for d in dirs if observe.isdir(d)))
+
+
+def library_dirs_seen(sys_path: Iterable[str], env: Mapping[str, str]
+                      ) -> tuple[tuple[str, ...], tuple[tuple[tuple[str, str], observe.Seen], ...]]:
+    """`library_dirs` with the answers of the reads it made (`observe.Recorder.seen`): a
+    function another process can run."""
+    with observe.recording() as recorder:
+        dirs = library_dirs(sys_path, env)
+    return dirs, tuple(recorder.seen.items())
 
 
 def _glob(pattern: str) -> list[str]:

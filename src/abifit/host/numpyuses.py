@@ -8,10 +8,10 @@ being taken (`PyCapsule_GetPointer`, which `import_array()` calls), the string l
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 
 from abifit.errors import FormatError
-from abifit.formats.elf import ElfImage
+from abifit.formats.elf import ElfImage, Section
 from abifit.formats.numpyapi import NumpyUse, read_numpy_use
 from abifit.formats.sources import FileSource
 from abifit.host.natives import NativeFile
@@ -40,15 +40,16 @@ def numpy_candidates(natives: Iterable[NativeFile], requires_numpy: Callable[[st
     return out
 
 
-def read_numpy_uses(candidates: Iterable[tuple[str, ElfImage]]) -> Mapping[str, NumpyUse]:
+def read_numpy_uses(files: Iterable[tuple[str, tuple[Section, ...]]]) -> dict[str, NumpyUse]:
     """`read_numpy_use` of each local file, with the section headers of its image (parsed
     already: only the string sections are read); a file that cannot be read is left out (its
-    load is judged, and reported, by the loader simulation)."""
+    load is judged, and reported, by the loader simulation). A function another process can
+    run."""
     found: dict[str, NumpyUse] = {}
-    for path, image in candidates:
+    for path, sections in files:
         try:
             with FileSource(path) as source:
-                use = read_numpy_use(source, image.sections)
+                use = read_numpy_use(source, sections)
         except (OSError, FormatError):
             continue
         if use is not None:

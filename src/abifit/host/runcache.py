@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +53,10 @@ class ReadEnviron(Mapping[str, str]):
     def __len__(self) -> int:
         self.all_read = True
         return len(self._environ)
+
+    def unnoted(self, names: Iterable[str]) -> dict[str, str]:
+        """The variables of `names` that are set, with their values, not noted as read."""
+        return {name: self._environ[name] for name in names if name in self._environ}
 
     def seen(self) -> tuple[tuple[str, str | None], ...]:
         """Every variable read with its value (all of them when all were gone through)."""
