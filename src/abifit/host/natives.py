@@ -109,7 +109,7 @@ def scan_native_files(
 
     def add(path: str, key: str) -> None:
         if (path in claimed or not might_be_elf(path.rpartition("/")[2])
-                or observe.islink(path) or not _regular(path)):
+                or not _regular_not_link(path)):
             return
         name = module_name(path, roots, facts.extension_suffixes)
         if not is_elf_file(path) and name is None:
@@ -216,11 +216,10 @@ def _provided(path: str, module: str, suffixes: Iterable[str]) -> bool:
     return any(p != path and observe.isfile(p) for p in beside)
 
 
-def _regular(path: str) -> bool:
-    """Whether `path` is a regular file (a FIFO or a device is never opened: reading one may
-    block for ever)."""
+def _regular_not_link(path: str) -> bool:
+    """Whether `path` is a regular file and not a link to one (one `lstat`)."""
     try:
-        return stat.S_ISREG(observe.stat(path).st_mode)
+        return stat.S_ISREG(observe.lstat(path).st_mode)
     except OSError:
         return False
 

@@ -44,7 +44,12 @@ class Observations:
 
     @classmethod
     def of(cls, seen: dict[tuple[str, str], Seen]) -> Observations:
-        columns = ([kind for kind, _ in seen], [path for _, path in seen], list(seen.values()))
+        """The observations of `seen`, but the `stat` of a path whose `lstat` answered the same
+        and is not a link: while the `lstat` answers so, the `stat` does too (a path that is not
+        a link stats as itself), so asking it again would tell nothing."""
+        kept = {key: answer for key, answer in seen.items()
+                if key[0] != STAT or not _implied(answer, seen.get((LSTAT, key[1])))}
+        columns = ([kind for kind, _ in kept], [path for _, path in kept], list(kept.values()))
         return cls(msgpack.packb(columns, use_bin_type=True, unicode_errors="surrogatepass"))
 
     def columns(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Seen, ...]]:
@@ -114,6 +119,12 @@ def note_all(seen: Iterable[tuple[tuple[str, str], Seen]]) -> None:
 
 def stamp_of(st: os.stat_result) -> Stamp:
     return (st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _implied(answer: Seen, lstat_answer: Seen | None) -> bool:
+    """Whether a `stat` answer is the `lstat` answer of a path that is not a link."""
+    return (answer == lstat_answer and isinstance(answer, tuple)
+            and not stat_module.S_ISLNK(answer[0]))
 
 
 def unchanged(observations: Observations) -> bool:
