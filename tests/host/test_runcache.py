@@ -326,6 +326,34 @@ def test_unchanged_sees_changes(tree: Path) -> None:
     assert not observe.unchanged(kept)
 
 
+def test_a_stat_the_lstat_answers_is_not_kept_and_changes_are_still_seen(tree: Path) -> None:
+    """The `stat` of a path whose `lstat` answered the same (not a link) is left out of what
+    is kept; a link's `stat` stays (it answers for the target). Changing the file, or making
+    the path a link to an identical file, is still seen."""
+    plain, link = tree / "a" / "f.so", tree / "a" / "lb"
+    with observe.recording() as recorder:
+        for path in (plain, link):
+            observe.lstat(str(path))
+            observe.stat(str(path))
+    kept = recorder.observations()
+    kinds, paths, _ = kept.columns()
+    assert sorted(zip(kinds, paths, strict=True)) == sorted(
+        [("lstat", str(plain)), ("lstat", str(link)), ("stat", str(link))])
+    assert observe.unchanged(kept)
+    plain.write_text("changed")
+    assert not observe.unchanged(kept)
+    with observe.recording() as recorder:
+        observe.lstat(str(plain))
+        observe.stat(str(plain))
+    kept = recorder.observations()
+    assert kept.columns()[0] == ("lstat",)
+    twin = tree / "a" / "twin.so"
+    shutil.copy2(plain, twin)
+    plain.unlink()
+    plain.symlink_to(twin)
+    assert not observe.unchanged(kept)
+
+
 def test_unchanged_reads_links_missing_names_and_refuses_what_it_cannot_read(tree: Path) -> None:
     """A link's target is asked again (a retargeted link is a change), a name with a NUL byte
     stays missing, and observations whose bytes are not three columns of known kinds count
