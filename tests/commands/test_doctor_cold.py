@@ -21,7 +21,7 @@ from abifit.engines import plans
 from abifit.engines.doctor import InstalledCode, system_libraries
 from abifit.engines.plans import code_digest, parse, survey
 from abifit.formats.elf import ElfImage, parse_elf
-from abifit.formats.pysource import ModuleCode
+from abifit.formats.pysource import ModuleCode, compile_error
 from abifit.formats.sources import FileSource
 from abifit.host.environment import Distribution
 from abifit.host.ldconfig import probe_host
@@ -237,6 +237,26 @@ def test_a_survey_in_parts_finds_what_the_whole_survey_finds(tmp_path: Path, par
     assert dict(found.codes) == dict(whole.codes) and len(found.codes) == len(whole.codes)
     assert found.mentions == whole.mentions
     assert dict(found.seen) == dict(whole.seen)
+
+
+def test_a_survey_compiles_the_top_level_modules_for_the_version(tmp_path: Path) -> None:
+    """Given a CPython version, a survey (whole or in parts) compiles each top-level module
+    for it, as `import_verdicts` would (`compile_error`), and no submodule; without one,
+    nothing is compiled."""
+    texts = {"good": "x = 1\n", "bad": "def f(:\n    pass\n", "bad.sub": "def g(:\n"}
+    modules = []
+    for name, text in texts.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(text)
+        modules.append((name, str(path)))
+    version = (sys.version_info[0], sys.version_info[1])
+    wanted = {str(tmp_path / "good.py"): None,
+              str(tmp_path / "bad.py"): compile_error(texts["bad"].encode(), version)}
+    assert (wanted[str(tmp_path / "bad.py")] or "").startswith("SyntaxError")
+    assert dict(survey(modules, None, True, version).compiled) == wanted
+    found = plans.survey_in_parts(modules, None, 2, version).result(timeout=60)
+    assert dict(found.compiled) == wanted
+    assert survey(modules, None, True).compiled == ()
 
 
 def test_a_survey_in_parts_without_wrappers_reads_no_more(tmp_path: Path,

@@ -92,6 +92,7 @@ from abifit.sim.gpu import GpuCheck, ObjectCoverage, gpu_check, object_coverage
 from abifit.sim.gputarget import GpuTarget
 from abifit.sim.imports import (
     BUS_ERROR,
+    Compiled,
     DistributionPlan,
     load_loading_rules,
     load_preload_rules,
@@ -118,6 +119,7 @@ from abifit.sim.process import (
     compile_findings,
     context,
     count_failing,
+    cpython_version,
     import_verdicts,
     load_soname_packages,
     requirements,
@@ -297,8 +299,13 @@ class InstalledCode:
     (to the ELF scan, parsing the files no worker has started); `plans` then makes the import
     plans. Without worker processes the texts are read when the plans are made."""
 
-    def __init__(self, cache: Cache | None = None) -> None:
+    def __init__(self, cache: Cache | None = None,
+                 version: tuple[int, int] | None = None) -> None:
+        """`version`: the target's CPython version, which the top-level modules are compiled
+        for as they are read (`Survey.compiled`)."""
         self._root = str(cache.root) if cache is not None else None  # for the workers
+        self._version = version
+        self._compiled: dict[str, str | None] = {}
         self._read = functools.cache(read_source)
         self._parser = ParseAhead(cache, cached_parse(cache))
         self._sources: dict[str, dict[str, str]] = {}
@@ -323,9 +330,9 @@ class InstalledCode:
             if not modules:
                 continue
             if len(modules) >= SURVEY_IN_PARTS and parts > 1:
-                coming = survey_in_parts(modules, self._root, parts)
+                coming = survey_in_parts(modules, self._root, parts, self._version)
             else:
-                coming = workers.submit(survey, modules, self._root, True)
+                coming = workers.submit(survey, modules, self._root, True, self._version)
             self._surveys.append((dist.key, modules, coming))
             self._surveyed.update(path for _, path in modules)
 
@@ -342,15 +349,16 @@ class InstalledCode:
         for i in reversed(range(len(self._surveys))):
             _key, batch, coming = self._surveys[i]
             if coming.cancel():  # not started: the workers take the others meanwhile
-                made[i] = survey(batch, self._root, True)
+                made[i] = survey(batch, self._root, True, self._version)
         for i, (key, batch, coming) in enumerate(self._surveys):
             found = made[i] if i in made else _answer(coming)
             if found is None:  # its worker failed: reading here says it again
-                found = survey(batch, None, True)
+                found = survey(batch, None, True, self._version)
             observe.note_all(found.seen)
             self._parser.given(found.codes)
             self._loading.update(found.marked)
             self._mentions[key] = dict(found.mentions)
+            self._compiled.update(found.compiled)
         self._surveys = []
 
     def plans(self, dists: list[Distribution], natives: list[NativeFile],
@@ -361,10 +369,13 @@ class InstalledCode:
         by_dist: dict[str, list[NativeFile]] = {}
         for n in natives:
             by_dist.setdefault(n.distribution, []).append(n)
+        compiled = (Compiled(self._version, self._compiled) if self._version is not None
+                    else None)
         return {dist.key: plan_for(dist.key, by_dist[dist.key], self._modules(dist),
                                    str(dist.metadata_dir.parent), _declared_names(dist),
                                    self._read, rules, self._parser, self._parser.ahead,
-                                   self._loading_of(dist), self._mentions.get(dist.key))
+                                   self._loading_of(dist), self._mentions.get(dist.key),
+                                   compiled)
                 for dist in dists if by_dist.get(dist.key)}
 
     def _loading_of(self, dist: Distribution) -> list[str] | None:
@@ -842,7 +853,7 @@ def _doctor(
     dists = list_distributions(facts)
     collecting = library_dirs_ahead(facts.sys_path, environ)
     progress("reading the packages' Python code")
-    code = InstalledCode(Cache(cache_dir) if cache_dir else None)
+    code = InstalledCode(Cache(cache_dir) if cache_dir else None, cpython_version(facts))
     # the code is read on the other cores, the largest distribution first; the ELF files are
     # parsed there once a core is free, and here: the scan takes back those not started yet
     # (their Requires-Dist, which every module's prerequisites read, are parsed there first)

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING
 
 from abifit import workers
 from abifit.errors import FormatError
-from abifit.formats.pysource import ModuleCode, read_module
+from abifit.formats.pysource import ModuleCode, compile_error, read_module
 from abifit.host import observe
 from abifit.host.observe import Seen
 from abifit.remote.diskcache import Cache
 from abifit.sim.imports import (
+    Compiled,
     DistributionPlan,
     LoadingRule,
     PackageCode,
@@ -125,12 +126,15 @@ class Survey:
     loading function (`marked`), and those modules read, by the digest of their text
     (`code_digest`). A survey of a whole distribution also has the modules that mention the
     wrappers of loading functions they define, by the wrapper's name (`mentions_in`), and
-    those modules read too."""
+    those modules read too. A survey made for a CPython version has what compiling each
+    top-level module raises under it (`compiled`: path, `pysource.compile_error`), which
+    `import_verdicts` asks of every package."""
 
     seen: tuple[tuple[tuple[str, str], Seen], ...]
     marked: tuple[str, ...]
     codes: tuple[tuple[str, ModuleCode | None], ...]
     mentions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    compiled: tuple[tuple[str, str | None], ...] = ()
 
 
 KEPT_TEXT = 256 << 20  # bytes of text a whole survey keeps for its search; the rest is read again
@@ -186,26 +190,30 @@ class _Reading:
 
 
 def survey(modules: Sequence[tuple[str, str]], cache_dir: str | None,
-           whole: bool = False) -> Survey:
+           whole: bool = False, version: tuple[int, int] | None = None) -> Survey:
     """Read the modules (name, path), and read the code of those that name a loading
     function, taking it from the cache under `cache_dir` and storing it there: a function
     another process can run, so that the main thread need not pass over every text. With
     `whole` (the modules are all those of a distribution), also find the modules that mention
     the wrappers those define, and read their code: what `load_steps` asks of the texts. The
-    texts are kept for that search up to `KEPT_TEXT` bytes, and read again past it."""
+    texts are kept for that search up to `KEPT_TEXT` bytes, and read again past it. With a
+    `version`, the top-level modules are compiled for it (`Survey.compiled`)."""
     reading = _Reading(modules, cache_dir)
     marked_paths: list[str] = []
     mentions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    compiled: list[tuple[str, str | None]] = []
     with observe.recording() as recorder:
         for name, path in modules:
             data = reading.load(name, whole)
             if data is not None and marked(data):
                 marked_paths.append(path)
                 reading.read(name, data)
+            if version is not None and data is not None and "." not in name:
+                compiled.append((path, compile_error(data, version)))
         if whole:
             mentions = reading.mentions(wrappers_of(code for _, code in reading.codes.values()))
     return Survey(tuple(recorder.seen.items()), tuple(marked_paths),
-                  tuple(reading.codes.values()), mentions)
+                  tuple(reading.codes.values()), mentions, tuple(compiled))
 
 
 def survey_mentions(modules: Sequence[tuple[str, str]], words: Sequence[str],
@@ -223,15 +231,15 @@ def survey_mentions(modules: Sequence[tuple[str, str]], words: Sequence[str],
 
 
 def survey_in_parts(modules: Sequence[tuple[str, str]], cache_dir: str | None,
-                    parts: int) -> Future[Survey]:
-    """`survey(modules, cache_dir, True)` made on the other cores (`abifit.workers`) in
+                    parts: int, version: tuple[int, int] | None = None) -> Future[Survey]:
+    """`survey(modules, cache_dir, True, version)` made on the other cores (`abifit.workers`) in
     `parts` calls at once, then one call for the modules that mention the wrappers found
     (`survey_mentions`): for a distribution so large that one core reading it all would end
     long after the others. The answer is the whole survey's, but for the order of its
     observations; the parts' failure is its failure."""
     size = -(-len(modules) // max(1, parts))
     chunks = [modules[i:i + size] for i in range(0, len(modules), size)]
-    calls = [workers.submit(survey, chunk, cache_dir) for chunk in chunks]
+    calls = [workers.submit(survey, chunk, cache_dir, False, version) for chunk in chunks]
     whole: Future[Survey] = Future()
     whole.set_running_or_notify_cancel()  # begun: nobody else may take it over (`cancel`)
     left = [len(calls)]
@@ -241,7 +249,8 @@ def survey_in_parts(modules: Sequence[tuple[str, str]], cache_dir: str | None,
         found = [call.result() for call in calls]
         joined = Survey(tuple(seen for f in found for seen in f.seen),
                         tuple(path for f in found for path in f.marked),
-                        tuple(code for f in found for code in f.codes))
+                        tuple(code for f in found for code in f.codes),
+                        compiled=tuple(c for f in found for c in f.compiled))
         words = list(wrappers_of(code for f in found for _, code in f.codes))
         if not words:
             return joined
@@ -250,7 +259,7 @@ def survey_in_parts(modules: Sequence[tuple[str, str]], cache_dir: str | None,
         # in the thread the last part ended in, first in line for the next free worker
         rest = workers.run(survey_mentions, modules, words, read, cache_dir, priority=1e18)
         return Survey(joined.seen + rest.seen, joined.marked, joined.codes + rest.codes,
-                      rest.mentions)
+                      rest.mentions, joined.compiled)
 
     def ended(_: Future[Survey]) -> None:
         with lock:
@@ -314,15 +323,17 @@ def plan_for(key: str, natives: list[NativeFile], sources: Mapping[str, str], si
              ahead: Callable[[list[tuple[bytes, str, bool]]], None] | None = None,
              loading: Iterable[str] | None = None,
              mentions: Mapping[str, Sequence[str]] | None = None,
+             compiled: Compiled | None = None,
              ) -> DistributionPlan:
     """The import plan of distribution `key` (its native files, Python files and site);
-    `loading` and `mentions`, when known, are what reading its texts found (`PackageCode`)."""
+    `loading`, `mentions` and `compiled`, when known, are what reading its texts found
+    (`PackageCode`)."""
     prefix = site.rstrip("/") + "/"
     files = {n.path[len(prefix):]: n.path for n in natives if n.path.startswith(prefix)}
     modules = {n.module: n.path for n in natives if n.module}
     tops = top_names(declared, [*sources, *modules])
     return plan_distribution(key, tops, PackageCode(sources, read, parser, ahead, loading,
-                                                         mentions),
+                                                         mentions, compiled),
                              modules, files, rules.get(key))
 
 

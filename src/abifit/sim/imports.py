@@ -188,21 +188,33 @@ def load_loading_rules() -> dict[str, LoadingRule]:
 # A distribution's Python code, read as needed
 
 
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    """What compiling modules raised under CPython `version` (`pysource.compile_error`), by
+    path: None for those that compile."""
+
+    version: tuple[int, int]
+    errors: Mapping[str, str | None]
+
+
 class PackageCode:
     """The Python modules of one distribution: text and parsed code, each read once, on demand.
 
     `sources` names the modules (dotted name -> path); `read` gives a path's bytes (None when
     unreadable); `parse` reads bytes into `ModuleCode` (None when they do not parse). `loading`
     and `mentions`, when given, are what reading every text found: the modules whose text
-    names a loading function, and by word the modules whose text holds it (`mentioning`).
+    names a loading function, and by word the modules whose text holds it (`mentioning`);
+    `compiled`, what compiling modules raised under a CPython version (`compile_error`).
     """
 
     def __init__(self, sources: Mapping[str, str], read: Callable[[str], bytes | None],
                  parse: Callable[[bytes, str, bool], ModuleCode | None],
                  ahead: Callable[[list[tuple[bytes, str, bool]]], None] | None = None,
                  loading: Iterable[str] | None = None,
-                 mentions: Mapping[str, Sequence[str]] | None = None) -> None:
+                 mentions: Mapping[str, Sequence[str]] | None = None,
+                 compiled: Compiled | None = None) -> None:
         self.sources = dict(sources)
+        self._compiled = compiled
         # the modules whose text names a loading function, when told (else found by reading)
         self._loading = None if loading is None else sorted(set(loading) & set(sources))
         self._read = read
@@ -242,6 +254,10 @@ class PackageCode:
     def compile_error(self, name: str, version: tuple[int, int]) -> str | None:
         """What compiling module `name` raises under CPython `version`
         (`pysource.compile_error`); None when it compiles, is unreadable or cannot be told."""
+        path = self.sources.get(name, "")
+        if self._compiled is not None and self._compiled.version == version and \
+                path in self._compiled.errors:
+            return self._compiled.errors[path]
         data = self.text(name)
         return None if data is None else compile_error(data, version)
 

@@ -981,14 +981,23 @@ def import_verdicts(env: Environment,
     return tuple(out)
 
 
+def cpython_version(facts: InterpreterFacts) -> tuple[int, int] | None:
+    """The interpreter's version as (major, minor) when it is CPython (whose compiler
+    `import_verdicts` asks), else None."""
+    parts = facts.version.split(".")[:2]
+    if dict(facts.markers).get("implementation_name") != "cpython" or len(parts) != 2 \
+            or not all(p.isdigit() for p in parts):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
 def _compile_error(env: Environment, plan: DistributionPlan, top: str) -> ImportVerdict | None:
     """The verdict on `import top` when its first module does not compile under the target
     CPython: it raises before any native file is loaded."""
-    version = tuple(int(p) for p in env.facts.version.split(".")[:2])
-    if (plan.code is None or dict(env.facts.markers).get("implementation_name") != "cpython"
-            or len(version) != 2):
+    version = cpython_version(env.facts)
+    if plan.code is None or version is None:
         return None
-    raised = plan.code.compile_error(top, (version[0], version[1]))
+    raised = plan.code.compile_error(top, version)
     if raised is None:
         return None
     return ImportVerdict(top, plan.name, False, raised, plan.code.sources[top],
