@@ -303,3 +303,27 @@ def test_a_call_made_by_a_fork_of_this_process(tmp_path: Path) -> None:
     process's output; its error is raised here, its death is ForkFailed. Tickets shared with
     a fork are each taken once. A library, or a process with another thread, gets no fork."""
     _runs_to_the_end(tmp_path / "fork_call.py", _FORK_CALL)
+
+
+def test_a_call_beside_answers_and_leaves_one_thread() -> None:
+    """`Beside` runs its call in a thread of its own while the caller goes on; once its
+    answer (or its exception) is taken, that thread has ended, as a fork needs."""
+    before = threading.active_count()
+    started = threading.Event()
+
+    def slow(value: int) -> int:
+        started.set()
+        time.sleep(0.05)
+        return value * 2
+
+    beside = workers.Beside(slow, 21)
+    assert started.wait(5) and threading.active_count() == before + 1
+    assert beside.result() == 42
+    assert threading.active_count() == before
+
+    def fails() -> None:
+        raise ValueError("probe failed")
+
+    with pytest.raises(ValueError, match="probe failed"):
+        workers.Beside(fails).result()
+    assert threading.active_count() == before

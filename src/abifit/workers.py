@@ -321,6 +321,23 @@ def submit(function: Callable[..., R], *args: object, priority: float = 0.0) -> 
     return submitter.submit(run, function, *args, priority=priority)
 
 
+class Beside(Generic[R]):
+    """`function(*args)` computed in a thread of its own from now on, while the caller goes on
+    (a probe that waits on a driver or a process); `result` waits for the answer and for the
+    thread's end, so that the process has one thread again, as `fork_call` needs."""
+
+    def __init__(self, function: Callable[..., R], *args: object) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="abifit-beside")
+        self._future = self._pool.submit(function, *args)
+
+    def result(self) -> R:
+        """The answer (the call's exception raised again)."""
+        try:
+            return self._future.result()
+        finally:
+            self._pool.shutdown(wait=True)
+
+
 class ForkFailed(AbifitError):
     """A `fork_call` fork ended without its answer (killed, or its answer unreadable).
 

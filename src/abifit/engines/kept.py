@@ -10,7 +10,6 @@ so a warm `abifit doctor` prints what the kept run printed (`DoctorPrinted`) and
 from __future__ import annotations
 
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from abifit.host.environment import InterpreterFacts, InterpreterQuery
 from abifit.host.ldconfig import HostFacts, probe_host
 from abifit.host.runcache import RunCache, run_key
 from abifit.sim.gputarget import GpuTarget
+from abifit.workers import Beside
 
 
 @dataclass(frozen=True)
@@ -68,23 +68,34 @@ class DoctorPrinted:
 
 def ask(python: str | InterpreterQuery, environ: Mapping[str, str],
         gpus: tuple[GpuTarget, ...] | None = None,
-        host: HostFacts | None = None) -> DoctorAsked:
+        host: HostFacts | None = None,
+        detecting: Beside[Detected] | None = None) -> DoctorAsked:
     """The interpreter's facts, the host's loader (unless given) and the GPUs (this machine's
-    unless given). Raises EnvironmentQueryError when the interpreter gives no facts."""
+    unless given: `detecting`, when the probe was started already, else probed here in a
+    thread while the interpreter answers; both wait on a driver or a process). Raises
+    EnvironmentQueryError when the interpreter gives no facts."""
     query = python if isinstance(python, InterpreterQuery) else InterpreterQuery(python)
     if gpus is not None:
         return DoctorAsked(query.facts(), probe_host(environ) if host is None else host, gpus,
                            None)
-    # the probes are imported here (a report that shows a kept run needs none), and the GPUs
-    # probed in a thread while the interpreter answers: both wait on a driver or a process
-    from abifit.engines.gpus import detect_targets
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="abifit-gpus") as beside:
-        detecting = beside.submit(detect_targets, environ)
+    detecting = detecting or Beside(detect_gpus, environ)
+    try:
         facts = query.facts()
         host = probe_host(environ) if host is None else host
+    finally:
         gpus, reason = detecting.result()
     return DoctorAsked(facts, host, gpus, reason)
+
+
+Detected = tuple[tuple[GpuTarget, ...], str | None]
+
+
+def detect_gpus(environ: Mapping[str, str]) -> Detected:
+    """This machine's GPUs as targets, or why none (`engines.gpus.detect_targets`, imported
+    here: a report that shows a kept run asks the probe, not its module's callers)."""
+    from abifit.engines.gpus import detect_targets
+
+    return detect_targets(environ)
 
 
 def doctor_runs(cache_dir: Path | None, *, kept: bool) -> RunCache | None:
