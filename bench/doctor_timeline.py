@@ -1,6 +1,6 @@
 """Where a doctor run's wall time goes, step by step, in the process that runs it.
 
-    PYTHONPATH=src python bench/doctor_timeline.py [--json] -- doctor ARGS...
+    PYTHONPATH=src python bench/doctor_timeline.py [--json] [--profile N] -- doctor ARGS...
 
 Calls `abifit.cli.main(["doctor", ARGS...])` in this process with the steps of `_doctor` (and
 what the `abifit` command does before it: the interpreter's facts, the host and GPU probes)
@@ -10,7 +10,8 @@ the seconds between the end of the previous outermost step and its start (time i
 not wrapped); a step made inside another is shown indented under it; then the
 seconds the main thread spent waiting for the other cores (a parse, a read of GPU code, a fork's
 answer), and the total. `--json` prints the same as one JSON document on stdout (doctor's own
-output then goes nowhere).
+output then goes nowhere). `--profile N` also prints the top N functions of a cProfile of
+the main thread, by cumulative and by own time (the steps' wrappers show in it).
 
 This is a measurement of one run, for finding what to make faster next: bench_doctor.py gives
 the medians. The garbage collector's passes are counted inside the steps they fall in.
@@ -19,10 +20,12 @@ the medians. The garbage collector's passes are counted inside the steps they fa
 from __future__ import annotations
 
 import contextlib
+import cProfile
 import functools
 import io
 import json
 import os
+import pstats
 import sys
 import threading
 import time
@@ -123,11 +126,19 @@ class Timeline:
 
 
 def main(argv: list[str]) -> int:
-    as_json = argv[:1] == ["--json"]
-    argv = argv[1:] if as_json else argv
+    as_json = "--json" in argv[:argv.index("--")] if "--" in argv else False
+    top = 0
+    while argv and argv[0] != "--":
+        option = argv.pop(0)
+        if option == "--profile" and argv and argv[0].isdigit():
+            top = int(argv.pop(0))
+        elif option != "--json":
+            argv = []
     if argv[:1] != ["--"] or len(argv) < 2:
-        print("usage: doctor_timeline.py [--json] -- doctor ARGS...", file=sys.stderr)
+        print("usage: doctor_timeline.py [--json] [--profile N] -- doctor ARGS...",
+              file=sys.stderr)
         return 2
+    profiler = cProfile.Profile() if top else None
     timeline = Timeline()
     timeline.install()
     tune_allocator()  # as the `abifit` command does (`abifit.cli.app.entry`)
@@ -135,7 +146,10 @@ def main(argv: list[str]) -> int:
     abifit.workers.fork_workers()
     timeline.start = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()) if as_json else contextlib.nullcontext():
-        code = abifit.cli.main(argv[1:])
+        if profiler is not None:
+            code = profiler.runcall(abifit.cli.main, argv[1:])
+        else:
+            code = abifit.cli.main(argv[1:])
     doc = timeline.document(time.perf_counter() - timeline.start) | {"exit_code": code}
     if as_json:
         print(json.dumps(doc, indent=1))
@@ -145,6 +159,9 @@ def main(argv: list[str]) -> int:
               f"{'  ' * row['depth']}{row['step']}", file=sys.stderr)
     print(f"tail {doc['tail_s']:.3f} s; main {doc['main_s']:.3f} s; waits "
           f"{doc['waits_s']} {doc['wait_calls']}", file=sys.stderr)
+    if profiler is not None:
+        for order in ("cumulative", "tottime"):
+            pstats.Stats(profiler, stream=sys.stderr).sort_stats(order).print_stats(top)
     return 0
 
 
