@@ -393,6 +393,24 @@ def test_system_runtime_matches_binutils(name: str) -> None:
     assert_matches_binutils(path)
 
 
+def test_positions_are_every_index_of_a_name() -> None:
+    """`SymbolTable.positions` gives every index of a name, in order, as a loop over the names
+    does: on the system's libc, whose versioned symbols repeat names (memcpy@GLIBC_2.2.5 and
+    memcpy@@GLIBC_2.14), and for a name it lacks."""
+    path = _system_lib("libc.so.6")
+    if path is None:
+        pytest.skip(f"libc.so.6 not found in {SYSTEM_LIB_DIRS}")
+    with FileSource(path) as source:
+        table = parse_elf(source).symbols
+    by_name: dict[str, list[int]] = {}
+    for i, name in enumerate(table.names):
+        by_name.setdefault(name, []).append(i)
+    assert max(len(found) for found in by_name.values()) >= 2
+    for name, found in by_name.items():
+        assert list(table.positions(name)) == found, name
+    assert list(table.positions("no_such_symbol_anywhere")) == []
+
+
 @needs_binutils
 @pytest.mark.parametrize(
     "path", SAMPLE_FILES, ids=[str(p.relative_to(SAMPLE_DIR)) for p in SAMPLE_FILES]

@@ -373,6 +373,17 @@ class SymbolTable:
             hidden=hidden,
         )
 
+    def positions(self, name: str) -> Iterator[int]:
+        """The index of every symbol named `name`, in order (each found by a search in C, not
+        by a Python loop over the names)."""
+        at = -1
+        while True:
+            try:
+                at = self.names.index(name, at + 1)
+            except ValueError:
+                return
+            yield at
+
     def is_defined(self, i: int) -> bool:
         return self.section_indexes[i] != SHN_UNDEF
 

@@ -86,10 +86,7 @@ def defines_init(image: ElfImage | None, module: str) -> bool:
         return False
     wanted = "PyInit_" + module.rsplit(".", 1)[-1]
     table = image.symbols
-    names = table.names
-    if wanted not in names:  # one pass in C; the name is nearly always there, once
-        return False
-    return any(name == wanted and table.is_defined(i) for i, name in enumerate(names))
+    return any(table.is_defined(i) for i in table.positions(wanted))
 
 
 def scan_native_files(

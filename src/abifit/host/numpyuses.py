@@ -23,7 +23,7 @@ def takes_capsule(image: ElfImage) -> bool:
     """Whether the object leaves `PyCapsule_GetPointer` undefined (it takes a capsule: NumPy's
     `_ARRAY_API` is one)."""
     table = image.symbols
-    return any(name == CAPSULE and not table.is_defined(i) for i, name in enumerate(table.names))
+    return any(not table.is_defined(i) for i in table.positions(CAPSULE))
 
 
 def numpy_candidates(natives: Iterable[NativeFile], requires_numpy: Callable[[str], bool],
