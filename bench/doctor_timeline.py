@@ -126,13 +126,14 @@ class Timeline:
 
 
 def main(argv: list[str]) -> int:
-    as_json = "--json" in argv[:argv.index("--")] if "--" in argv else False
-    top = 0
+    as_json, top = False, 0
     while argv and argv[0] != "--":
         option = argv.pop(0)
-        if option == "--profile" and argv and argv[0].isdigit():
+        if option == "--json":
+            as_json = True
+        elif option == "--profile" and argv and argv[0].isdigit():
             top = int(argv.pop(0))
-        elif option != "--json":
+        else:
             argv = []
     if argv[:1] != ["--"] or len(argv) < 2:
         print("usage: doctor_timeline.py [--json] [--profile N] -- doctor ARGS...",

@@ -873,10 +873,10 @@ def _doctor(
     reads = GpuReads(gpus, FileCache(cache_dir, GPU_BUCKET) if cache_dir else None)
     # every distribution's GPU code is checked: its reads start now, unless the checks will
     # be shared with forks, which are made first (a process forks with one thread)
-    gpu_reads_ahead = bool(gpus) and not packages
-    if gpu_reads_ahead and not forks_for_checks([n for n in natives if n.checked]):
+    read_all = bool(gpus) and not packages
+    reads_after_forks = read_all and forks_for_checks([n for n in natives if n.checked]) > 0
+    if read_all and not reads_after_forks:
         reads.start(natives, heads_or_none(source))
-        gpu_reads_ahead = False
     plans = code.plans(dists, natives)
     natives = mark_loaded(natives, plans, roots)
     env = Environment(facts, dists, natives, plans, _answer(requires))
@@ -902,7 +902,7 @@ def _doctor(
     # started early, when no fork was foreseen: a process forks with one thread)
     checked = {} if reads.pending() else check_shared(
         sim, targets, heads_or_none(source),
-        (lambda: reads.start(natives, heads_or_none(source))) if gpu_reads_ahead else None)
+        (lambda: reads.start(natives, heads_or_none(source))) if reads_after_forks else None)
     simulation = simulate_modules(sim, targets, ctx, progress, checked, gpu=bool(gpus))
     if on_simulation is not None:
         on_simulation(sim, simulation)

@@ -68,17 +68,15 @@ class DoctorPrinted:
 
 def ask(python: str | InterpreterQuery, environ: Mapping[str, str],
         gpus: tuple[GpuTarget, ...] | None = None,
-        host: HostFacts | None = None,
-        detecting: Beside[Detected] | None = None) -> DoctorAsked:
-    """The interpreter's facts, the host's loader (unless given) and the GPUs (this machine's
-    unless given: `detecting`, when the probe was started already, else probed here in a
-    thread while the interpreter answers; both wait on a driver or a process). Raises
-    EnvironmentQueryError when the interpreter gives no facts."""
+        host: HostFacts | None = None) -> DoctorAsked:
+    """The interpreter's facts, the host's loader (unless given) and the GPUs (unless given:
+    this machine's, probed in a thread while the interpreter answers; both wait on a driver or
+    a process). Raises EnvironmentQueryError when the interpreter gives no facts."""
     query = python if isinstance(python, InterpreterQuery) else InterpreterQuery(python)
     if gpus is not None:
         return DoctorAsked(query.facts(), probe_host(environ) if host is None else host, gpus,
                            None)
-    detecting = detecting or Beside(detect_gpus, environ)
+    detecting = Beside(_detect_gpus, environ)
     try:
         facts = query.facts()
         host = probe_host(environ) if host is None else host
@@ -87,12 +85,9 @@ def ask(python: str | InterpreterQuery, environ: Mapping[str, str],
     return DoctorAsked(facts, host, gpus, reason)
 
 
-Detected = tuple[tuple[GpuTarget, ...], str | None]
-
-
-def detect_gpus(environ: Mapping[str, str]) -> Detected:
+def _detect_gpus(environ: Mapping[str, str]) -> tuple[tuple[GpuTarget, ...], str | None]:
     """This machine's GPUs as targets, or why none (`engines.gpus.detect_targets`, imported
-    here: a report that shows a kept run asks the probe, not its module's callers)."""
+    here: a report that shows a kept run needs no probe)."""
     from abifit.engines.gpus import detect_targets
 
     return detect_targets(environ)
