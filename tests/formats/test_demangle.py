@@ -259,6 +259,25 @@ def test_demangle_many_is_demangle_in_order() -> None:
     assert demangle_many(names)[:3] == ["foo()", "plain", "vtable for Foo"]
 
 
+def test_demangle_many_grows_its_buffer_as_demangle_does() -> None:
+    """demangle_many demangles into one buffer that __cxa_demangle replaces when a text does
+    not fit (64 KiB at first): texts longer than that, before and after short ones, invalid
+    names (which leave the buffer as it was), Rust's legacy names and a NUL give what
+    demangle() gives each name alone."""
+    def repeated(function: str, parameters: int) -> str:  # f(x...x, x...x, ...): a short name
+        return f"_Z1{function}300{'x' * 300}{'S_' * (parameters - 1)}"
+
+    long_name, longer_name = repeated("f", 220), repeated("g", 350)  # under 1,024 chars
+    names = ["_Z3foov", long_name, "_Z3barSs", "_Zinvalid", longer_name, "_Z3bazi",
+             "_ZN4core3fmt5Write9write_fmt17h0123456789abcdefE", "_Z3f\0v", "plain",
+             ".L_Z3foov", "_Z3quxv"]
+    texts = demangle_many(names)
+    assert texts == [demangle(name) for name in names]
+    assert texts[1].startswith("f(xxx") and len(texts[1]) > 65_536 > len(long_name)
+    assert texts[4].startswith("g(xxx") and len(texts[4]) > len(texts[1]) + 30_000
+    assert texts[5] == "baz(int)" and texts[3] == "_Zinvalid" and texts[-1] == "qux()"
+
+
 def test_without_the_system_demangler_names_come_back_unchanged(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from abifit.errors import FormatError, UsageError
 from abifit.formats.elf import (
@@ -36,12 +36,12 @@ from abifit.formats.sources import ByteSource, FileSource
 from abifit.formats.wheel import ZIP_MAGIC, WheelArchive, is_elf_member
 from abifit.host.environment import InterpreterFacts, find_distribution
 from abifit.host.localfs import is_elf_file, special_kind
-from abifit.sim.gpu import ObjectCoverage, object_coverage
-from abifit.sim.gputarget import GpuTarget
 
 if TYPE_CHECKING:
     from abifit.remote.packageindex import IndexFile
     from abifit.remote.runcontext import RemoteContext
+    from abifit.sim.gpu import ObjectCoverage
+    from abifit.sim.gputarget import GpuTarget
 
 Progress = Callable[[str], None]
 
@@ -77,9 +77,10 @@ def symbol_filter(symbols: str | SymbolSelection | None, match: str | None) -> S
         raise UsageError(f"symbols {symbols!r}: expected one of {names}") from e
 
 
-@dataclass(frozen=True, slots=True)
-class SymbolRow:
-    """One dynamic symbol as the report shows it."""
+class SymbolRow(NamedTuple):
+    """One dynamic symbol as the report shows it. A named tuple, not a frozen dataclass: a
+    report lists up to 75,000 of them (libtorch_cpu.so), and a frozen dataclass's `__init__`
+    sets each of its 12 fields through `object.__setattr__` (2.5x the time)."""
 
     name: str
     demangled: str | None
@@ -400,6 +401,8 @@ def inspect(
     for target in targets:
         objects.extend(inspect_target(target, flt, facts, progress, remote, gpu is not None))
     if gpu is not None:
+        from abifit.sim.gpu import object_coverage  # its records cost 20 ms to import
+
         objects = [replace(o, gpu=object_coverage(o.gpu_code, gpu)) if o.gpu_code else o
                    for o in objects]
     return InspectReport(tuple(targets), tuple(objects), flt.selection, flt.match, gpu)

@@ -9,7 +9,6 @@ import textwrap
 from dataclasses import asdict
 
 from abifit.engines.inspect import InspectReport, ObjectReport, SymbolRow, SymbolSelection
-from abifit.report.gpu import coverage_json, coverage_reason, target_json
 from abifit.report.json import JsonObject, schema_version
 
 _FILE_TYPES = {"DYN": "shared object", "EXEC": "executable", "REL": "relocatable object",
@@ -25,10 +24,30 @@ def inspect_json(report: InspectReport, transfer: dict[str, int] | None = None) 
         "targets": list(report.targets),
         "symbols": report.symbols.value,
         "match": report.match,
-        "gpu": target_json(report.gpu),
+        "gpu": _target_json(report),
         "objects": [_object_json(o) for o in report.objects],
         "summary": {"objects": len(report.objects), "errors": report.failed},
     }
+
+
+# report.gpu's words are imported only for a report with a GPU (its records take 20 ms): a
+# listing of 75,000 symbols takes a few tenths of a second in all
+
+
+def _target_json(report: InspectReport) -> JsonObject | None:
+    if report.gpu is None:
+        return None
+    from abifit.report.gpu import target_json
+
+    return target_json(report.gpu)
+
+
+def _coverage_json(obj: ObjectReport) -> JsonObject | None:
+    if obj.gpu is None:
+        return None
+    from abifit.report.gpu import coverage_json
+
+    return coverage_json(obj.gpu)
 
 
 def _object_json(obj: ObjectReport) -> JsonObject:
@@ -56,7 +75,7 @@ def _object_json(obj: ObjectReport) -> JsonObject:
             warnings=list(obj.warnings),
         )
         doc["gpu_code"] = _gpu_code_json(obj)
-        doc["gpu"] = coverage_json(obj.gpu) if obj.gpu is not None else None
+        doc["gpu"] = _coverage_json(obj)
         if obj.symbols is not None:
             doc["symbols"] = [_symbol_json(s) for s in obj.symbols]
     return doc
@@ -195,6 +214,8 @@ def _gpu_code_text(obj: ObjectReport) -> list[str]:
                                      "(loaded by the library itself):", *_archs(e.sass, e.ptx)])
     lines += [f"  {'':<10} note: {note}" for note in summary.notes]
     if obj.gpu is not None:
+        from abifit.report.gpu import coverage_reason
+
         lines += _field(f"on {obj.gpu.gpu}", [f"{obj.gpu.verdict}:",
                                                coverage_reason(obj.gpu.reason)])
     return lines
@@ -203,12 +224,19 @@ def _gpu_code_text(obj: ObjectReport) -> list[str]:
 def _symbols_text(obj: ObjectReport) -> list[str]:
     """An object's listed symbols, for a report that lists symbols instead of summaries."""
     symbols = obj.symbols or ()
-    return [f"{obj.location}  ({len(symbols)} symbols)", *(_symbol_text(s) for s in symbols)]
+    prefixes: dict[tuple[bool, str, str], str] = {}  # a few kinds among 75,000 rows
+    lines = [f"{obj.location}  ({len(symbols)} symbols)"]
+    for row in symbols:
+        kind = (row.defined, row.binding, row.type)
+        prefix = prefixes.get(kind)
+        if prefix is None:
+            prefix = prefixes[kind] = _symbol_prefix(*kind)
+        if row.demangled:
+            lines.append(f"{prefix}{row.display_name}\n        {row.demangled}")
+        else:
+            lines.append(prefix + row.display_name)
+    return lines
 
 
-def _symbol_text(row: SymbolRow) -> str:
-    kind = "D" if row.defined else "U"
-    line = f"    {kind} {row.binding:<10} {row.type:<9} {row.display_name}"
-    if row.demangled:
-        line += f"\n        {row.demangled}"
-    return line
+def _symbol_prefix(defined: bool, binding: str, kind: str) -> str:
+    return f"    {'D' if defined else 'U'} {binding:<10} {kind:<9} "
