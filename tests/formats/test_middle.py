@@ -6,6 +6,7 @@ falls back to the tail; windows decoded from the middle are placed only where th
 from __future__ import annotations
 
 import hashlib
+import pickle
 import random
 import shutil
 import struct
@@ -19,7 +20,7 @@ from abifit.errors import FormatError
 from abifit.formats import middle
 from abifit.formats.deflate import WindowView, decode_window, expansion
 from abifit.formats.elf import ElfImage, parse_elf, parse_layout
-from abifit.formats.middle import dynamic_site, place
+from abifit.formats.middle import dynamic_site, place, placed_array
 from abifit.formats.sources import BytesSource
 from abifit.formats.wheel import WheelArchive
 from abifit.remote.http import HttpClient
@@ -182,6 +183,23 @@ def test_window_is_placed_where_it_belongs(far: dict[str, bytes]) -> None:
         hi = min(lo + 4096, len(view.data))
         if view.known(lo, hi):
             assert view.data[lo:hi] == data[base + lo : base + hi]
+
+
+def test_placed_array_is_the_file_s_array_and_the_site_pickles(far: dict[str, bytes]) -> None:
+    """What a worker sends back for a window (`placed_array`) is the file's dynamic array,
+    computed from a site that went through pickle (a worker's arguments do); a window of the
+    padding gives None."""
+    data = far["libfar.so"]
+    site = dynamic_site(parse_layout(BytesSource(data)))
+    assert site is not None
+    copied = pickle.loads(pickle.dumps(site))
+    assert (copied.entry.format, copied.word.format) == (site.entry.format, site.word.format)
+    assert (copied.offset, copied.size, copied.address, copied.loads) == (
+        site.offset, site.size, site.address, site.loads)
+    window, _ = window_around(data, site.offset, MiB, MiB // 2)
+    assert placed_array(copied, window, 256 * MiB) == data[site.offset : site.offset + site.size]
+    elsewhere, _ = window_around(data, len(data) - 20 * MiB, MiB, MiB)
+    assert placed_array(copied, elsewhere, 256 * MiB) is None
 
 
 def test_window_elsewhere_is_not_placed(far: dict[str, bytes]) -> None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from abifit.formats.deflate import WindowView
+from abifit.formats.deflate import WindowView, decode_window
 from abifit.formats.elf import (
     DT_NULL,
     DT_PLTGOT,
@@ -59,6 +59,16 @@ class DynamicSite:
     loads: tuple[Segment, ...]
     entry: struct.Struct  # a dynamic entry of the file's class and byte order
     word: struct.Struct  # an address
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        # a Struct does not pickle: its format does (a worker process places windows)
+        return (_site, (self.offset, self.size, self.address, self.loads, self.entry.format,
+                        self.word.format))
+
+
+def _site(offset: int, size: int, address: int, loads: tuple[Segment, ...], entry: str,
+          word: str) -> DynamicSite:
+    return DynamicSite(offset, size, address, loads, struct.Struct(entry), struct.Struct(word))
 
 
 def dynamic_site(layout: ElfLayout) -> DynamicSite | None:
@@ -93,6 +103,20 @@ def place(site: DynamicSite, view: WindowView) -> int | None:
     if len(found) != 1:
         return None
     return site.offset - found.pop()
+
+
+def placed_array(site: DynamicSite, data: bytes, max_output: int,
+                 name: str = "<member>") -> bytes | None:
+    """The dynamic array's bytes, from a window of compressed bytes (`decode_window`) placed
+    by `place`; None when the window decodes but is not placed. Raises FormatError as
+    `decode_window` does. A worker process's call: it sends back the array alone, not the
+    window's output (tens of MB, and its uncertainty mask)."""
+    view = decode_window(data, max_output, name)
+    base = place(site, view)
+    if base is None:
+        return None
+    lo = site.offset - base
+    return view.data[lo : lo + site.size]
 
 
 def _holds_array(site: DynamicSite, view: WindowView, start: int) -> bool:

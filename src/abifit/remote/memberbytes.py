@@ -32,9 +32,9 @@ from contextlib import closing
 
 from abifit import workers
 from abifit.errors import FormatError
-from abifit.formats.deflate import TailView, decode_tail, decode_window, expansion
+from abifit.formats.deflate import TailView, decode_tail, expansion
 from abifit.formats.elf import parse_layout
-from abifit.formats.middle import dynamic_site, place
+from abifit.formats.middle import dynamic_site, placed_array
 from abifit.formats.sources import ByteSource, InflateSource, Layered, SliceSource, check_range
 from abifit.formats.wheel import WHOLE_MEMBER, Member, member_bytes, member_data_start
 
@@ -168,16 +168,13 @@ class RemoteMember:
         half = MIDDLE_WINDOW // 2
         while 2 * half <= budget:
             lo, hi = max(0, centre - half), min(size - 1, centre + half)
-            try:
-                view = workers.run(decode_window, self._stored(lo, hi), MIDDLE_OUTPUT,
-                                 self._name, priority=self._priority)
+            try:  # only the array comes back: the rest of the window (tens of MB) is not read
+                array = workers.run(placed_array, site, self._stored(lo, hi), MIDDLE_OUTPUT,
+                                    self._name, priority=self._priority)
             except FormatError:
-                view = None
-            base = place(site, view) if view is not None else None
-            if view is not None and base is not None:
-                # only the array is kept: the rest of the window (tens of MB) is not read
-                lo = site.offset - base
-                self._placed = (site.offset, view.data[lo : lo + site.size])
+                array = None
+            if array is not None:
+                self._placed = (site.offset, array)
                 return True
             half *= 2
         return False
