@@ -36,12 +36,12 @@ from abifit.formats.sources import ByteSource, FileSource
 from abifit.formats.wheel import ZIP_MAGIC, WheelArchive, is_elf_member
 from abifit.host.environment import InterpreterFacts, find_distribution
 from abifit.host.localfs import is_elf_file, special_kind
+from abifit.sim.gpu import ObjectCoverage, object_coverage
+from abifit.sim.gputarget import GpuTarget
 
 if TYPE_CHECKING:
     from abifit.remote.packageindex import IndexFile
     from abifit.remote.runcontext import RemoteContext
-    from abifit.sim.gpu import ObjectCoverage
-    from abifit.sim.gputarget import GpuTarget
 
 Progress = Callable[[str], None]
 
@@ -401,8 +401,6 @@ def inspect(
     for target in targets:
         objects.extend(inspect_target(target, flt, facts, progress, remote, gpu is not None))
     if gpu is not None:
-        from abifit.sim.gpu import object_coverage  # its records cost 20 ms to import
-
         objects = [replace(o, gpu=object_coverage(o.gpu_code, gpu)) if o.gpu_code else o
                    for o in objects]
     return InspectReport(tuple(targets), tuple(objects), flt.selection, flt.match, gpu)

@@ -9,6 +9,7 @@ import textwrap
 from dataclasses import asdict
 
 from abifit.engines.inspect import InspectReport, ObjectReport, SymbolRow, SymbolSelection
+from abifit.report.gpu import coverage_json, coverage_reason, target_json
 from abifit.report.json import JsonObject, schema_version
 
 _FILE_TYPES = {"DYN": "shared object", "EXEC": "executable", "REL": "relocatable object",
@@ -24,30 +25,10 @@ def inspect_json(report: InspectReport, transfer: dict[str, int] | None = None) 
         "targets": list(report.targets),
         "symbols": report.symbols.value,
         "match": report.match,
-        "gpu": _target_json(report),
+        "gpu": target_json(report.gpu),
         "objects": [_object_json(o) for o in report.objects],
         "summary": {"objects": len(report.objects), "errors": report.failed},
     }
-
-
-# report.gpu's words are imported only for a report with a GPU (its records take 20 ms): a
-# listing of 75,000 symbols takes a few tenths of a second in all
-
-
-def _target_json(report: InspectReport) -> JsonObject | None:
-    if report.gpu is None:
-        return None
-    from abifit.report.gpu import target_json
-
-    return target_json(report.gpu)
-
-
-def _coverage_json(obj: ObjectReport) -> JsonObject | None:
-    if obj.gpu is None:
-        return None
-    from abifit.report.gpu import coverage_json
-
-    return coverage_json(obj.gpu)
 
 
 def _object_json(obj: ObjectReport) -> JsonObject:
@@ -75,7 +56,7 @@ def _object_json(obj: ObjectReport) -> JsonObject:
             warnings=list(obj.warnings),
         )
         doc["gpu_code"] = _gpu_code_json(obj)
-        doc["gpu"] = _coverage_json(obj)
+        doc["gpu"] = coverage_json(obj.gpu) if obj.gpu is not None else None
         if obj.symbols is not None:
             doc["symbols"] = [_symbol_json(s) for s in obj.symbols]
     return doc
@@ -214,8 +195,6 @@ def _gpu_code_text(obj: ObjectReport) -> list[str]:
                                      "(loaded by the library itself):", *_archs(e.sass, e.ptx)])
     lines += [f"  {'':<10} note: {note}" for note in summary.notes]
     if obj.gpu is not None:
-        from abifit.report.gpu import coverage_reason
-
         lines += _field(f"on {obj.gpu.gpu}", [f"{obj.gpu.verdict}:",
                                                coverage_reason(obj.gpu.reason)])
     return lines
