@@ -66,7 +66,7 @@ def _tails(log: Log, repeat: int) -> dict[str, object]:
                 inflate.use(choice)
                 seconds, view = timed(lambda tail=tail: deflate.decode_tail(tail, len(original)))
                 times[choice].append(seconds)
-                views[choice] = (view.start, view.data, view.mask)
+                views[choice] = (view.start, view.data, view.other)
         assert views["zlib"] == views["zlib-ng"], f"the views of the {size}-byte tail differ"
         runs = {c: Runs(tuple(t)) for c, t in times.items()}
         out[f"tail_{size}"] = {**{c: r.to_json() for c, r in runs.items()},

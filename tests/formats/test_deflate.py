@@ -75,6 +75,11 @@ def _assert_certain_bytes_are_true(view: TailView, original: bytes) -> None:
     assert view.start >= 0
     for lo, hi in _known_ranges(view):
         assert view.data[lo - view.start : hi - view.start] == original[lo:hi], (lo, hi)
+    # the other decode ends at its last difference, where the uncertain bytes end
+    other = view.other
+    assert len(other) <= len(view.data)
+    assert not other or other[-1] != view.data[len(other) - 1]
+    assert not other or view.uncertain[-1][1] == view.start + len(other)
 
 
 def _certain_fraction(view: TailView, lo: int = 0, hi: int | None = None) -> float:
@@ -205,7 +210,9 @@ def test_any_cut_point_gives_true_bytes_or_format_error(cut: int) -> None:
     _assert_certain_bytes_are_true(view, original)
 
 
-VIEW = TailView(start=100, data=bytes(range(50)), mask=bytes(10) + b"\x07" * 5 + bytes(5) + b"\x80")
+# decoded with WINDOW_B, bytes 10-14 and 20 came out otherwise: those are uncertain
+VIEW = TailView(start=100, data=bytes(range(50)),
+                other=bytes(range(10)) + bytes(range(0x17, 0x1C)) + bytes(range(15, 20)) + b"\xff")
 
 
 @pytest.mark.parametrize(
@@ -231,8 +238,26 @@ def test_view_reads_only_known_bytes(offset: int, length: int, expected: bytes |
 
 
 def test_view_lists_uncertain_ranges() -> None:
-    """The mask reads back as merged member ranges."""
+    """The bytes that differ from the other decode read back as merged member ranges."""
     assert VIEW.uncertain == ((110, 115), (120, 121))
+
+
+def test_view_known_is_every_byte_agreeing() -> None:
+    """`known` of a real view agrees with comparing its two decodes byte by byte, over reads
+    of every length at many places, and `uncertain` lists the same bytes."""
+    original = _original(LIBC)
+    compressed = _deflated(LIBC, 6)
+    view = decode_tail(compressed[-256 * KiB :], len(original))
+    other = view.other
+    assert len(other) > 4 * KiB  # the window's copies reach this far
+    rng = random.Random(5)
+    for _ in range(3000):
+        lo = rng.randrange(0, len(other) + 64)
+        hi = min(len(view.data), lo + rng.choice([0, 1, 2, 8, 100, 5000]))
+        agree = all(view.data[i] == other[i] for i in range(lo, min(hi, len(other))))
+        assert view.known(view.start + lo, hi - lo) is agree, (lo, hi)
+    differing = {i for i in range(len(other)) if view.data[i] != other[i]}
+    assert differing == {i - view.start for lo, hi in view.uncertain for i in range(lo, hi)}
 
 
 def test_view_rejects_negative_length() -> None:

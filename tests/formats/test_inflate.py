@@ -72,7 +72,7 @@ def test_the_inflaters_make_the_same_tail_views_on_real_libraries() -> None:
 
             def view(tail: bytes = tail, total: int = len(original)) -> object:
                 found = _outcome(lambda: deflate.decode_tail(tail, total))
-                return found if isinstance(found, str) else (found.start, found.data, found.mask)
+                return found if isinstance(found, str) else (found.start, found.data, found.other)
 
             with_ng, with_zlib = _both(view)
             assert with_ng == with_zlib, f"{label}, tail of {size} bytes"
@@ -105,7 +105,7 @@ def test_the_inflaters_agree_on_windows_and_expansions() -> None:
 
         def window(middle: bytes = middle, size: int = len(original)) -> object:
             found = _outcome(lambda: deflate.decode_window(middle, size))
-            return found if isinstance(found, str) else (found.bit, found.data, found.mask)
+            return found if isinstance(found, str) else (found.bit, found.data, found.other)
 
         assert _both(window)[0] == _both(window)[1], label
         assert _both(lambda middle=middle: deflate.expansion(middle))[0] == \

@@ -110,7 +110,7 @@ def placed_array(site: DynamicSite, data: bytes, max_output: int,
     """The dynamic array's bytes, from a window of compressed bytes (`decode_window`) placed
     by `place`; None when the window decodes but is not placed. Raises FormatError as
     `decode_window` does. A worker process's call: it sends back the array alone, not the
-    window's output (tens of MB, and its uncertainty mask)."""
+    window's output (tens of MB, and the other decode that tells its uncertain bytes)."""
     view = decode_window(data, max_output, name)
     base = place(site, view)
     if base is None:
