@@ -187,3 +187,52 @@ def test_unknown_project_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("error: ") and "nosuchproject" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_member_s_decoded_bytes_are_let_go_before_its_view_is_cached(
+        libraries: dict[str, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large remote member's reader (its decoded tail, windows and fetched bytes: tens of MB
+    for a torch library) is let go once its view is parsed, before the view is written to the
+    cache, where a large view takes a while: the peak memory of a matrix held the readers of
+    the members being written."""
+    import weakref
+
+    import abifit.remote.wheels as wheels
+    from abifit.formats.wheel import WHOLE_MEMBER
+    from abifit.remote.diskcache import Cache
+    from abifit.remote.packageindex import IndexConfig, PackageIndex, Target
+    from abifit.remote.pagefetch import cached_fetch
+    from abifit.remote.runcontext import RemoteContext
+
+    opened: list[weakref.ref[object]] = []
+    alive_when_cached: list[bool] = []
+    real_open, real_remember = wheels.open_member, wheels.wheelcache.remember
+
+    def open_member(*args: object, **kwargs: object) -> object:
+        member = real_open(*args, **kwargs)  # type: ignore[arg-type]
+        opened.append(weakref.ref(member))
+        return member
+
+    def remember(ctx: object, file: object, entry: str, value: object) -> None:
+        if isinstance(value, ElfImage):
+            alive_when_cached.append(opened[-1]() is not None)
+        real_remember(ctx, file, entry, value)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(wheels, "open_member", open_member)
+    monkeypatch.setattr(wheels.wheelcache, "remember", remember)
+    wheel = library_wheel(libraries)
+    cache = Cache(tmp_path)
+    with LoopbackServer() as server, HttpClient(retries=0) as client:
+        index = publish_index(server, {"demo": [("demo-1.0-py3-none-any.whl", wheel)]})
+        ctx = RemoteContext(PackageIndex(cached_fetch(client, cache),
+                                         IndexConfig(index_url=index.url)), client, cache,
+                            Target((3, 11), platforms=("manylinux_2_28_x86_64",)))
+        remote = wheels.RemoteWheel(wheels.resolve("demo==1.0", ctx), ctx)
+        for member in remote.members():
+            assert member.compressed_size > WHOLE_MEMBER  # decoded from a tail, not whole
+            view = remote.view(member)
+            assert isinstance(view, ElfImage), view
+            same_view(view, parse_elf(BytesSource(libraries[member.path.rsplit("/", 1)[1]]),
+                                      relocations=False, sections=False))
+    assert len(opened) == len(alive_when_cached) == len(libraries)
+    assert alive_when_cached == [False] * len(libraries)

@@ -256,7 +256,11 @@ class RemoteWheel:
                     opened = open_member(reader, member, where, local=self.local)
                     image = None if not is_elf_member(opened) else parse_elf(
                         opened, relocations=self.relocations, sections=False)
-                no_gpu_code = self.local and image is not None and shows_no_gpu_code(opened)
+                    no_gpu_code = (self.local and image is not None
+                                   and shows_no_gpu_code(opened))
+                    # the member's decoded tail and windows and the reader's fetched bytes
+                    # (tens of MB) go now, not after the view is written to the cache
+                    del opened, reader
             if image is None:
                 wheelcache.remember(self.ctx, self.file, entry, NOT_ELF)
                 return None
