@@ -125,10 +125,7 @@ class _CxaDemangler:
                     buffer = given.value = pointer  # a longer text: a new buffer
                     capacity = size.value
                     view = (ctypes.c_char * capacity).from_address(buffer)
-                text = view.value.decode("utf-8", "surrogateescape")
-                if "std::" in text and ("std::string" in text or "stream" in text):
-                    text = _expand_std_abbreviations(text)
-                append(text)
+                append(_cxxfilt_text(view.value))
         finally:
             self._free(buffer)
         return out
@@ -204,8 +201,11 @@ def _demangle_body(demangler: _CxaDemangler, name: str) -> str | None:
     if "\0" in name:
         return None
     raw = demangler(name.encode("utf-8", "surrogateescape"))
-    if raw is None:
-        return None
+    return None if raw is None else _cxxfilt_text(raw)
+
+
+def _cxxfilt_text(raw: bytes) -> str:
+    """c++filt's text of what ``__cxa_demangle`` wrote."""
     text = raw.decode("utf-8", "surrogateescape")
     if "std::" in text and ("std::string" in text or "stream" in text):
         return _expand_std_abbreviations(text)
