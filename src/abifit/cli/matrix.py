@@ -62,8 +62,8 @@ def configure(sub: Subparsers) -> None:
     m.add_argument("--gpu", metavar="ARCH",
                    help="also check that the extension's GPU code runs on this GPU (sm_120, "
                    "9.0, 9.0@12.4, auto); members with GPU code are read whole")
-    m.add_argument("--jobs", type=positive, default=4, metavar="N",
-                   help="cells (pairs) checked at once (default 4)")
+    m.add_argument("--jobs", type=positive, metavar="N",
+                   help="cells (pairs) checked at once (default: this machine's cores, 2 to 4)")
     ray_option(m, "cell")
     m.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
     host_options(m)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, overload
 
+from abifit import workers
 from abifit.commands.contexts import (
     HostOptions,
     IndexOptions,
@@ -33,18 +34,26 @@ class MatrixOptions:
     """What `abifit matrix` is asked: the extensions (requirements; each release `versions`
     selects), the host package whose releases they are checked against (`against`), the
     target Pythons (`pythons`; none: the index options' one), a GPU, the host and the index;
-    `jobs` cells are checked at a time. One extension on one Python is a matrix; more make a
-    grid of matrices."""
+    `jobs` cells are checked at a time (None: `cells_at_once`). One extension on one Python is
+    a matrix; more make a grid of matrices."""
 
     extensions: tuple[str, ...]
     against: str
     versions: str | None = None
     gpu: str | None = None
-    jobs: int = 4
+    jobs: int | None = None
     ray: str | None = None  # a Ray cluster's address: each cell a task there (RAY_ADDRESS too)
     host: HostOptions = field(default_factory=HostOptions)
     index: IndexOptions = field(default_factory=IndexOptions)
     pythons: tuple[str, ...] = ()  # X.Y each: a matrix per extension and Python
+
+
+def cells_at_once() -> int:
+    """The cells a matrix checks at once unless told: this machine's cores, 2 to 4. A cell is
+    checked in this process (its members decoded in the worker processes), so more cells than
+    cores take as long and hold more releases' views at once (docs/benchmarks.md: on two
+    cores, 4 cells at once peaked 15-20 % higher than 2, in the same time)."""
+    return max(2, min(4, workers.usable_cores()))
 
 
 def run_matrix(options: MatrixOptions, session: Session,
@@ -56,6 +65,7 @@ def run_matrix(options: MatrixOptions, session: Session,
     linux_only(index)
     host, remote = host_and_index(options.host, index, session)
     gpu = option_gpu(options.gpu, session.environ)
+    jobs = options.jobs or cells_at_once()
     with cluster_asked(options.ray, session.environ) as cluster:
         elsewhere = None
         if cluster is not None:
@@ -65,12 +75,12 @@ def run_matrix(options: MatrixOptions, session: Session,
                                  gpu)
         if len(extensions) == 1 and len(pythons) <= 1:
             return engine.matrix(extensions[0], options.against, remote(), remote().target,
-                                 host, session.progress, options.jobs, options.host.python,
+                                 host, session.progress, jobs, options.host.python,
                                  versions=options.versions, gpu=gpu, clock=clock,
                                  elsewhere=elsewhere)
         return engine.grid(extensions, options.against, remote(),
                            _targets(remote().target, pythons), host, session.progress,
-                           options.jobs, options.host.python, versions=options.versions,
+                           jobs, options.host.python, versions=options.versions,
                            gpu=gpu, clock=clock, elsewhere=elsewhere)
 
 
@@ -104,14 +114,14 @@ def _targets(first: Target, pythons: Sequence[str]) -> list[Target]:
 
 @overload
 def matrix(extension: str, against: str, *, versions: str | None = ..., gpu: str | None = ...,
-           jobs: int = ..., ray: str | None = ..., host: str | None = ...,
+           jobs: int | None = ..., ray: str | None = ..., host: str | None = ...,
            assume_driver: str | None = ..., python: str | None = ..., pythons: None = ...,
            progress: Progress | None = ..., **index: Any) -> MatrixReport: ...
 
 
 @overload
 def matrix(extension: str | Sequence[str], against: str, *, versions: str | None = ...,
-           gpu: str | None = ..., jobs: int = ..., ray: str | None = ...,
+           gpu: str | None = ..., jobs: int | None = ..., ray: str | None = ...,
            host: str | None = ..., assume_driver: str | None = ..., python: str | None = ...,
            pythons: Sequence[str] | None = ..., progress: Progress | None = ...,
            **index: Any) -> MatrixReport | GridReport: ...
@@ -123,7 +133,7 @@ def matrix(
     *,
     versions: str | None = None,
     gpu: str | None = None,
-    jobs: int = 4,
+    jobs: int | None = None,
     ray: str | None = None,
     host: str | None = None,
     assume_driver: str | None = None,
