@@ -374,6 +374,74 @@ def test_unchanged_reads_links_missing_names_and_refuses_what_it_cannot_read(tre
         assert not observe.unchanged(observe.Observations(packed)), packed
 
 
+def test_unchanged_shares_many_paths_among_threads_and_sees_a_change_in_any_share(
+        tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Observations of many paths are asked by several threads, a share each: a change in the
+    first share, in the last, or in both is seen as one asked in a single loop sees it."""
+    from abifit import workers
+
+    monkeypatch.setattr(workers, "usable_cores", lambda: 4)
+    names = [tree / "many" / f"n{i}" for i in range(3 * observe._PATHS_A_THREAD)]
+    (tree / "many").mkdir()
+    for name in names[:: observe._PATHS_A_THREAD // 2]:
+        name.write_text("")
+    with observe.recording() as recorder:
+        for name in names:
+            observe.exists(str(name))
+    kept = recorder.observations()
+    started: list[int] = []
+    real = observe._unchanged
+
+    def counted(*share: tuple[object, ...]) -> bool:
+        started.append(len(share[1]))
+        return real(*share)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(observe, "_unchanged", counted)
+    assert observe.unchanged(kept)
+    assert len(started) == 3 and sum(started) == len(names)
+    for changed in ([names[1]], [names[-1]], [names[2], names[-2]]):
+        for name in changed:
+            name.write_text("")
+        assert not observe.unchanged(kept), changed
+        for name in changed:
+            name.unlink()
+        assert observe.unchanged(kept)
+    monkeypatch.setattr(workers, "usable_cores", lambda: 1)  # one core: one loop
+    started.clear()
+    names[-1].write_text("")
+    assert not observe.unchanged(kept) and started == [len(names)]
+
+
+def test_a_guess_is_the_check_of_the_run_noted_last_and_counts_for_its_own_key_only(
+        tree: Path) -> None:
+    """`RunCache.guess` checks the run whose key was noted last under a name, before the key of
+    a run is known; `printed` takes that check only for the same key, and checks any other key
+    itself."""
+    from abifit.host.runcache import Guess, ReadEnviron, RunCache
+
+    runs = RunCache(tree / "cache", "doctor")
+    watched = tree / "a" / "f.so"
+    assert runs.guess("python", {}) is None  # nothing noted
+    for key, said in (("key-1", "one"), ("key-2", "two")):
+        with observe.recording() as recorder:
+            observe.isfile(str(watched))
+        recorder.started_ns += 2 * observe.SETTLE_NS  # as if the file was older
+        assert runs.put(key, ReadEnviron({}), recorder, said, said)
+    runs.remember("python", "key-1")
+    guessed = runs.guess("python", {})
+    assert guessed is not None and guessed.key == "key-1" and guessed.stored is not None
+    assert runs.printed("key-1", {}, str, guessed) == "one"
+    assert runs.printed("key-2", {}, str, guessed) == "two"  # another key: checked itself
+    # a guess that found the run changed counts for its key, and for no other
+    assert runs.printed("key-1", {}, str, Guess("key-1", None)) is None
+    assert runs.printed("key-2", {}, str, Guess("key-1", None)) == "two"
+    watched.write_text("changed")
+    changed = runs.guess("python", {})
+    assert changed == Guess("key-1", None)
+    assert runs.printed("key-1", {}, str, changed) is None
+    assert runs.printed("key-2", {}, str) is None
+
+
 _CLI = """
 import io, json, sys
 from abifit.cli import main
@@ -425,6 +493,21 @@ def test_a_warm_doctor_prints_the_kept_run_without_simulating(env: Env, tmp_path
         code, printed, simulated = doctor_cli(*form)
         assert (code, printed) == fresh[form][:2], form
         assert not simulated, form
+
+    # the run noted last for the interpreter is checked while it answers; a run of another key
+    # (offline) is noted in its place, and the next run checks its own kept run and notes it
+    from abifit.engines.kept import latest_name
+    from abifit.host.runcache import RunCache
+
+    runs, name = RunCache(cache, "doctor"), latest_name(str(env.python), ())
+    noted = runs.guess(name, {})
+    assert noted is not None
+    assert doctor_cli("--no-index")[2]
+    offline = runs.guess(name, {})
+    assert offline is not None and offline.key != noted.key
+    assert doctor_cli() == (*fresh[()][:2], False)
+    again = runs.guess(name, {})
+    assert again is not None and again.key == noted.key
 
     _build_host(env, HOST_C_WITHOUT)  # the library loses the function a module needs
     settle()

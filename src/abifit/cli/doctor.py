@@ -62,18 +62,27 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     ci.check_options(args)
     # the interpreter is asked for its facts while the command's modules are imported
     query = InterpreterQuery(args.python or default_interpreter(os.environ))
-    from abifit.engines.kept import DoctorOptions, ask, kept_printed
+    from abifit.engines.kept import DoctorOptions, ask, guess_kept, kept_printed
+    from abifit.workers import Beside
 
     options = DoctorOptions(args.python, tuple(args.packages), args.verify, args.save_host,
                             args.gpu, args.assume_driver, args.cache_dir, args.no_cache,
                             args.no_index)
     cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
     environ = dict(os.environ)
-    asked = ask(query, environ, option_gpus(args.gpu, environ) if args.gpu else None)
-    # a warm run prints what the kept run printed (which keeps no report for CI systems)
-    if not args.verify and not args.save_host and not ci.asked(args):
+    # a warm run prints what the kept run printed (which keeps no report for CI systems); the
+    # run kept last for this interpreter is checked while the interpreter answers
+    keeps = not args.verify and not args.save_host and not ci.asked(args)
+    guessing = Beside(guess_kept, cache, query.python, options.packages, environ) \
+        if keeps else None
+    try:
+        asked = ask(query, environ, option_gpus(args.gpu, environ) if args.gpu else None)
+    finally:
+        guessed = guessing.result() if guessing is not None else None
+    if keeps:
         kept = kept_printed(cache, asked, options.packages, offline=args.no_index,
-                            assume_driver=args.assume_driver, environ=environ)
+                            assume_driver=args.assume_driver, environ=environ,
+                            python=query.python, guessed=guessed)
         if kept is not None:
             return _print_doctor(kept, args, out)
     from abifit.commands.doctor import run_doctor

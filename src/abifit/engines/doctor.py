@@ -27,6 +27,7 @@ from abifit.engines.kept import (
     ask,
     doctor_key,
     doctor_runs,
+    latest_name,
 )
 from abifit.engines.plans import (
     ParseAhead,
@@ -837,8 +838,10 @@ def doctor(
                          verify=verify, cache_dir=cache_dir, environ=read, progress=progress,
                          remote=index if remote is not None else None, save_host=save_host,
                          on_simulation=on_simulation, assume_driver=assume_driver)
-    if runs is not None and not asked_index:
-        runs.put(key, read, recorder, report, printed(report) if printed else None)
+    if runs is not None and not asked_index and runs.put(
+            key, read, recorder, report, printed(report) if printed else None):
+        given = python.python if isinstance(python, InterpreterQuery) else python
+        runs.remember(latest_name(given, tuple(packages)), key)
     return report
 
 

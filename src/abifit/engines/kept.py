@@ -15,7 +15,7 @@ from pathlib import Path
 
 from abifit.host.environment import InterpreterFacts, InterpreterQuery
 from abifit.host.ldconfig import HostFacts, probe_host
-from abifit.host.runcache import RunCache, run_key
+from abifit.host.runcache import Guess, RunCache, run_key
 from abifit.sim.gputarget import GpuTarget
 from abifit.workers import Beside
 
@@ -106,14 +106,33 @@ def doctor_key(asked: DoctorAsked, packages: tuple[str, ...], *, offline: bool,
                    offline, assume_driver)
 
 
+def latest_name(python: str, packages: tuple[str, ...]) -> str:
+    """What names the doctor run kept last for the interpreter `python` (as it was given) and
+    `packages`, before the interpreter has answered (`RunCache.remember`)."""
+    return run_key(RUN_FORMAT, python, packages)
+
+
+def guess_kept(cache_dir: Path | None, python: str, packages: tuple[str, ...],
+               environ: Mapping[str, str]) -> Guess | None:
+    """The doctor run kept last for `python` and `packages`, checked (`RunCache.guess`): a
+    warm run starts this in a thread beside the interpreter's query."""
+    runs = doctor_runs(cache_dir, kept=True)
+    return None if runs is None else runs.guess(latest_name(python, packages), environ)
+
+
 def kept_printed(cache_dir: Path | None, asked: DoctorAsked, packages: tuple[str, ...], *,
-                 offline: bool, assume_driver: bool,
-                 environ: Mapping[str, str]) -> DoctorPrinted | None:
+                 offline: bool, assume_driver: bool, environ: Mapping[str, str],
+                 python: str | None = None, guessed: Guess | None = None
+                 ) -> DoctorPrinted | None:
     """What the kept run for these arguments printed, while everything it was worked out from
-    is unchanged; None when there is none."""
+    is unchanged; None when there is none. `guessed` (`guess_kept` of the interpreter `python`
+    as given) is taken for the check of the kept run when its key is this run's; a kept run
+    taken under another key is noted as the last for `python`, for the next guess."""
     runs = doctor_runs(cache_dir, kept=True)
     if runs is None:
         return None
     key = doctor_key(asked, packages, offline=offline, assume_driver=assume_driver)
-    printed = runs.printed(key, environ, DoctorPrinted)
+    printed = runs.printed(key, environ, DoctorPrinted, guessed)
+    if printed is not None and python is not None and (guessed is None or guessed.key != key):
+        runs.remember(latest_name(python, packages), key)
     return printed if isinstance(printed, DoctorPrinted) else None

@@ -77,6 +77,19 @@ class StoredRun:
     printed: object = None  # the command's own value: what it prints of the result
 
 
+# what sets a key noted last (`RunCache.remember`) apart from the results, in an entry's name
+LATEST = "-latest"
+
+
+@dataclass(frozen=True, slots=True)
+class Guess:
+    """A key noted before, and its entry while everything it was worked out from is
+    unchanged (None: not, or no entry)."""
+
+    key: str
+    stored: StoredRun | None
+
+
 def fingerprint() -> str:
     """abifit's own code and data files: their names, sizes and mtimes."""
     rows = []
@@ -115,13 +128,29 @@ class RunCache:
             return None
         return result if conforms(result, expect) else None
 
-    def printed(self, key: str, environ: Mapping[str, str], expect: object) -> object | None:
+    def printed(self, key: str, environ: Mapping[str, str], expect: object,
+                guessed: Guess | None = None) -> object | None:
         """What the command printed of the stored result for `key`, on the same terms as
-        `get`, without decoding the result."""
-        stored = self._valid(key, environ)
+        `get`, without decoding the result; a `guess` of the same key is taken as the entry's
+        check (`guess`)."""
+        stored = guessed.stored if guessed is not None and guessed.key == key else \
+            self._valid(key, environ)
         if stored is None or not conforms(stored.printed, expect):
             return None
         return stored.printed
+
+    def remember(self, name: str, key: str) -> None:
+        """Note `key` as the last result kept under `name` (what a later run knows before its
+        key: see `guess`)."""
+        write_value(key_path(self.root, self.command + LATEST, name), key)
+
+    def guess(self, name: str, environ: Mapping[str, str]) -> Guess | None:
+        """The result last kept under `name` (`remember`), checked as `printed` checks one:
+        started before a run knows its own key (a warm `doctor` checks the tens of thousands
+        of paths of its kept run while the interpreter is still answering), and taken only
+        when the key it comes to is the same. None when no key is noted."""
+        key = read_value(key_path(self.root, self.command + LATEST, name), str)
+        return Guess(key, self._valid(key, environ)) if isinstance(key, str) else None
 
     def put(self, key: str, environ: ReadEnviron, recorder: observe.Recorder,
             result: object, printed: object = None) -> bool:
