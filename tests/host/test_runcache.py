@@ -374,44 +374,6 @@ def test_unchanged_reads_links_missing_names_and_refuses_what_it_cannot_read(tre
         assert not observe.unchanged(observe.Observations(packed)), packed
 
 
-def test_unchanged_shares_many_paths_among_threads_and_sees_a_change_in_any_share(
-        tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Observations of many paths are asked by several threads, a share each: a change in the
-    first share, in the last, or in both is seen as one asked in a single loop sees it."""
-    from abifit import workers
-
-    monkeypatch.setattr(workers, "usable_cores", lambda: 4)
-    names = [tree / "many" / f"n{i}" for i in range(3 * observe._PATHS_A_THREAD)]
-    (tree / "many").mkdir()
-    for name in names[:: observe._PATHS_A_THREAD // 2]:
-        name.write_text("")
-    with observe.recording() as recorder:
-        for name in names:
-            observe.exists(str(name))
-    kept = recorder.observations()
-    started: list[int] = []
-    real = observe._unchanged
-
-    def counted(*share: tuple[object, ...]) -> bool:
-        started.append(len(share[1]))
-        return real(*share)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(observe, "_unchanged", counted)
-    assert observe.unchanged(kept)
-    assert len(started) == 3 and sum(started) == len(names)
-    for changed in ([names[1]], [names[-1]], [names[2], names[-2]]):
-        for name in changed:
-            name.write_text("")
-        assert not observe.unchanged(kept), changed
-        for name in changed:
-            name.unlink()
-        assert observe.unchanged(kept)
-    monkeypatch.setattr(workers, "usable_cores", lambda: 1)  # one core: one loop
-    started.clear()
-    names[-1].write_text("")
-    assert not observe.unchanged(kept) and started == [len(names)]
-
-
 def test_a_guess_is_the_check_of_the_run_noted_last_and_counts_for_its_own_key_only(
         tree: Path) -> None:
     """`RunCache.guess` checks the run whose key was noted last under a name, before the key of

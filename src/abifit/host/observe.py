@@ -127,31 +127,10 @@ def _implied(answer: Seen, lstat_answer: Seen | None) -> bool:
             and not stat_module.S_ISLNK(answer[0]))
 
 
-# paths asked in one thread (`unchanged`): the system calls, most of the time, run side by side
-_PATHS_A_THREAD = 4096
-_THREADS = 4
-
-
 def unchanged(observations: Observations) -> bool:
     """Whether every path answers as it did (nothing readable: not). A warm `doctor` asks tens
-    of thousands of paths: up to `_THREADS` threads ask a share each, and the loop makes no
-    call per path beyond the system call's."""
+    of thousands of paths, so the loop makes no call per path beyond the system call's."""
     kinds, paths, seen = observations.columns()
-    from abifit.workers import usable_cores
-
-    shares = min(_THREADS, usable_cores(), -(-len(paths) // _PATHS_A_THREAD))
-    if shares <= 1:
-        return _unchanged(kinds, paths, seen)
-    from concurrent.futures import ThreadPoolExecutor
-
-    size = -(-len(paths) // shares)
-    cut = [(kinds[i:i + size], paths[i:i + size], seen[i:i + size])
-           for i in range(0, len(paths), size)]
-    with ThreadPoolExecutor(len(cut), thread_name_prefix="abifit-unchanged") as pool:
-        return all(pool.map(lambda share: _unchanged(*share), cut))
-
-
-def _unchanged(kinds: tuple[str, ...], paths: tuple[str, ...], seen: tuple[Seen, ...]) -> bool:
     stat, lstat, readlink = os.stat, os.lstat, os.readlink
     for kind, path, answer in zip(kinds, paths, seen, strict=True):
         try:
