@@ -112,8 +112,7 @@ class _CxaDemangler:
         append = out.append
         try:
             for name in names:
-                if (not name.startswith("_Z") or "\0" in name
-                        or ("17h" in name and name.startswith("_ZN"))):
+                if not name.startswith("_Z") or "\0" in name or _may_be_rust_legacy(name):
                     append(_demangle_with(self, name))
                     continue
                 pointer = into(name.encode("utf-8", "surrogateescape"), given, size_ref,
@@ -192,7 +191,7 @@ def _expand_std_abbreviations(text: str) -> str:
 def _demangle_body(demangler: _CxaDemangler, name: str) -> str | None:
     """c++filt's core: legacy Rust first, then Itanium C++ (``_Z...`` and ``_GLOBAL_`` names)."""
     if name.startswith("_Z"):
-        if name.startswith("_ZN") and "17h" in name:
+        if _may_be_rust_legacy(name):
             rust = _demangle_rust_legacy(name)
             if rust is not None:
                 return rust
@@ -202,6 +201,12 @@ def _demangle_body(demangler: _CxaDemangler, name: str) -> str | None:
         return None
     raw = demangler(name.encode("utf-8", "surrogateescape"))
     return None if raw is None else _cxxfilt_text(raw)
+
+
+def _may_be_rust_legacy(name: str) -> bool:
+    """Whether a ``_Z`` name may be a legacy Rust one (``_ZN...17h<hash>E``), which is tried
+    before Itanium C++ (`_demangle_rust_legacy`)."""
+    return name.startswith("_ZN") and "17h" in name
 
 
 def _cxxfilt_text(raw: bytes) -> str:
