@@ -108,8 +108,10 @@ def doctor_key(asked: DoctorAsked, packages: tuple[str, ...], *, offline: bool,
 
 def latest_name(python: str, packages: tuple[str, ...]) -> str:
     """What names the doctor run kept last for the interpreter `python` (as it was given) and
-    `packages`, before the interpreter has answered (`RunCache.remember`)."""
-    return run_key(RUN_FORMAT, python, packages)
+    `packages`, before the interpreter has answered (`RunCache.remember`). Not a run's key:
+    the key the name leads to is compared with the run's own, which holds abifit's release
+    and files, so the name need not walk abifit's files again."""
+    return "\0".join((RUN_FORMAT, python, *packages))  # no path or name holds a NUL
 
 
 def guess_kept(cache_dir: Path | None, python: str, packages: tuple[str, ...],
