@@ -305,6 +305,64 @@ def test_a_call_made_by_a_fork_of_this_process(tmp_path: Path) -> None:
     _runs_to_the_end(tmp_path / "fork_call.py", _FORK_CALL)
 
 
+_APART = '''
+import os, threading
+from abifit import workers
+
+os.environ["ABIFIT_WORKERS"] = "2"
+here = os.getpid()
+# a library does not fork: the call is made in a thread of this process
+assert workers.Apart(os.getpid).result() == here and threading.active_count() == 1
+workers.fork_workers()
+apart = workers.Apart(divmod, 9, 4)
+assert threading.active_count() == 1  # a fork, not a thread
+assert apart.result() == (2, 1)
+assert workers.Apart(os.getpid).result() != here  # computed by the fork
+
+def only_here():  # a fork that dies leaves the call to the caller
+    if os.getpid() != here:
+        os._exit(3)
+    return "here"
+
+assert workers.Apart(only_here).result() == "here"
+
+def fails():
+    raise KeyError("raised apart")
+
+try:
+    workers.Apart(fails).result()
+except KeyError as e:
+    assert "raised apart" in str(e)
+else:
+    raise AssertionError("the error was not raised again")
+# no process can be made: a thread
+forking = os.fork
+def refused():
+    raise BlockingIOError(11, "Resource temporarily unavailable")
+os.fork = refused
+open_fds = len(os.listdir("/proc/self/fd"))
+assert workers.fork_call(os.getpid) is None
+assert workers.Apart(os.getpid).result() == here
+assert workers._Pool(2).size == 0  # a pool of no worker: its calls run in the caller
+assert len(os.listdir("/proc/self/fd")) == open_fds  # no pipe left open
+os.fork = forking
+# another thread running: no fork, a thread
+stop = threading.Event()
+threading.Thread(target=stop.wait).start()
+assert workers.Apart(os.getpid).result() == here
+stop.set()
+print("done")
+'''
+
+
+def test_a_call_apart_is_made_by_a_fork_else_in_a_thread(tmp_path: Path) -> None:
+    """`Apart` has a fork of this process make the call where `fork_call` makes one (no thread
+    is started), else a thread (a library, another thread running, no process can be made:
+    then a pool has no worker either, and no pipe is left open); its error is raised here,
+    and where the fork dies the caller makes the call."""
+    _runs_to_the_end(tmp_path / "apart.py", _APART)
+
+
 def test_a_call_beside_answers_and_leaves_one_thread() -> None:
     """`Beside` runs its call in a thread of its own while the caller goes on; once its
     answer (or its exception) is taken, that thread has ended, as a fork needs."""

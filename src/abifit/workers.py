@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import gc
 import heapq
 import itertools
@@ -105,7 +106,12 @@ def _fork(siblings: list[int]) -> _Forked:
     workers' pipes, closed in the new one so that each worker ends when this process does."""
     calls_in, calls_out = os.pipe()
     answers_in, answers_out = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # the pool goes on without this worker: its pipes are not kept open
+        for fd in (calls_in, calls_out, answers_in, answers_out):
+            os.close(fd)
+        raise
     if pid == 0:  # the worker: it never returns from here
         try:
             os.setsid()
@@ -338,6 +344,30 @@ class Beside(Generic[R]):
             self._pool.shutdown(wait=True)
 
 
+class Apart(Generic[R]):
+    """`function(*args)` computed beside the caller from now on, by a fork of this process
+    where `fork_call` makes one, else in a thread (`Beside`). For a call of many system calls
+    (a warm `doctor`'s check of the paths its kept run observed): in a thread, each of them
+    waits for the interpreter's lock again while the caller runs Python (up to the switch
+    interval, 5 ms), and a fork has a lock of its own. `result` waits for the answer (the
+    call's exception raised again); where the fork ended without one, the caller computes it.
+    The function's answer must pickle."""
+
+    def __init__(self, function: Callable[..., R], *args: object) -> None:
+        self._call = functools.partial(function, *args)
+        self._forked = fork_call(self._call)
+        self._beside = Beside(self._call) if self._forked is None else None
+
+    def result(self) -> R:
+        if self._beside is not None:
+            return self._beside.result()
+        assert self._forked is not None
+        try:
+            return self._forked.result()
+        except ForkFailed:
+            return self._call()
+
+
 class ForkFailed(AbifitError):
     """A `fork_call` fork ended without its answer (killed, or its answer unreadable).
 
@@ -371,8 +401,9 @@ class ForkedCall(Generic[R]):
 def fork_call(function: Callable[[], R]) -> ForkedCall[R] | None:
     """`function()` computed by a fork of this process made now, beside the caller: the fork
     holds everything the caller does, so nothing is sent to it, and its answer is pickled
-    back. For the `abifit` command only (`fork_workers`): None in a library, on one core, or
-    while another thread runs a call (`submit`): the caller computes it then. The calls
+    back. For the `abifit` command only (`fork_workers`): None in a library, on one core,
+    while another thread runs a call (`submit`), or when no process can be made: the caller
+    computes it then. The calls
     submitted are waited for first, those not started yet cancelled (their callers take
     them back), so that the process has one thread when it forks. The fork runs no workers
     of its own, prints nothing, ignores SIGINT, and its reads are its own
@@ -388,7 +419,13 @@ def fork_call(function: Callable[[], R]) -> ForkedCall[R] | None:
         return None
     answers_in, answers_out = os.pipe()
     gc.freeze()  # the collector of neither process walks (and so copies) what both hold
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # no process can be made now (a limit, memory): the caller computes it
+        gc.unfreeze()
+        os.close(answers_in)
+        os.close(answers_out)
+        return None
     if pid == 0:  # the fork: it never returns from here
         try:
             _detach((answers_in,))

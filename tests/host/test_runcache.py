@@ -406,7 +406,9 @@ def test_a_guess_is_the_check_of_the_run_noted_last_and_counts_for_its_own_key_o
 
 _CLI = """
 import io, json, sys
+from abifit import workers
 from abifit.cli import main
+workers.fork_workers()  # as the `abifit` command: the kept run's check is made by a fork
 out = io.StringIO()
 sys.stdout = out
 code = main(sys.argv[1:])

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # the interpreter is asked for its facts while the command's modules are imported
     query = InterpreterQuery(args.python or default_interpreter(os.environ))
     from abifit.engines.kept import DoctorOptions, ask, guess_kept, kept_printed
-    from abifit.workers import Beside
+    from abifit.workers import Apart
 
     options = DoctorOptions(args.python, tuple(args.packages), args.verify, args.save_host,
                             args.gpu, args.assume_driver, args.cache_dir, args.no_cache,
@@ -71,10 +71,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     cache = None if args.no_cache else cache_root(args.cache_dir, os.environ)
     environ = dict(os.environ)
     # a warm run prints what the kept run printed (which keeps no report for CI systems); the
-    # run kept last for this interpreter is checked while the interpreter answers
+    # run kept last for this interpreter is checked while the interpreter answers, by a fork
+    # (its tens of thousands of `stat` calls would wait for the lock of this process)
     keeps = not args.verify and not args.save_host and not ci.asked(args)
-    guessing = Beside(guess_kept, cache, query.python, options.packages, environ) \
-        if keeps else None
+    guessing = Apart(guess_kept, cache, query.python, options.packages, environ) \
+        if keeps and cache is not None else None
     try:
         asked = ask(query, environ, option_gpus(args.gpu, environ) if args.gpu else None)
     finally:
