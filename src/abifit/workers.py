@@ -106,12 +106,7 @@ def _fork(siblings: list[int]) -> _Forked:
     workers' pipes, closed in the new one so that each worker ends when this process does."""
     calls_in, calls_out = os.pipe()
     answers_in, answers_out = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError:  # the pool goes on without this worker: its pipes are not kept open
-        for fd in (calls_in, calls_out, answers_in, answers_out):
-            os.close(fd)
-        raise
+    pid = _fork_or_close(calls_in, calls_out, answers_in, answers_out)  # the pool goes on
     if pid == 0:  # the worker: it never returns from here
         try:
             os.setsid()
@@ -122,6 +117,17 @@ def _fork(siblings: list[int]) -> _Forked:
     os.close(calls_in)
     os.close(answers_out)
     return _Forked(pid, os.fdopen(calls_out, "wb"), os.fdopen(answers_in, "rb"))
+
+
+def _fork_or_close(*pipe_ends: int) -> int:
+    """`os.fork()`; where no process can be made (a limit, memory), the pipe ends made for
+    it are closed before its OSError is raised again."""
+    try:
+        return os.fork()
+    except OSError:
+        for fd in pipe_ends:
+            os.close(fd)
+        raise
 
 
 def _detach(fds: Iterable[int]) -> None:
@@ -403,11 +409,10 @@ def fork_call(function: Callable[[], R]) -> ForkedCall[R] | None:
     holds everything the caller does, so nothing is sent to it, and its answer is pickled
     back. For the `abifit` command only (`fork_workers`): None in a library, on one core,
     while another thread runs a call (`submit`), or when no process can be made: the caller
-    computes it then. The calls
-    submitted are waited for first, those not started yet cancelled (their callers take
-    them back), so that the process has one thread when it forks. The fork runs no workers
-    of its own, prints nothing, ignores SIGINT, and its reads are its own
-    (`abifit.host.observe` forgets the caller's recordings in it)."""
+    computes it then. The calls submitted are waited for first, those not started yet
+    cancelled (their callers take them back), so that the process has one thread when it
+    forks. The fork runs no workers of its own, prints nothing, ignores SIGINT, and its reads
+    are its own (`abifit.host.observe` forgets the caller's recordings in it)."""
     global _submitter
     if not _forking or workers_wanted() == 0:
         return None
@@ -420,11 +425,9 @@ def fork_call(function: Callable[[], R]) -> ForkedCall[R] | None:
     answers_in, answers_out = os.pipe()
     gc.freeze()  # the collector of neither process walks (and so copies) what both hold
     try:
-        pid = os.fork()
-    except OSError:  # no process can be made now (a limit, memory): the caller computes it
+        pid = _fork_or_close(answers_in, answers_out)
+    except OSError:  # the caller computes it
         gc.unfreeze()
-        os.close(answers_in)
-        os.close(answers_out)
         return None
     if pid == 0:  # the fork: it never returns from here
         try:

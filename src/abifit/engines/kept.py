@@ -117,7 +117,7 @@ def latest_name(python: str, packages: tuple[str, ...]) -> str:
 def guess_kept(cache_dir: Path | None, python: str, packages: tuple[str, ...],
                environ: Mapping[str, str]) -> Guess | None:
     """The doctor run kept last for `python` and `packages`, checked (`RunCache.guess`): a
-    warm run starts this in a thread beside the interpreter's query."""
+    warm run starts this beside the interpreter's query (`workers.Apart`: in a fork)."""
     runs = doctor_runs(cache_dir, kept=True)
     return None if runs is None else runs.guess(latest_name(python, packages), environ)
 
